@@ -1,0 +1,60 @@
+# work-agent: one command runs the demo (`make demo`), one runs the tests (`make test`).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+CARGO ?= cargo
+RUN_DIR ?= $(CURDIR)/.run
+
+.PHONY: help
+help: ## list targets
+	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+.PHONY: build
+build: ## build every crate (debug)
+	$(CARGO) build --workspace --all-targets
+
+.PHONY: fmt
+fmt: ## format the code
+	$(CARGO) fmt --all
+
+.PHONY: lint
+lint: ## rustfmt check and clippy with warnings as errors
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+.PHONY: unit
+unit: ## tests that need no cluster
+	$(CARGO) test --workspace --exclude e2e
+
+.PHONY: crds
+crds: ## regenerate deploy/crds from the Rust types
+	$(CARGO) run -q -p work-agent -- crd --output-dir deploy/crds
+
+.PHONY: controlplane-bins
+controlplane-bins: ## build (or reuse from ~/.cache) etcd, kube-apiserver, kcm, scheduler, kwok
+	e2e/scripts/build-controlplane.sh
+
+.PHONY: cluster-up
+cluster-up: ## start a hub (apiserver only) and a spoke (full) control plane on loopback
+	e2e/scripts/controlplane.sh up hub --minimal
+	e2e/scripts/controlplane.sh up spoke
+
+.PHONY: cluster-down
+cluster-down: ## stop the control planes started by cluster-up
+	-e2e/scripts/controlplane.sh down spoke
+	-e2e/scripts/controlplane.sh down hub
+
+.PHONY: integration
+integration: ## integration tests against running control planes (see cluster-up)
+	e2e/scripts/run-integration.sh
+
+.PHONY: test
+test: lint unit ## everything: lint, unit tests, then integration tests on a fresh local control plane
+	e2e/scripts/with-cluster.sh e2e/scripts/run-integration.sh
+
+.PHONY: bench
+bench: ## benchmarks (reports under target/criterion)
+	$(CARGO) bench -p conditions
+
+.PHONY: demo
+demo: ## local control plane + agent + a ManifestWork that completes and is garbage collected
+	e2e/scripts/demo.sh

@@ -1,0 +1,1 @@
+//! Writes manifests to the spoke: Update, CreateOnly, ServerSideApply, ReadOnly.

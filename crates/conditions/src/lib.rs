@@ -1,0 +1,1 @@
+//! Pure evaluation of ManifestWork condition rules (CEL and well-known) and condition aggregation.

@@ -1,0 +1,1 @@
+//! TTL garbage collection of completed ManifestWorks.

@@ -1,0 +1,1 @@
+//! Integration-test helpers: connect to the local control plane, namespaces, CRDs, waits.

@@ -1,0 +1,47 @@
+//! `work-agent`: applies the ManifestWorks of one managed cluster, and helps authors test them.
+
+mod cmd_crd;
+mod cmd_eval;
+mod cmd_lint;
+mod cmd_run;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// The Open Cluster Management work agent, with workload completion and TTL garbage collection.
+#[derive(Parser, Debug)]
+#[command(name = "work-agent", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the agent for one managed cluster.
+    Run(Box<cmd_run::RunArgs>),
+    /// Evaluate a CEL expression, or a work's condition rules, against an object.
+    Eval(cmd_eval::EvalArgs),
+    /// Check ManifestWork files before shipping them.
+    Lint(cmd_lint::LintArgs),
+    /// Print (or write) the CustomResourceDefinitions.
+    Crd(cmd_crd::CrdArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // clap prints help/version to stdout with exit 0 and usage errors with exit 2.
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match cli.command {
+        Command::Run(args) => cmd_run::main(*args),
+        Command::Eval(args) => cmd_eval::main(args),
+        Command::Lint(args) => cmd_lint::main(args),
+        Command::Crd(args) => cmd_crd::main(args),
+    }
+}

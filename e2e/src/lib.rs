@@ -1,0 +1,1 @@
+//! Integration tests live in `tests/`; they need a running control plane (`make cluster-up`).

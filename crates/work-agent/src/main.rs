@@ -1,9 +1,6 @@
 //! `work-agent`: applies the ManifestWorks of one managed cluster, and helps authors test them.
 
-mod cmd_crd;
-mod cmd_eval;
-mod cmd_lint;
-mod cmd_run;
+use work_agent::{cmd_crd, cmd_eval, cmd_lint, cmd_run};
 
 use std::process::ExitCode;
 

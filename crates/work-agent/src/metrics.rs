@@ -1,0 +1,203 @@
+//! Prometheus metrics of the agent (`/metrics`). Names follow Prometheus conventions and label
+//! sets stay small: no per-object labels, so cardinality does not grow with the number of works.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Label: the state of a work (`applying`, `available`, `complete`, `deleting`, `failed`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StateLabels {
+    /// Work state.
+    pub state: &'static str,
+}
+
+/// Labels of an apply: strategy and result.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApplyLabels {
+    /// `Update`, `CreateOnly`, `ServerSideApply` or `ReadOnly`.
+    pub strategy: &'static str,
+    /// `created`, `updated`, `unchanged`, `skipped_complete`, `conflict` or `error`.
+    pub result: &'static str,
+}
+
+/// Label: the apply strategy.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StrategyLabels {
+    /// `Update`, `CreateOnly`, `ServerSideApply` or `ReadOnly`.
+    pub strategy: &'static str,
+}
+
+/// Label: the result of a rule evaluation (`true`, `false`, `unknown`, `error`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RuleResultLabels {
+    /// Outcome.
+    pub result: &'static str,
+}
+
+/// Label: which controller failed (`manifestwork`, `applied`, `gc`, `status`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ControllerLabels {
+    /// Controller name.
+    pub controller: &'static str,
+}
+
+fn histogram_seconds() -> Histogram {
+    // 1 ms .. ~65 s
+    Histogram::new(exponential_buckets(0.001, 2.0, 17))
+}
+
+fn histogram_long_seconds() -> Histogram {
+    // 1 s .. ~9 h: workloads and TTLs run for minutes to hours
+    Histogram::new(exponential_buckets(1.0, 2.0, 16))
+}
+
+/// Every metric of the agent, registered in one registry.
+pub struct Metrics {
+    /// The registry `/metrics` encodes.
+    pub registry: Registry,
+    /// Works served, by state.
+    pub works: Family<StateLabels, Gauge>,
+    /// Works that became Complete.
+    pub completions_total: Counter,
+    /// Time from a work's creation to its Complete condition.
+    pub time_to_complete_seconds: Histogram,
+    /// Completed works waiting for their TTL deadline.
+    pub ttl_pending_deletions: Gauge,
+    /// Works deleted by TTL garbage collection.
+    pub ttl_deletions_total: Counter,
+    /// Delay between a work's TTL deadline and its deletion.
+    pub ttl_deletion_lag_seconds: Histogram,
+    /// Manifest applies by strategy and result.
+    pub applies_total: Family<ApplyLabels, Counter>,
+    /// Latency of one manifest apply, by strategy.
+    pub apply_duration_seconds: Family<StrategyLabels, Histogram, fn() -> Histogram>,
+    /// Condition rule evaluations by result.
+    pub rule_evaluations_total: Family<RuleResultLabels, Counter>,
+    /// Latency of evaluating one manifest's rules.
+    pub rule_evaluation_duration_seconds: Histogram,
+    /// Reconcile errors by controller.
+    pub reconcile_errors_total: Family<ControllerLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric under the `work_agent` prefix.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("work_agent");
+        let m = Self {
+            works: Family::default(),
+            completions_total: Counter::default(),
+            time_to_complete_seconds: histogram_long_seconds(),
+            ttl_pending_deletions: Gauge::default(),
+            ttl_deletions_total: Counter::default(),
+            ttl_deletion_lag_seconds: Histogram::new(exponential_buckets(0.01, 2.0, 16)),
+            applies_total: Family::default(),
+            apply_duration_seconds: Family::new_with_constructor(histogram_seconds),
+            rule_evaluations_total: Family::default(),
+            rule_evaluation_duration_seconds: Histogram::new(exponential_buckets(
+                0.000_001, 4.0, 12,
+            )),
+            reconcile_errors_total: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "works",
+            "ManifestWorks served by this agent, by state",
+            m.works.clone(),
+        );
+        registry.register(
+            "completions",
+            "ManifestWorks that became Complete",
+            m.completions_total.clone(),
+        );
+        registry.register(
+            "time_to_complete_seconds",
+            "Time from ManifestWork creation to its Complete condition",
+            m.time_to_complete_seconds.clone(),
+        );
+        registry.register(
+            "ttl_pending_deletions",
+            "Completed ManifestWorks waiting for their TTL deadline",
+            m.ttl_pending_deletions.clone(),
+        );
+        registry.register(
+            "ttl_deletions",
+            "ManifestWorks deleted by TTL garbage collection",
+            m.ttl_deletions_total.clone(),
+        );
+        registry.register(
+            "ttl_deletion_lag_seconds",
+            "Delay between a ManifestWork's TTL deadline and its deletion",
+            m.ttl_deletion_lag_seconds.clone(),
+        );
+        registry.register(
+            "applies",
+            "Manifest applies by strategy and result",
+            m.applies_total.clone(),
+        );
+        registry.register(
+            "apply_duration_seconds",
+            "Latency of applying one manifest, by strategy",
+            m.apply_duration_seconds.clone(),
+        );
+        registry.register(
+            "rule_evaluations",
+            "Condition rule evaluations by result",
+            m.rule_evaluations_total.clone(),
+        );
+        registry.register(
+            "rule_evaluation_duration_seconds",
+            "Latency of evaluating one manifest's condition rules",
+            m.rule_evaluation_duration_seconds.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconcile errors by controller",
+            m.reconcile_errors_total.clone(),
+        );
+        Self { registry, ..m }
+    }
+
+    /// The registry in Prometheus text format.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_exposed_with_total_suffix_and_prefix() {
+        let m = Metrics::new();
+        m.completions_total.inc();
+        m.applies_total
+            .get_or_create(&ApplyLabels {
+                strategy: "Update",
+                result: "created",
+            })
+            .inc();
+        let text = m.encode().expect("encoding to a String cannot fail");
+        assert!(text.contains("work_agent_completions_total 1"), "{text}");
+        assert!(
+            text.contains(r#"work_agent_applies_total{strategy="Update",result="created"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE work_agent_time_to_complete_seconds histogram"),
+            "{text}"
+        );
+    }
+}

@@ -1,1 +1,19 @@
-//! TTL garbage collection of completed ManifestWorks.
+//! TTL garbage collection of completed ManifestWorks (semantics §6).
+//!
+//! The controller asks [`next_action`] what to do with a work it has just reconciled: nothing
+//! ([`GcAction::NotEligible`]), requeue for exactly the time left ([`GcAction::WaitFor`]), or
+//! delete now ([`GcAction::DeleteNow`]). At the deadline it calls [`collect`], which re-reads the
+//! work on the hub, re-checks it, deletes it with a UID precondition and records an Event.
+//! Deadlines are derived only from the hub state, so after a restart nothing is deleted early and
+//! nothing is forgotten.
+
+mod collect;
+mod deadline;
+
+#[cfg(test)]
+mod collect_tests;
+
+pub use collect::{
+    EVENT_ACTION, EVENT_REASON, GcError, GcOutcome, collect, collect_at, event_reporter,
+};
+pub use deadline::{GcAction, complete_since, deadline, next_action, ttl_seconds};

@@ -1,0 +1,176 @@
+//! The I/O side: re-read, re-check and delete a due work on the hub, then record an Event.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{DeleteParams, Preconditions};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Api, Resource, ResourceExt};
+use work_api::ManifestWork;
+
+use crate::deadline::{GcAction, next_action, ttl_seconds};
+
+/// Reason of the Event recorded on a ManifestWork deleted by TTL.
+pub const EVENT_REASON: &str = "TTLAfterFinishedExpired";
+/// Action of that Event.
+pub const EVENT_ACTION: &str = "DeleteManifestWork";
+
+/// What [`collect`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GcOutcome {
+    /// Deleted on the hub; `lag` is the time between the deadline and the delete call.
+    Deleted {
+        /// Time past the deadline when the delete was sent.
+        lag: Duration,
+    },
+    /// The work is no longer Complete, or its TTL was removed: nothing to do.
+    NoLongerComplete,
+    /// The deadline moved into the future (the TTL was raised, or `Complete` transitioned
+    /// again): requeue after this long.
+    NotYetDue(Duration),
+    /// A different object (another UID) now has the name: the old deadline does not apply to it.
+    Replaced,
+    /// The work is gone, or already being deleted.
+    AlreadyGone,
+}
+
+/// Errors talking to the hub. Not-found and UID conflicts are outcomes, not errors.
+#[derive(Debug, thiserror::Error)]
+pub enum GcError {
+    /// Reading the ManifestWork failed.
+    #[error("reading ManifestWork {name}: {source}")]
+    Read {
+        /// Work name.
+        name: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting the ManifestWork failed.
+    #[error("deleting ManifestWork {name}: {source}")]
+    Delete {
+        /// Work name.
+        name: String,
+        /// Cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The Event reporter the agent uses: controller `work-agent`, instance e.g. the pod name.
+pub fn event_reporter(instance: Option<String>) -> Reporter {
+    Reporter {
+        controller: "work-agent".into(),
+        instance,
+    }
+}
+
+/// Deletes the work `name` if it is still the object `expected_uid`, still Complete and past its
+/// TTL deadline by the clock now. The delete carries a UID precondition, so a work re-created
+/// under the same name in between is never deleted by the old deadline. On deletion an Event is
+/// recorded on the work; a failure to record it is logged, not returned (the work is gone).
+pub async fn collect(
+    api: &Api<ManifestWork>,
+    recorder: &Recorder,
+    name: &str,
+    expected_uid: &str,
+) -> Result<GcOutcome, GcError> {
+    collect_at(api, recorder, name, expected_uid, Timestamp::now).await
+}
+
+/// [`collect`] with an injected clock, read after the work is fetched.
+pub async fn collect_at(
+    api: &Api<ManifestWork>,
+    recorder: &Recorder,
+    name: &str,
+    expected_uid: &str,
+    now: impl Fn() -> Timestamp,
+) -> Result<GcOutcome, GcError> {
+    let read = |source| GcError::Read {
+        name: name.to_owned(),
+        source,
+    };
+    let Some(work) = api.get_opt(name).await.map_err(read)? else {
+        return Ok(GcOutcome::AlreadyGone);
+    };
+    if work.metadata.uid.as_deref() != Some(expected_uid) {
+        return Ok(GcOutcome::Replaced);
+    }
+    if work.metadata.deletion_timestamp.is_some() {
+        return Ok(GcOutcome::AlreadyGone);
+    }
+    let lag = match next_action(&work, now()) {
+        GcAction::NotEligible => return Ok(GcOutcome::NoLongerComplete),
+        GcAction::WaitFor(left) => return Ok(GcOutcome::NotYetDue(left)),
+        GcAction::DeleteNow { lag } => lag,
+    };
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(expected_uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(GcOutcome::AlreadyGone),
+        // A failed UID precondition is a 409: the name now belongs to another object.
+        Err(kube::Error::Api(s)) if s.is_conflict() => return Ok(GcOutcome::Replaced),
+        Err(source) => {
+            return Err(GcError::Delete {
+                name: name.to_owned(),
+                source,
+            });
+        }
+    }
+    tracing::info!(
+        namespace = work.namespace().unwrap_or_default(),
+        name,
+        lag_seconds = lag.as_secs_f64(),
+        "deleted ManifestWork after its TTL"
+    );
+    record_event(recorder, &work, lag).await;
+    Ok(GcOutcome::Deleted { lag })
+}
+
+async fn record_event(recorder: &Recorder, work: &ManifestWork, lag: Duration) {
+    let event = Event {
+        type_: EventType::Normal,
+        reason: EVENT_REASON.into(),
+        note: Some(event_note(ttl_seconds(work).unwrap_or(0), lag)),
+        action: EVENT_ACTION.into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &work.object_ref(&())).await {
+        tracing::warn!(name = work.name_any(), error = %e, "recording the TTL deletion Event failed");
+    }
+}
+
+/// The Event message, e.g. "Deleted 30s after completion (ttlSecondsAfterFinished), 0.120s past
+/// the deadline".
+fn event_note(ttl: i64, lag: Duration) -> String {
+    format!(
+        "Deleted {ttl}s after completion (ttlSecondsAfterFinished), {:.3}s past the deadline",
+        lag.as_secs_f64()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_note_names_ttl_and_lag() {
+        assert_eq!(
+            event_note(15, Duration::from_millis(120)),
+            "Deleted 15s after completion (ttlSecondsAfterFinished), 0.120s past the deadline"
+        );
+    }
+
+    #[test]
+    fn reporter_is_the_agent() {
+        let r = event_reporter(Some("pod-1".into()));
+        assert_eq!(r.controller, "work-agent");
+        assert_eq!(r.instance.as_deref(), Some("pod-1"));
+    }
+}

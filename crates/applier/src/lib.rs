@@ -1,1 +1,45 @@
 //! Writes manifests to the spoke: Update, CreateOnly, ServerSideApply, ReadOnly.
+//!
+//! - [`Resolver`] maps apiVersion+kind (or group+version+resource) to a [`ResolvedResource`] via
+//!   discovery, cached per group version and refreshed on a miss.
+//! - [`Applier::apply`] writes one manifest with its strategy; [`Applier::delete_owned`] and
+//!   [`Applier::release`] undo ownership; [`Applier::get`] reads.
+//! - Pure helpers: [`apply_order`], [`owner_reference`], [`is_noop_update`],
+//!   [`plan_ignore_fields`] and the path parsers.
+//!
+//! Behaviour worth knowing (beyond the contract):
+//! - Update writes the annotation [`MANIFEST_HASH_ANNOTATION`] (a hash of the manifest) so that a
+//!   manifest dropping a field is noticed; a no-op update (no field of the manifest differs from
+//!   the live object, and the hash matches) sends nothing.
+//! - ServerSideApply sends ownerReferences in a separate merge patch, not in the apply patch (two
+//!   works sharing an object apply with the same field manager and would drop each other's entry).
+//! - `ignoreFields` keep a field by sending the spoke's value rather than dropping the field (a
+//!   dropped field that our manager owned would be deleted by the server); `OnSpokeChange` stores
+//!   hashes of the applied values in the annotation [`IGNORE_FIELDS_ANNOTATION`]. A manifest that
+//!   asks for a new value of an `OnSpokeChange` field is applied (as upstream). jq expressions are
+//!   supported only as plain paths (`.a.b`, `.a[0]`, `.a[]`, `.a["k"]`); others give an error.
+//! - A namespaced manifest without `metadata.namespace` is an error (no defaulting to `default`).
+//! - `delete_owned`/`release` treat a resource type that is no longer served as already gone.
+
+mod applier;
+mod error;
+mod ignore;
+mod manifest;
+mod order;
+mod owner;
+mod resolver;
+
+pub use applier::{Applied, Applier, ApplyOutcome, ApplyRequest, DeleteOutcome};
+pub use error::ApplyError;
+pub use ignore::{
+    IGNORE_FIELDS_ANNOTATION, IgnorePlan, Segment, parse_jq_path, parse_json_path,
+    parse_json_pointer, plan_ignore_fields,
+};
+pub use kube::api::PropagationPolicy;
+pub use manifest::{MANIFEST_HASH_ANNOTATION, content_hash, is_noop_update};
+pub use order::apply_order;
+pub use owner::{
+    AGENT_LABEL, agent_label_value, has_owner_reference, merge_owner_references, owner_reference,
+    remove_owner_reference,
+};
+pub use resolver::{ResolvedResource, Resolver};

@@ -1,0 +1,387 @@
+//! `ignoreFields` of server-side apply: which manifest fields to leave as the spoke has them.
+//!
+//! An ignored field is not simply dropped from the apply patch: server-side apply deletes a field
+//! that its manager owned and no longer sends, so dropping a field the agent applied earlier would
+//! remove it from the spoke. Instead the patch carries the spoke's current value, which changes
+//! nothing on the spoke and keeps the field in place.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use work_api::{IgnoreField, IgnoreFieldsCondition};
+
+use crate::ApplyError;
+use crate::manifest::content_hash;
+
+/// Annotation recording, per JSON pointer, a hash of the value last applied for `OnSpokeChange`
+/// fields, so a later apply can tell whether the spoke changed the field since.
+pub const IGNORE_FIELDS_ANNOTATION: &str = "work.open-cluster-management.io/ignore-fields-applied";
+
+/// One step of a path pattern.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Segment {
+    /// An object key (on an array, a decimal key selects that index).
+    Key(String),
+    /// An array index.
+    Index(usize),
+    /// Every element of an array or value of an object.
+    Any,
+}
+
+/// One step of a concrete path into a document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+/// Parses a Kubernetes JSONPath naming fields: `.spec.replicas`, `{.spec.replicas}`,
+/// `$.metadata.annotations['a.b/c']`, `.spec.containers[0].image`, `.spec.containers[*].image`,
+/// with `\.` for a dot inside a key.
+pub fn parse_json_path(path: &str) -> Result<Vec<Segment>, ApplyError> {
+    let invalid = |reason: &str| ApplyError::InvalidIgnoreField {
+        path: path.to_string(),
+        reason: reason.to_string(),
+    };
+    let mut s = path.trim();
+    if let Some(inner) = s.strip_prefix('{') {
+        s = inner
+            .strip_suffix('}')
+            .ok_or_else(|| invalid("unbalanced braces"))?
+            .trim();
+    }
+    s = s.strip_prefix('$').unwrap_or(s);
+    let segments = parse_dotted(s, false).map_err(|reason| invalid(&reason))?;
+    if segments.is_empty() {
+        return Err(invalid("the path names no field"));
+    }
+    Ok(segments)
+}
+
+/// Parses an RFC 6901 JSON pointer (`/spec/replicas`, `~1` for `/`, `~0` for `~`).
+pub fn parse_json_pointer(pointer: &str) -> Result<Vec<Segment>, ApplyError> {
+    let invalid = |reason: &str| ApplyError::InvalidIgnoreField {
+        path: pointer.to_string(),
+        reason: reason.to_string(),
+    };
+    let rest = pointer.strip_prefix('/').ok_or_else(|| {
+        invalid("a JSON pointer must start with '/' (the whole object cannot be ignored)")
+    })?;
+    rest.split('/')
+        .map(|token| {
+            let mut out = String::with_capacity(token.len());
+            let mut chars = token.chars();
+            while let Some(c) = chars.next() {
+                if c == '~' {
+                    match chars.next() {
+                        Some('0') => out.push('~'),
+                        Some('1') => out.push('/'),
+                        _ => return Err(invalid("'~' must be followed by '0' or '1'")),
+                    }
+                } else {
+                    out.push(c);
+                }
+            }
+            Ok(Segment::Key(out))
+        })
+        .collect()
+}
+
+/// Parses the plain-path subset of jq: `.spec.replicas`, `.metadata.annotations["a/b"]`,
+/// `.spec.containers[0].image`, `.spec.containers[].image`. Filters, pipes and functions are
+/// refused with an error rather than silently ignored.
+pub fn parse_jq_path(expression: &str) -> Result<Vec<Segment>, ApplyError> {
+    let invalid = |reason: &str| ApplyError::InvalidIgnoreField {
+        path: expression.to_string(),
+        reason: reason.to_string(),
+    };
+    let s = expression.trim();
+    if !s.starts_with('.') {
+        return Err(invalid(
+            "only plain jq paths starting with '.' are supported",
+        ));
+    }
+    let segments = parse_dotted(s, true)
+        .map_err(|_| invalid("only plain jq paths (keys, [N], [] and [\"key\"]) are supported"))?;
+    if segments.is_empty() {
+        return Err(invalid("the path names no field"));
+    }
+    Ok(segments)
+}
+
+/// The shared grammar of JSONPath field paths and jq paths: `.key`, `['key']`, `["key"]`, `[N]`,
+/// `[*]`, `.*`, and (jq) `[]`.
+fn parse_dotted(s: &str, jq: bool) -> Result<Vec<Segment>, String> {
+    let chars: Vec<char> = s.chars().collect();
+    let mut i = 0;
+    let mut out = Vec::new();
+    while i < chars.len() {
+        match chars[i] {
+            '.' => {
+                i += 1;
+                if i < chars.len() && chars[i] == '[' {
+                    continue; // `.[0]` is the same as `[0]`
+                }
+                let mut key = String::new();
+                while i < chars.len() && chars[i] != '.' && chars[i] != '[' {
+                    if chars[i] == '\\' && !jq && i + 1 < chars.len() {
+                        key.push(chars[i + 1]);
+                        i += 2;
+                        continue;
+                    }
+                    if !jq_key_char(chars[i], jq) {
+                        return Err(format!("unexpected '{}'", chars[i]));
+                    }
+                    key.push(chars[i]);
+                    i += 1;
+                }
+                if key.is_empty() {
+                    if i >= chars.len() && out.is_empty() {
+                        return Ok(out); // the identity path `.`
+                    }
+                    return Err("empty key".into());
+                }
+                if key == "*" && !jq {
+                    out.push(Segment::Any);
+                } else {
+                    out.push(Segment::Key(key));
+                }
+            }
+            '[' => {
+                let close = chars[i..]
+                    .iter()
+                    .position(|&c| c == ']')
+                    .map(|p| p + i)
+                    .ok_or("unclosed '['")?;
+                let inner: String = chars[i + 1..close].iter().collect();
+                let inner = inner.trim();
+                let seg = if inner.is_empty() && jq || inner == "*" && !jq {
+                    Segment::Any
+                } else if let Some(q) = unquote(inner) {
+                    Segment::Key(q)
+                } else if let Ok(n) = inner.parse::<usize>() {
+                    Segment::Index(n)
+                } else {
+                    return Err(format!("unsupported selector [{inner}]"));
+                };
+                out.push(seg);
+                i = close + 1;
+            }
+            c => return Err(format!("unexpected '{c}'")),
+        }
+    }
+    Ok(out)
+}
+
+fn jq_key_char(c: char, jq: bool) -> bool {
+    if jq {
+        c.is_alphanumeric() || c == '_'
+    } else {
+        !matches!(
+            c,
+            ' ' | '(' | ')' | '|' | '?' | '@' | '=' | '!' | '<' | '>' | ','
+        )
+    }
+}
+
+fn unquote(s: &str) -> Option<String> {
+    let quote = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
+    let body = s.strip_prefix(quote)?.strip_suffix(quote)?;
+    Some(body.to_string())
+}
+
+/// Every concrete path in `doc` that `pattern` matches.
+fn expand(pattern: &[Segment], doc: &Value) -> Vec<Vec<Step>> {
+    let mut paths: Vec<(Vec<Step>, &Value)> = vec![(Vec::new(), doc)];
+    for seg in pattern {
+        let mut next = Vec::new();
+        for (path, node) in paths {
+            let children: Vec<(Step, &Value)> = match (seg, node) {
+                (Segment::Key(k), Value::Object(m)) => m
+                    .get(k)
+                    .map(|c| (Step::Key(k.clone()), c))
+                    .into_iter()
+                    .collect(),
+                (Segment::Key(k), Value::Array(a)) => k
+                    .parse::<usize>()
+                    .ok()
+                    .and_then(|i| a.get(i).map(|c| (Step::Index(i), c)))
+                    .into_iter()
+                    .collect(),
+                (Segment::Index(i), Value::Array(a)) => a
+                    .get(*i)
+                    .map(|c| (Step::Index(*i), c))
+                    .into_iter()
+                    .collect(),
+                (Segment::Any, Value::Object(m)) => {
+                    m.iter().map(|(k, c)| (Step::Key(k.clone()), c)).collect()
+                }
+                (Segment::Any, Value::Array(a)) => a
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| (Step::Index(i), c))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for (step, child) in children {
+                let mut p = path.clone();
+                p.push(step);
+                next.push((p, child));
+            }
+        }
+        paths = next;
+    }
+    paths.into_iter().map(|(p, _)| p).collect()
+}
+
+fn get<'a>(doc: &'a Value, path: &[Step]) -> Option<&'a Value> {
+    path.iter().try_fold(doc, |node, step| match (step, node) {
+        (Step::Key(k), Value::Object(m)) => m.get(k),
+        (Step::Index(i), Value::Array(a)) => a.get(*i),
+        _ => None,
+    })
+}
+
+fn get_mut<'a>(doc: &'a mut Value, path: &[Step]) -> Option<&'a mut Value> {
+    path.iter().try_fold(doc, |node, step| match (step, node) {
+        (Step::Key(k), Value::Object(m)) => m.get_mut(k),
+        (Step::Index(i), Value::Array(a)) => a.get_mut(*i),
+        _ => None,
+    })
+}
+
+/// Removes the field at `path` (an object key; array elements are never removed, which would
+/// shift the others).
+fn remove(doc: &mut Value, path: &[Step]) {
+    if let Some((Step::Key(last), parent)) = path.split_last() {
+        if let Some(Value::Object(m)) = get_mut(doc, parent) {
+            m.remove(last);
+        }
+    }
+}
+
+fn pointer_of(path: &[Step]) -> String {
+    path.iter()
+        .map(|s| match s {
+            Step::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
+            Step::Index(i) => format!("/{i}"),
+        })
+        .collect()
+}
+
+/// All path patterns of one ignoreFields entry (JSONPaths, JSON pointers and jq paths).
+fn patterns_of(field: &IgnoreField) -> Result<Vec<Vec<Segment>>, ApplyError> {
+    let mut out = Vec::new();
+    for p in &field.json_paths {
+        out.push(parse_json_path(p)?);
+    }
+    for p in &field.json_pointers {
+        out.push(parse_json_pointer(p)?);
+    }
+    for p in &field.jq_path_expressions {
+        out.push(parse_jq_path(p)?);
+    }
+    Ok(out)
+}
+
+/// The apply patch after `ignoreFields`, and the `OnSpokeChange` record to store with it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct IgnorePlan {
+    /// The patch to send.
+    pub patch: Value,
+    /// JSON pointer -> hash of the value applied (or kept) there, for `OnSpokeChange` fields.
+    pub record: BTreeMap<String, String>,
+}
+
+/// Applies `ignoreFields` to an apply patch.
+///
+/// - `OnSpokePresent`: a field the patch sets that already exists on the spoke is sent with the
+///   spoke's value (so it is never overwritten once present).
+/// - `OnSpokeChange`: when the spoke value differs from the one last applied (per `last_applied`,
+///   the record stored on the object) and the manifest still asks for that same last-applied
+///   value, the spoke value is kept (sent as is, or left out when the spoke removed it). A
+///   manifest that asks for a new value is applied: the hub's change of intent wins, as upstream.
+///
+/// Only fields the manifest sets are considered; `live` is None when the object does not exist.
+pub fn plan_ignore_fields(
+    patch: &Value,
+    live: Option<&Value>,
+    fields: &[IgnoreField],
+    last_applied: &BTreeMap<String, String>,
+) -> Result<IgnorePlan, ApplyError> {
+    let mut out = patch.clone();
+    let mut record = BTreeMap::new();
+    for field in fields {
+        for pattern in patterns_of(field)? {
+            for path in expand(&pattern, patch) {
+                let Some(wanted) = get(patch, &path) else {
+                    continue;
+                };
+                let spoke = live.and_then(|l| get(l, &path));
+                match &field.condition {
+                    IgnoreFieldsCondition::OnSpokeChange => {
+                        let pointer = pointer_of(&path);
+                        let wanted_hash = content_hash(wanted);
+                        let spoke_hash = content_hash(spoke.unwrap_or(&Value::Null));
+                        let kept = match (live, last_applied.get(&pointer)) {
+                            (Some(_), Some(last)) => *last != spoke_hash && *last == wanted_hash,
+                            _ => false,
+                        };
+                        if kept {
+                            set_or_remove(&mut out, &path, spoke);
+                        }
+                        // When kept, the last-applied hash equals the wanted one: either way the
+                        // record says what the manifest asked for.
+                        record.insert(pointer, wanted_hash);
+                    }
+                    // OnSpokePresent, and conditions this agent does not know (the safe reading:
+                    // leave spoke values alone).
+                    _ => {
+                        if let Some(spoke) = spoke {
+                            set_or_remove(&mut out, &path, Some(spoke));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(IgnorePlan { patch: out, record })
+}
+
+fn set_or_remove(doc: &mut Value, path: &[Step], value: Option<&Value>) {
+    match value {
+        Some(v) => {
+            if let Some(slot) = get_mut(doc, path) {
+                *slot = v.clone();
+            }
+        }
+        None => remove(doc, path),
+    }
+}
+
+/// Reads the `OnSpokeChange` record from a live object's annotation (empty when absent or not
+/// ours to read).
+pub fn read_record(live: Option<&Value>) -> BTreeMap<String, String> {
+    live.and_then(|l| crate::manifest::annotation(l, IGNORE_FIELDS_ANNOTATION))
+        .and_then(|s| serde_json::from_str::<BTreeMap<String, String>>(s).ok())
+        .unwrap_or_default()
+}
+
+/// Stores the record in the patch's annotations (removes the annotation when there is none).
+pub fn write_record(
+    patch: &mut Value,
+    record: &BTreeMap<String, String>,
+) -> Result<(), ApplyError> {
+    let meta = crate::manifest::metadata_mut(patch);
+    if record.is_empty() {
+        if let Some(Value::Object(a)) = meta.get_mut("annotations") {
+            a.remove(IGNORE_FIELDS_ANNOTATION);
+        }
+        return Ok(());
+    }
+    let text = serde_json::to_string(record)
+        .map_err(|e| ApplyError::InvalidManifest(format!("ignoreFields record: {e}")))?;
+    let annotations = crate::manifest::string_map_mut(meta, "annotations");
+    annotations.insert(IGNORE_FIELDS_ANNOTATION.into(), Value::String(text));
+    Ok(())
+}

@@ -1,0 +1,423 @@
+//! Pure shaping of manifests into request bodies, and the "is this update a no-op" decision.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::ApplyError;
+use crate::owner::merge_owner_references;
+
+/// Annotation holding a hash of the manifest last written with the Update strategy, so a manifest
+/// that drops a field is noticed even though the live object still has it.
+pub const MANIFEST_HASH_ANNOTATION: &str = "work.open-cluster-management.io/manifest-hash";
+
+/// Metadata fields the API server populates; never sent and never compared.
+const SERVER_METADATA: &[&str] = &[
+    "resourceVersion",
+    "uid",
+    "generation",
+    "creationTimestamp",
+    "managedFields",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
+
+/// Identity of a manifest: what it is and where it goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Target {
+    pub api_version: String,
+    pub kind: String,
+    pub name: String,
+    pub namespace: Option<String>,
+}
+
+impl Target {
+    /// Reads apiVersion, kind, name and namespace, with a clear error for each one missing.
+    pub fn of(manifest: &Value) -> Result<Self, ApplyError> {
+        let obj = manifest.as_object().ok_or_else(|| {
+            ApplyError::InvalidManifest("a manifest must be a JSON object".into())
+        })?;
+        let field = |name: &str| -> Result<String, ApplyError> {
+            match obj.get(name) {
+                Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+                Some(Value::String(_)) | None | Some(Value::Null) => {
+                    Err(ApplyError::InvalidManifest(format!("{name} is required")))
+                }
+                Some(_) => Err(ApplyError::InvalidManifest(format!(
+                    "{name} must be a string"
+                ))),
+            }
+        };
+        let api_version = field("apiVersion")?;
+        let kind = field("kind")?;
+        let meta = match obj.get("metadata") {
+            Some(Value::Object(meta)) => meta,
+            Some(_) => {
+                return Err(ApplyError::InvalidManifest(
+                    "metadata must be an object".into(),
+                ));
+            }
+            None => {
+                return Err(ApplyError::InvalidManifest(
+                    "metadata.name is required".into(),
+                ));
+            }
+        };
+        let name = match meta.get("name") {
+            Some(Value::String(s)) if !s.is_empty() => s.clone(),
+            Some(Value::String(_)) | Some(Value::Null) | None => {
+                return Err(ApplyError::InvalidManifest(
+                    "metadata.name is required (generateName is not supported)".into(),
+                ));
+            }
+            Some(_) => {
+                return Err(ApplyError::InvalidManifest(
+                    "metadata.name must be a string".into(),
+                ));
+            }
+        };
+        let namespace = match meta.get("namespace") {
+            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+            Some(Value::String(_)) | Some(Value::Null) | None => None,
+            Some(_) => {
+                return Err(ApplyError::InvalidManifest(
+                    "metadata.namespace must be a string".into(),
+                ));
+            }
+        };
+        Ok(Self {
+            api_version,
+            kind,
+            name,
+            namespace,
+        })
+    }
+
+    /// `Kind namespace/name` or `Kind name`, for error messages.
+    pub fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
+            None => format!("{} {}", self.kind, self.name),
+        }
+    }
+}
+
+/// Lowercase hex SHA-256 (first 32 digits) of a JSON value with object keys sorted, so the hash
+/// does not depend on key order.
+pub fn content_hash(value: &Value) -> String {
+    let mut canonical = String::new();
+    write_canonical(value, &mut canonical);
+    let digest = hex::encode(Sha256::digest(canonical.as_bytes()));
+    digest[..32].to_string()
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let sorted: BTreeMap<&String, &Value> = map.iter().collect();
+            out.push('{');
+            for (i, (k, v)) in sorted.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// The manifest with server-populated metadata removed, the namespace cleared for cluster-scoped
+/// kinds, and `labels` added.
+pub(crate) fn clean_manifest(
+    manifest: &Value,
+    namespaced: bool,
+    labels: &BTreeMap<String, String>,
+) -> Value {
+    let mut body = manifest.clone();
+    let meta = metadata_mut(&mut body);
+    for key in SERVER_METADATA {
+        meta.remove(*key);
+    }
+    if !namespaced {
+        meta.remove("namespace");
+    }
+    if !labels.is_empty() {
+        let map = string_map_mut(meta, "labels");
+        for (k, v) in labels {
+            map.insert(k.clone(), Value::String(v.clone()));
+        }
+    }
+    body
+}
+
+/// The body to create an object with: the cleaned manifest, our ownerReference added to any the
+/// manifest has, and (for the Update strategy) the manifest hash annotation.
+pub(crate) fn create_body(
+    manifest: &Value,
+    namespaced: bool,
+    labels: &BTreeMap<String, String>,
+    owner: Option<&OwnerReference>,
+    manifest_hash: Option<&str>,
+) -> Result<Value, ApplyError> {
+    let mut body = clean_manifest(manifest, namespaced, labels);
+    let meta = metadata_mut(&mut body);
+    if let Some(owner) = owner {
+        let existing = owner_references_of_meta(meta)?;
+        set_owner_references(meta, &merge_owner_references(&existing, owner))?;
+    }
+    if let Some(hash) = manifest_hash {
+        string_map_mut(meta, "annotations")
+            .insert(MANIFEST_HASH_ANNOTATION.into(), Value::String(hash.into()));
+    }
+    Ok(body)
+}
+
+/// The body to replace `live` with under the Update strategy: the manifest's fields, with labels,
+/// annotations, ownerReferences and finalizers merged into the live ones (others' entries kept)
+/// and the live resourceVersion for optimistic locking.
+pub(crate) fn update_body(
+    manifest: &Value,
+    live: &Value,
+    namespaced: bool,
+    labels: &BTreeMap<String, String>,
+    owner: Option<&OwnerReference>,
+    manifest_hash: &str,
+) -> Result<Value, ApplyError> {
+    let mut body = clean_manifest(manifest, namespaced, labels);
+    let live_meta = live.get("metadata").and_then(Value::as_object);
+    let meta = metadata_mut(&mut body);
+
+    for key in ["labels", "annotations"] {
+        let ours = meta.remove(key);
+        let mut merged = live_meta
+            .and_then(|m| m.get(key))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        if let Some(Value::Object(ours)) = ours {
+            merged.extend(ours);
+        }
+        if key == "annotations" {
+            merged.insert(
+                MANIFEST_HASH_ANNOTATION.into(),
+                Value::String(manifest_hash.into()),
+            );
+        }
+        if !merged.is_empty() {
+            meta.insert(key.into(), Value::Object(merged));
+        }
+    }
+
+    let mut refs = match live_meta {
+        Some(m) => owner_references_of_meta(m)?,
+        None => Vec::new(),
+    };
+    for r in owner_references_of_meta(meta)? {
+        refs = merge_owner_references(&refs, &r);
+    }
+    if let Some(owner) = owner {
+        refs = merge_owner_references(&refs, owner);
+    }
+    set_owner_references(meta, &refs)?;
+
+    let mut finalizers: Vec<Value> = live_meta
+        .and_then(|m| m.get("finalizers"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if let Some(Value::Array(ours)) = meta.get("finalizers") {
+        for f in ours {
+            if !finalizers.contains(f) {
+                finalizers.push(f.clone());
+            }
+        }
+    }
+    if finalizers.is_empty() {
+        meta.remove("finalizers");
+    } else {
+        meta.insert("finalizers".into(), Value::Array(finalizers));
+    }
+
+    if let Some(rv) = live_meta.and_then(|m| m.get("resourceVersion")) {
+        meta.insert("resourceVersion".into(), rv.clone());
+    }
+
+    // A kind without a status subresource would lose its status on a PUT without one.
+    if let (Some(obj), Some(status)) = (body.as_object_mut(), live.get("status")) {
+        obj.entry("status").or_insert_with(|| status.clone());
+    }
+    Ok(body)
+}
+
+/// Whether replacing `live` with `desired` would change nothing we care about: every field of
+/// `desired` (bar status and server-populated metadata) is present in `live` with an equal value.
+/// Fields only in `live` (server defaults, other controllers' additions) are ignored; numbers
+/// compare by value (`1` equals `1.0`); a `null` in `desired` matches an absent field.
+pub fn is_noop_update(desired: &Value, live: &Value) -> bool {
+    let (Some(desired), Some(live)) = (desired.as_object(), live.as_object()) else {
+        return false;
+    };
+    desired.iter().all(|(key, value)| match key.as_str() {
+        "status" => true,
+        "metadata" => {
+            let empty = Map::new();
+            let live_meta = live
+                .get("metadata")
+                .and_then(Value::as_object)
+                .unwrap_or(&empty);
+            match value.as_object() {
+                Some(meta) => meta
+                    .iter()
+                    .filter(|(k, _)| !SERVER_METADATA.contains(&k.as_str()))
+                    .all(|(k, v)| contained_field(v, live_meta.get(k))),
+                None => value.is_null(),
+            }
+        }
+        _ => contained_field(value, live.get(key)),
+    })
+}
+
+fn contained_field(desired: &Value, live: Option<&Value>) -> bool {
+    match live {
+        Some(live) => contained(desired, live),
+        None => desired.is_null(),
+    }
+}
+
+fn contained(desired: &Value, live: &Value) -> bool {
+    match (desired, live) {
+        (Value::Object(d), Value::Object(l)) => d.iter().all(|(k, v)| contained_field(v, l.get(k))),
+        (Value::Array(d), Value::Array(l)) => {
+            d.len() == l.len() && d.iter().zip(l).all(|(d, l)| contained(d, l))
+        }
+        (Value::Number(d), Value::Number(l)) => numbers_equal(d, l),
+        (d, l) => d == l,
+    }
+}
+
+fn numbers_equal(a: &serde_json::Number, b: &serde_json::Number) -> bool {
+    if let (Some(a), Some(b)) = (a.as_i64(), b.as_i64()) {
+        return a == b;
+    }
+    if let (Some(a), Some(b)) = (a.as_u64(), b.as_u64()) {
+        return a == b;
+    }
+    match (a.as_f64(), b.as_f64()) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// The ownerReferences of an object (empty when it has none).
+pub(crate) fn owner_references_of(object: &Value) -> Result<Vec<OwnerReference>, ApplyError> {
+    match object.get("metadata").and_then(Value::as_object) {
+        Some(meta) => owner_references_of_meta(meta),
+        None => Ok(Vec::new()),
+    }
+}
+
+fn owner_references_of_meta(meta: &Map<String, Value>) -> Result<Vec<OwnerReference>, ApplyError> {
+    match meta.get("ownerReferences") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(refs) => serde_json::from_value(refs.clone())
+            .map_err(|e| ApplyError::InvalidManifest(format!("metadata.ownerReferences: {e}"))),
+    }
+}
+
+fn set_owner_references(
+    meta: &mut Map<String, Value>,
+    refs: &[OwnerReference],
+) -> Result<(), ApplyError> {
+    if refs.is_empty() {
+        meta.remove("ownerReferences");
+        return Ok(());
+    }
+    let value = serde_json::to_value(refs)
+        .map_err(|e| ApplyError::InvalidManifest(format!("metadata.ownerReferences: {e}")))?;
+    meta.insert("ownerReferences".into(), value);
+    Ok(())
+}
+
+/// A JSON merge patch setting ownerReferences, conditional on `resource_version`.
+pub(crate) fn owner_references_patch(
+    refs: &[OwnerReference],
+    resource_version: Option<&str>,
+) -> Result<Value, ApplyError> {
+    let refs = if refs.is_empty() {
+        Value::Null
+    } else {
+        serde_json::to_value(refs)
+            .map_err(|e| ApplyError::InvalidManifest(format!("metadata.ownerReferences: {e}")))?
+    };
+    Ok(json!({"metadata": {"resourceVersion": resource_version, "ownerReferences": refs}}))
+}
+
+/// A string field of `metadata` (uid, resourceVersion, ...), if set.
+pub(crate) fn meta_str<'a>(object: &'a Value, field: &str) -> Option<&'a str> {
+    object
+        .get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+/// An annotation of an object, if set.
+pub(crate) fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
+    object
+        .get("metadata")
+        .and_then(|m| m.get("annotations"))
+        .and_then(|a| a.get(key))
+        .and_then(Value::as_str)
+}
+
+/// `metadata` as a map, created (or replaced when not an object; `Target::of` rejects those).
+pub(crate) fn metadata_mut(body: &mut Value) -> &mut Map<String, Value> {
+    if !body.is_object() {
+        *body = Value::Object(Map::new());
+    }
+    let Value::Object(obj) = body else {
+        unreachable!("just made an object")
+    };
+    let meta = obj
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    match meta {
+        Value::Object(m) => m,
+        _ => unreachable!("just made an object"),
+    }
+}
+
+/// A string-map field of `metadata` (labels, annotations), created when missing.
+pub(crate) fn string_map_mut<'a>(
+    meta: &'a mut Map<String, Value>,
+    key: &str,
+) -> &'a mut Map<String, Value> {
+    let entry = meta.entry(key).or_insert_with(|| Value::Object(Map::new()));
+    if !entry.is_object() {
+        *entry = Value::Object(Map::new());
+    }
+    match entry {
+        Value::Object(m) => m,
+        _ => unreachable!("just made an object"),
+    }
+}

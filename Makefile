@@ -34,14 +34,12 @@ controlplane-bins: ## build (or reuse from ~/.cache) etcd, kube-apiserver, kcm, 
 	e2e/scripts/build-controlplane.sh
 
 .PHONY: cluster-up
-cluster-up: ## start a hub (apiserver only) and a spoke (full) control plane on loopback
-	e2e/scripts/controlplane.sh up hub --minimal
-	e2e/scripts/controlplane.sh up spoke
+cluster-up: ## start hub + hub-upstream (apiserver only) and spoke (full) control planes on loopback, CRDs installed
+	e2e/scripts/test-clusters.sh up
 
 .PHONY: cluster-down
 cluster-down: ## stop the control planes started by cluster-up
-	-e2e/scripts/controlplane.sh down spoke
-	-e2e/scripts/controlplane.sh down hub
+	e2e/scripts/test-clusters.sh down
 
 .PHONY: integration
 integration: ## integration tests against running control planes (see cluster-up)

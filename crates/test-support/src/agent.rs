@@ -1,0 +1,205 @@
+//! The work-agent binary as a child process of a test.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::Error;
+
+/// Names the agent binary (set by `e2e/scripts/run-integration.sh`).
+pub const AGENT_BIN_ENV: &str = "WORK_AGENT_BIN";
+/// How long [`AgentProcess::stop`] waits after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// A running `work-agent`, logging to a file; killed when dropped.
+pub struct AgentProcess {
+    child: Child,
+    log_path: PathBuf,
+    pid_path: PathBuf,
+    status: Option<ExitStatus>,
+}
+
+impl AgentProcess {
+    /// Spawns `$WORK_AGENT_BIN args...`; panics with the reason if it cannot be started.
+    pub fn start<I, S>(args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        Self::start_with_env(args, std::iter::empty::<(&str, &str)>())
+    }
+
+    /// Like [`start`](Self::start) with extra environment variables.
+    pub fn start_with_env<I, S, E, K, V>(args: I, envs: E) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+        E: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        match Self::try_start(args, envs) {
+            Ok(p) => p,
+            Err(e) => panic!("starting the work-agent: {e}"),
+        }
+    }
+
+    /// Fallible form of [`start_with_env`](Self::start_with_env).
+    pub fn try_start<I, S, E, K, V>(args: I, envs: E) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+        E: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        let bin = agent_bin()?;
+        let dir = crate::run_dir().join("agent-logs");
+        std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+        let name = crate::unique_name(&current_test_name());
+        let log_path = dir.join(format!("{name}.log"));
+        let pid_path = dir.join(format!("{name}.pid"));
+        let log = File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
+        let log_err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
+        let child = Command::new(&bin)
+            .args(args)
+            .envs(envs)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .map_err(|e| Error::io(&bin, e))?;
+        // with-cluster.sh reaps agents a hard-killed test left behind, checking the binary.
+        let pid_line = format!("{} {}\n", child.id(), bin.display());
+        std::fs::write(&pid_path, pid_line).map_err(|e| Error::io(&pid_path, e))?;
+        Ok(Self {
+            child,
+            log_path,
+            pid_path,
+            status: None,
+        })
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The file that receives the agent's stdout and stderr (name it in failure messages).
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// The log so far (lossy UTF-8; empty if unreadable).
+    pub fn log(&self) -> String {
+        std::fs::read(&self.log_path)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Whether the process still runs; records its exit status once it has ended.
+    pub fn is_running(&mut self) -> bool {
+        if self.status.is_some() {
+            return false;
+        }
+        match self.child.try_wait() {
+            Ok(Some(status)) => {
+                self.status = Some(status);
+                false
+            }
+            Ok(None) => true,
+            Err(_) => false,
+        }
+    }
+
+    /// The exit status, if the process has ended.
+    pub fn exit_status(&mut self) -> Option<ExitStatus> {
+        self.is_running();
+        self.status
+    }
+
+    /// SIGKILL and reap.
+    pub fn kill(&mut self) {
+        if self.is_running() {
+            let _ = self.child.kill();
+            self.status = self.child.wait().ok();
+        }
+        let _ = std::fs::remove_file(&self.pid_path);
+    }
+
+    /// SIGTERM (graceful shutdown), then SIGKILL if it has not exited within 10 s.
+    /// Returns the exit status.
+    pub fn stop(&mut self) -> Option<ExitStatus> {
+        if self.is_running() {
+            self.signal(libc::SIGTERM);
+            let deadline = Instant::now() + STOP_GRACE;
+            while self.is_running() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        self.kill();
+        self.status
+    }
+
+    /// Sends a signal (for tests of signal handling). Does nothing once the process has ended.
+    pub fn signal(&mut self, signal: i32) {
+        if !self.is_running() {
+            return;
+        }
+        match i32::try_from(self.child.id()) {
+            // SAFETY: kill(2) has no memory-safety preconditions; the pid is our unreaped child,
+            // so it cannot have been recycled for another process.
+            Ok(pid) => unsafe {
+                libc::kill(pid, signal);
+            },
+            Err(_) => {
+                let _ = self.child.kill();
+            }
+        }
+    }
+}
+
+impl Drop for AgentProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn agent_bin() -> Result<PathBuf, Error> {
+    match std::env::var_os(AGENT_BIN_ENV) {
+        Some(p) if !p.is_empty() => {
+            let p = PathBuf::from(p);
+            // The reaper compares /proc/PID/exe with this path, so store it canonical.
+            std::fs::canonicalize(&p).map_err(|e| Error::io(&p, e))
+        }
+        _ => Err(Error::MissingEnv {
+            var: AGENT_BIN_ENV.into(),
+            hint: "run the integration tests through `make integration` or `make test` \
+                   (e2e/scripts/run-integration.sh builds the agent and sets it)"
+                .into(),
+        }),
+    }
+}
+
+/// libtest names each test's thread after the test; that makes log files easy to match.
+fn current_test_name() -> String {
+    let thread = std::thread::current();
+    let name = thread.name().unwrap_or("agent");
+    let short = name.rsplit("::").next().unwrap_or(name);
+    format!("agent-{short}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_name_comes_from_the_test_thread() {
+        assert_eq!(
+            current_test_name(),
+            "agent-log_name_comes_from_the_test_thread"
+        );
+    }
+}

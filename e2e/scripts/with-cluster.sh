@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# with-cluster.sh CMD [ARGS...]
+# Builds the control-plane binaries if needed, starts the hub, hub-upstream and spoke control
+# planes (see test-clusters.sh), exports WORK_AGENT_{HUB,HUB_UPSTREAM,SPOKE}_KUBECONFIG, runs CMD
+# and stops every control plane again on every exit path (CMD failure, Ctrl-C, a failed start).
+# Exits with CMD's exit code; a control plane that cannot start fails the run (never a skip).
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+export RUN_ROOT=${RUN_ROOT:-$ROOT/.run}
+log() { printf '[with-cluster] %s\n' "$*" >&2; }
+[ $# -ge 1 ] || { sed -n '2,7p' "${BASH_SOURCE[0]}" >&2; exit 2; }
+
+# Agents spawned by test-support write "PID BINARY" files here; a test process killed hard cannot
+# reap its agent, so the cleanup does (only pids that still run that binary).
+reap_agents() {
+  local f pid bin exe
+  for f in "$RUN_ROOT"/agent-logs/*.pid; do
+    [ -e "$f" ] || continue
+    read -r pid bin <"$f" || true
+    exe=$(readlink "/proc/${pid:-0}/exe" 2>/dev/null || true)
+    if [ -n "$pid" ] && [ -n "$bin" ] && [ "${exe% (deleted)}" = "$bin" ]; then
+      log "killing leftover agent pid $pid ($f)"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$f"
+  done
+}
+
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  reap_agents
+  "$HERE/test-clusters.sh" down || log "WARNING: stopping the control planes reported an error"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+t0=$SECONDS
+if ! "$HERE/test-clusters.sh" up >&2; then
+  log "FAILED: the control planes did not start; see the log tail above and $RUN_ROOT/*/*.log"
+  exit 1
+fi
+log "control planes ready in $((SECONDS - t0))s"
+# shellcheck disable=SC1091
+. "$RUN_ROOT/clusters.env"
+
+set +e
+"$@"
+rc=$?
+set -e
+if [ "$rc" != 0 ]; then
+  log "command failed (exit $rc): $*"
+  log "control-plane logs: $RUN_ROOT/{hub,hub-upstream,spoke}/*.log; agent logs: $RUN_ROOT/agent-logs/"
+fi
+exit "$rc"

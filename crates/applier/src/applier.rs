@@ -387,10 +387,10 @@ impl Applier {
     ) -> Result<(ApplyOutcome, Option<Value>), ApplyError> {
         let config = req.strategy.server_side_apply.clone().unwrap_or_default();
         let live = get_value(api, target).await?;
-        if let Some(live) = &live {
-            if complete_on_spoke(req.complete_rules, live) {
-                return Ok((ApplyOutcome::CompleteBeforeUpdate, Some(live.clone())));
-            }
+        if let Some(live) = &live
+            && complete_on_spoke(req.complete_rules, live)
+        {
+            return Ok((ApplyOutcome::CompleteBeforeUpdate, Some(live.clone())));
         }
         let base = clean_manifest(req.manifest, resource.namespaced, req.labels);
         let plan = plan_ignore_fields(

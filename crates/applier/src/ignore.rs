@@ -253,10 +253,10 @@ fn get_mut<'a>(doc: &'a mut Value, path: &[Step]) -> Option<&'a mut Value> {
 /// Removes the field at `path` (an object key; array elements are never removed, which would
 /// shift the others).
 fn remove(doc: &mut Value, path: &[Step]) {
-    if let Some((Step::Key(last), parent)) = path.split_last() {
-        if let Some(Value::Object(m)) = get_mut(doc, parent) {
-            m.remove(last);
-        }
+    if let Some((Step::Key(last), parent)) = path.split_last()
+        && let Some(Value::Object(m)) = get_mut(doc, parent)
+    {
+        m.remove(last);
     }
 }
 
@@ -384,4 +384,311 @@ pub fn write_record(
     let annotations = crate::manifest::string_map_mut(meta, "annotations");
     annotations.insert(IGNORE_FIELDS_ANNOTATION.into(), Value::String(text));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(k: &str) -> Segment {
+        Segment::Key(k.into())
+    }
+
+    fn field(condition: IgnoreFieldsCondition, paths: &[&str], pointers: &[&str]) -> IgnoreField {
+        IgnoreField {
+            condition,
+            json_paths: paths.iter().map(|s| s.to_string()).collect(),
+            json_pointers: pointers.iter().map(|s| s.to_string()).collect(),
+            jq_path_expressions: Vec::new(),
+        }
+    }
+
+    fn manifest(replicas: i64) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d", "annotations": {"a": "1"}},
+               "spec": {"replicas": replicas, "paused": false,
+                        "template": {"spec": {"containers": [{"name": "c", "image": "img:1"}, {"name": "s", "image": "side:1"}]}}}})
+    }
+
+    #[test]
+    fn json_paths_parse() {
+        assert_eq!(
+            parse_json_path(".spec.replicas").ok(),
+            Some(vec![key("spec"), key("replicas")])
+        );
+        assert_eq!(
+            parse_json_path("{.spec.replicas}").ok(),
+            Some(vec![key("spec"), key("replicas")])
+        );
+        assert_eq!(
+            parse_json_path("$.spec.replicas").ok(),
+            Some(vec![key("spec"), key("replicas")])
+        );
+        assert_eq!(
+            parse_json_path(".metadata.annotations['a.b/c']").ok(),
+            Some(vec![key("metadata"), key("annotations"), key("a.b/c")])
+        );
+        assert_eq!(
+            parse_json_path(r".metadata.annotations.a\.b/c").ok(),
+            Some(vec![key("metadata"), key("annotations"), key("a.b/c")])
+        );
+        assert_eq!(
+            parse_json_path(".spec.containers[0].image").ok(),
+            Some(vec![
+                key("spec"),
+                key("containers"),
+                Segment::Index(0),
+                key("image")
+            ])
+        );
+        assert_eq!(
+            parse_json_path(".spec.containers[*].image").ok(),
+            Some(vec![
+                key("spec"),
+                key("containers"),
+                Segment::Any,
+                key("image")
+            ])
+        );
+    }
+
+    #[test]
+    fn bad_json_paths_are_errors_naming_the_path() {
+        for bad in [
+            "",
+            ".",
+            "{.spec",
+            ".spec[",
+            ".spec..x",
+            ".spec[?(@.x)]",
+            ".a[x]",
+        ] {
+            let err = parse_json_path(bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                err.starts_with(&format!("invalid ignoreFields path \"{bad}\"")),
+                "{bad:?}: {err:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn json_pointers_parse_with_escapes() {
+        assert_eq!(
+            parse_json_pointer("/spec/replicas").ok(),
+            Some(vec![key("spec"), key("replicas")])
+        );
+        assert_eq!(
+            parse_json_pointer("/metadata/annotations/a~1b~0c").ok(),
+            Some(vec![key("metadata"), key("annotations"), key("a/b~c")])
+        );
+        assert!(parse_json_pointer("spec/replicas").is_err());
+        assert!(parse_json_pointer("").is_err());
+        assert!(parse_json_pointer("/a~2").is_err());
+    }
+
+    #[test]
+    fn jq_plain_paths_parse_and_filters_are_refused() {
+        assert_eq!(
+            parse_jq_path(".spec.replicas").ok(),
+            Some(vec![key("spec"), key("replicas")])
+        );
+        assert_eq!(
+            parse_jq_path(".spec.containers[].image").ok(),
+            Some(vec![
+                key("spec"),
+                key("containers"),
+                Segment::Any,
+                key("image")
+            ])
+        );
+        assert_eq!(
+            parse_jq_path(".metadata.annotations[\"a/b\"]").ok(),
+            Some(vec![key("metadata"), key("annotations"), key("a/b")])
+        );
+        for bad in [
+            ".spec.containers[] | select(.name == \"c\")",
+            "del(.a)",
+            "spec",
+            ".",
+        ] {
+            assert!(parse_jq_path(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn on_spoke_present_keeps_spoke_value_once_present() {
+        let fields = [field(
+            IgnoreFieldsCondition::OnSpokePresent,
+            &[".spec.replicas"],
+            &[],
+        )];
+        let live = manifest(7);
+        let plan = plan_ignore_fields(&manifest(3), Some(&live), &fields, &BTreeMap::new()).ok();
+        let plan = plan.map(|p| p.patch).unwrap_or_default();
+        assert_eq!(plan["spec"]["replicas"], json!(7));
+        assert_eq!(
+            plan["spec"]["paused"],
+            json!(false),
+            "other fields untouched"
+        );
+    }
+
+    #[test]
+    fn on_spoke_present_applies_when_absent_on_spoke_or_object_missing() {
+        let fields = [field(
+            IgnoreFieldsCondition::OnSpokePresent,
+            &[],
+            &["/spec/replicas"],
+        )];
+        let plan = plan_ignore_fields(&manifest(3), None, &fields, &BTreeMap::new()).ok();
+        assert_eq!(
+            plan.map(|p| p.patch["spec"]["replicas"].clone()),
+            Some(json!(3))
+        );
+        let mut live = manifest(9);
+        if let Some(spec) = live["spec"].as_object_mut() {
+            spec.remove("replicas");
+        }
+        let plan = plan_ignore_fields(&manifest(3), Some(&live), &fields, &BTreeMap::new()).ok();
+        assert_eq!(
+            plan.map(|p| p.patch["spec"]["replicas"].clone()),
+            Some(json!(3))
+        );
+    }
+
+    #[test]
+    fn wildcards_reach_every_list_item() {
+        let fields = [field(
+            IgnoreFieldsCondition::OnSpokePresent,
+            &[".spec.template.spec.containers[*].image"],
+            &[],
+        )];
+        let mut live = manifest(1);
+        live["spec"]["template"]["spec"]["containers"][0]["image"] = json!("img:spoke");
+        live["spec"]["template"]["spec"]["containers"][1]["image"] = json!("side:spoke");
+        let plan = plan_ignore_fields(&manifest(1), Some(&live), &fields, &BTreeMap::new()).ok();
+        let patch = plan.map(|p| p.patch).unwrap_or_default();
+        assert_eq!(
+            patch["spec"]["template"]["spec"]["containers"][0]["image"],
+            json!("img:spoke")
+        );
+        assert_eq!(
+            patch["spec"]["template"]["spec"]["containers"][1]["image"],
+            json!("side:spoke")
+        );
+    }
+
+    #[test]
+    fn on_spoke_change_applies_first_and_records_hash() {
+        let fields = [field(
+            IgnoreFieldsCondition::OnSpokeChange,
+            &[".spec.replicas"],
+            &[],
+        )];
+        let plan = plan_ignore_fields(&manifest(3), None, &fields, &BTreeMap::new()).ok();
+        let plan = plan.unwrap_or(IgnorePlan {
+            patch: Value::Null,
+            record: BTreeMap::new(),
+        });
+        assert_eq!(plan.patch["spec"]["replicas"], json!(3));
+        assert_eq!(
+            plan.record.get("/spec/replicas"),
+            Some(&content_hash(&json!(3)))
+        );
+    }
+
+    #[test]
+    fn on_spoke_change_keeps_a_spoke_edit_while_the_manifest_is_unchanged() {
+        let fields = [field(
+            IgnoreFieldsCondition::OnSpokeChange,
+            &[".spec.replicas"],
+            &[],
+        )];
+        let record: BTreeMap<String, String> =
+            [("/spec/replicas".to_string(), content_hash(&json!(3)))].into();
+
+        // Spoke still has what we applied: apply as usual.
+        let plan = plan_ignore_fields(&manifest(3), Some(&manifest(3)), &fields, &record).ok();
+        assert_eq!(
+            plan.map(|p| p.patch["spec"]["replicas"].clone()),
+            Some(json!(3))
+        );
+
+        // Spoke changed it to 5: keep 5.
+        let plan = plan_ignore_fields(&manifest(3), Some(&manifest(5)), &fields, &record).ok();
+        let plan = plan.unwrap_or(IgnorePlan {
+            patch: Value::Null,
+            record: BTreeMap::new(),
+        });
+        assert_eq!(plan.patch["spec"]["replicas"], json!(5));
+        assert_eq!(
+            plan.record, record,
+            "record still names the value we applied"
+        );
+
+        // Spoke removed it: leave it out of the patch.
+        let mut removed = manifest(3);
+        removed["spec"]
+            .as_object_mut()
+            .map(|s| s.remove("replicas"));
+        let plan = plan_ignore_fields(&manifest(3), Some(&removed), &fields, &record).ok();
+        assert_eq!(
+            plan.map(|p| p.patch["spec"].get("replicas").is_none()),
+            Some(true)
+        );
+
+        // The manifest now asks for 4: the new intent is applied.
+        let plan = plan_ignore_fields(&manifest(4), Some(&manifest(5)), &fields, &record).ok();
+        let plan = plan.unwrap_or(IgnorePlan {
+            patch: Value::Null,
+            record: BTreeMap::new(),
+        });
+        assert_eq!(plan.patch["spec"]["replicas"], json!(4));
+        assert_eq!(
+            plan.record.get("/spec/replicas"),
+            Some(&content_hash(&json!(4)))
+        );
+    }
+
+    #[test]
+    fn fields_the_manifest_does_not_set_are_left_alone() {
+        let fields = [field(
+            IgnoreFieldsCondition::OnSpokePresent,
+            &[".spec.minReadySeconds"],
+            &[],
+        )];
+        let mut live = manifest(1);
+        live["spec"]["minReadySeconds"] = json!(10);
+        let plan = plan_ignore_fields(&manifest(1), Some(&live), &fields, &BTreeMap::new()).ok();
+        assert_eq!(plan.map(|p| p.patch), Some(manifest(1)));
+    }
+
+    #[test]
+    fn an_invalid_path_fails_the_plan() {
+        let fields = [field(
+            IgnoreFieldsCondition::OnSpokePresent,
+            &[".spec["],
+            &[],
+        )];
+        let err = plan_ignore_fields(&manifest(1), None, &fields, &BTreeMap::new()).err();
+        assert!(matches!(err, Some(ApplyError::InvalidIgnoreField { .. })));
+    }
+
+    #[test]
+    fn record_round_trips_through_the_annotation() {
+        let record: BTreeMap<String, String> =
+            [("/spec/replicas".to_string(), "abc".to_string())].into();
+        let mut patch = manifest(1);
+        assert!(write_record(&mut patch, &record).is_ok());
+        assert_eq!(read_record(Some(&patch)), record);
+        assert_eq!(patch["metadata"]["annotations"]["a"], json!("1"));
+        assert!(write_record(&mut patch, &BTreeMap::new()).is_ok());
+        assert!(read_record(Some(&patch)).is_empty());
+        let mut garbage = manifest(1);
+        garbage["metadata"]["annotations"][IGNORE_FIELDS_ANNOTATION] = json!("not json");
+        assert!(read_record(Some(&garbage)).is_empty());
+    }
 }

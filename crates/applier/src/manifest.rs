@@ -421,3 +421,308 @@ pub(crate) fn string_map_mut<'a>(
         _ => unreachable!("just made an object"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn owner(uid: &str) -> OwnerReference {
+        OwnerReference {
+            api_version: "work.open-cluster-management.io/v1".into(),
+            kind: "AppliedManifestWork".into(),
+            name: format!("amw-{uid}"),
+            uid: uid.into(),
+            controller: Some(false),
+            block_owner_deletion: Some(false),
+        }
+    }
+
+    fn deployment() -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "ns", "labels": {"app": "web"}},
+            "spec": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c", "image": "nginx"}]}}}
+        })
+    }
+
+    /// What the API server returns for `deployment()` after a create: defaults and server metadata.
+    fn live_deployment() -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {
+                "name": "web", "namespace": "ns", "uid": "u1", "resourceVersion": "42",
+                "generation": 1, "creationTimestamp": "2026-01-01T00:00:00Z",
+                "labels": {"app": "web", "other": "x"},
+                "annotations": {"deployment.kubernetes.io/revision": "1"},
+                "managedFields": [{"manager": "work-agent"}]
+            },
+            "spec": {
+                "replicas": 2, "progressDeadlineSeconds": 600,
+                "template": {"spec": {"containers": [
+                    {"name": "c", "image": "nginx", "imagePullPolicy": "Always", "terminationMessagePath": "/dev/termination-log"}
+                ], "restartPolicy": "Always"}}
+            },
+            "status": {"replicas": 2}
+        })
+    }
+
+    #[test]
+    fn target_reads_identity() {
+        let t = Target::of(&deployment()).ok();
+        assert_eq!(
+            t,
+            Some(Target {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                name: "web".into(),
+                namespace: Some("ns".into()),
+            })
+        );
+        assert_eq!(
+            t.map(|t| t.describe()).as_deref(),
+            Some("Deployment ns/web")
+        );
+    }
+
+    #[test]
+    fn target_rejects_malformed_manifests_with_clear_messages() {
+        let cases = [
+            (json!([]), "must be a JSON object"),
+            (
+                json!({"kind": "ConfigMap", "metadata": {"name": "a"}}),
+                "apiVersion is required",
+            ),
+            (
+                json!({"apiVersion": "v1", "metadata": {"name": "a"}}),
+                "kind is required",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": 1, "metadata": {"name": "a"}}),
+                "kind must be a string",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "ConfigMap"}),
+                "metadata.name is required",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "a-"}}),
+                "metadata.name is required",
+            ),
+            (
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": 3}}),
+                "metadata.namespace must be a string",
+            ),
+        ];
+        for (manifest, expected) in cases {
+            let err = Target::of(&manifest)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                err.contains(expected),
+                "{manifest}: got {err:?}, want {expected:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn content_hash_ignores_key_order_but_not_values() {
+        let a: Value =
+            serde_json::from_str(r#"{"a":1,"b":{"c":[1,2],"d":"x"}}"#).unwrap_or_default();
+        let b: Value =
+            serde_json::from_str(r#"{"b":{"d":"x","c":[1,2]},"a":1}"#).unwrap_or_default();
+        let c: Value =
+            serde_json::from_str(r#"{"b":{"d":"x","c":[2,1]},"a":1}"#).unwrap_or_default();
+        assert_eq!(content_hash(&a), content_hash(&b));
+        assert_ne!(content_hash(&a), content_hash(&c));
+        assert_eq!(content_hash(&a).len(), 32);
+    }
+
+    #[test]
+    fn clean_manifest_strips_server_fields_and_adds_labels() {
+        let mut m = deployment();
+        m["metadata"]["resourceVersion"] = json!("7");
+        m["metadata"]["uid"] = json!("u");
+        m["metadata"]["creationTimestamp"] = Value::Null;
+        let body = clean_manifest(&m, true, &labels(&[("agent", "a1")]));
+        let meta = &body["metadata"];
+        assert!(meta.get("resourceVersion").is_none());
+        assert!(meta.get("uid").is_none());
+        assert!(meta.get("creationTimestamp").is_none());
+        assert_eq!(meta["labels"], json!({"app": "web", "agent": "a1"}));
+        assert_eq!(meta["namespace"], json!("ns"));
+    }
+
+    #[test]
+    fn clean_manifest_drops_namespace_of_cluster_scoped_kinds() {
+        let m = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "namespace": "x"}});
+        let body = clean_manifest(&m, false, &BTreeMap::new());
+        assert!(body["metadata"].get("namespace").is_none());
+        assert!(body["metadata"].get("labels").is_none());
+    }
+
+    #[test]
+    fn create_body_merges_owner_and_sets_hash() {
+        let mut m = deployment();
+        m["metadata"]["ownerReferences"] = json!([owner("theirs")]);
+        let body = create_body(&m, true, &BTreeMap::new(), Some(&owner("ours")), Some("h1")).ok();
+        let body = body.unwrap_or_default();
+        let refs = owner_references_of(&body).unwrap_or_default();
+        assert_eq!(refs, vec![owner("theirs"), owner("ours")]);
+        assert_eq!(annotation(&body, MANIFEST_HASH_ANNOTATION), Some("h1"));
+    }
+
+    #[test]
+    fn update_body_merges_metadata_and_carries_resource_version() {
+        let mut live = live_deployment();
+        live["metadata"]["ownerReferences"] = json!([owner("other-work")]);
+        live["metadata"]["finalizers"] = json!(["keep.me/finalizer"]);
+        let body = update_body(
+            &deployment(),
+            &live,
+            true,
+            &labels(&[("agent", "a1")]),
+            Some(&owner("ours")),
+            "h1",
+        )
+        .unwrap_or_default();
+        let meta = &body["metadata"];
+        assert_eq!(meta["resourceVersion"], json!("42"));
+        assert_eq!(
+            meta["labels"],
+            json!({"app": "web", "other": "x", "agent": "a1"})
+        );
+        assert_eq!(
+            meta["annotations"]["deployment.kubernetes.io/revision"],
+            json!("1")
+        );
+        assert_eq!(meta["annotations"][MANIFEST_HASH_ANNOTATION], json!("h1"));
+        assert_eq!(meta["finalizers"], json!(["keep.me/finalizer"]));
+        let refs = owner_references_of(&body).unwrap_or_default();
+        assert_eq!(refs, vec![owner("other-work"), owner("ours")]);
+        assert!(meta.get("uid").is_none());
+        assert!(meta.get("managedFields").is_none());
+        assert_eq!(body["status"], json!({"replicas": 2}));
+    }
+
+    #[test]
+    fn noop_when_live_has_everything_plus_server_defaults() {
+        let mut live = live_deployment();
+        live["metadata"]["annotations"][MANIFEST_HASH_ANNOTATION] = json!("h1");
+        live["metadata"]["labels"]["agent"] = json!("a1");
+        let desired = update_body(
+            &deployment(),
+            &live,
+            true,
+            &labels(&[("agent", "a1")]),
+            None,
+            "h1",
+        )
+        .unwrap_or_default();
+        assert!(is_noop_update(&desired, &live));
+    }
+
+    #[test]
+    fn not_noop_when_a_field_differs_or_is_missing() {
+        let mut live = live_deployment();
+        live["metadata"]["annotations"][MANIFEST_HASH_ANNOTATION] = json!("h1");
+        let desired = update_body(&deployment(), &live, true, &BTreeMap::new(), None, "h1")
+            .unwrap_or_default();
+        assert!(is_noop_update(&desired, &live));
+
+        let mut drifted = live.clone();
+        drifted["spec"]["replicas"] = json!(5);
+        assert!(
+            !is_noop_update(&desired, &drifted),
+            "spoke drift of a manifest field"
+        );
+
+        let mut image = live.clone();
+        image["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:2");
+        assert!(
+            !is_noop_update(&desired, &image),
+            "change inside a list item"
+        );
+
+        let mut extra = live.clone();
+        if let Some(containers) = extra["spec"]["template"]["spec"]["containers"].as_array_mut() {
+            containers.push(json!({"name": "sidecar", "image": "x"}));
+        }
+        assert!(!is_noop_update(&desired, &extra), "list length differs");
+
+        let new_hash = update_body(&deployment(), &live, true, &BTreeMap::new(), None, "h2")
+            .unwrap_or_default();
+        assert!(
+            !is_noop_update(&new_hash, &live),
+            "manifest changed (hash differs)"
+        );
+
+        let with_owner = update_body(
+            &deployment(),
+            &live,
+            true,
+            &BTreeMap::new(),
+            Some(&owner("ours")),
+            "h1",
+        )
+        .unwrap_or_default();
+        assert!(
+            !is_noop_update(&with_owner, &live),
+            "our ownerReference is missing"
+        );
+
+        let new_label = update_body(
+            &deployment(),
+            &live,
+            true,
+            &labels(&[("agent", "a1")]),
+            None,
+            "h1",
+        )
+        .unwrap_or_default();
+        assert!(!is_noop_update(&new_label, &live), "agent label is missing");
+    }
+
+    #[test]
+    fn noop_ignores_status_and_server_metadata_and_compares_numbers_by_value() {
+        let desired = json!({"metadata": {"name": "a", "resourceVersion": "1", "uid": "x"}, "spec": {"n": 1, "f": 2.0, "z": null}, "status": {"s": 1}});
+        let live = json!({"metadata": {"name": "a", "resourceVersion": "9", "uid": "y"}, "spec": {"n": 1.0, "f": 2}, "status": {"s": 2}});
+        assert!(is_noop_update(&desired, &live));
+        let live_null = json!({"metadata": {"name": "a"}, "spec": {"n": 1, "f": 2, "z": 3}});
+        assert!(
+            !is_noop_update(&desired, &live_null),
+            "null in desired does not match a set field"
+        );
+        assert!(!is_noop_update(&json!("x"), &live));
+        assert!(
+            !is_noop_update(&json!({"spec": {"n": "1"}}), &json!({"spec": {"n": 1}})),
+            "types differ"
+        );
+    }
+
+    #[test]
+    fn owner_references_patch_is_conditional_and_null_when_empty() {
+        let p = owner_references_patch(&[owner("a")], Some("5")).unwrap_or_default();
+        assert_eq!(p["metadata"]["resourceVersion"], json!("5"));
+        assert_eq!(p["metadata"]["ownerReferences"][0]["uid"], json!("a"));
+        let p = owner_references_patch(&[], Some("5")).unwrap_or_default();
+        assert!(p["metadata"]["ownerReferences"].is_null());
+    }
+
+    #[test]
+    fn malformed_owner_references_give_an_error_not_a_panic() {
+        let obj = json!({"metadata": {"ownerReferences": "nope"}});
+        let err = owner_references_of(&obj)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("metadata.ownerReferences"), "{err}");
+    }
+}

@@ -1,13 +1,379 @@
-//! `work-agent run`.
+//! `work-agent run`: flags, logging, API clients, then the agent's controllers.
 
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
-/// Arguments of `work-agent run`.
-#[derive(clap::Args, Debug)]
-pub struct RunArgs {}
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use crate::agent::{self, AgentConfig, Clients};
+
+/// Arguments of `work-agent run`. Every flag can also be set with a `WORK_AGENT_*` variable.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Name of the managed cluster; also the hub namespace whose ManifestWorks this agent serves.
+    #[arg(long, env = "WORK_AGENT_SPOKE_CLUSTER_NAME")]
+    pub spoke_cluster_name: String,
+    /// Kubeconfig of the hub cluster.
+    #[arg(long, env = "WORK_AGENT_HUB_KUBECONFIG")]
+    pub hub_kubeconfig: PathBuf,
+    /// Kubeconfig of the managed cluster (default: in-cluster config, then `KUBECONFIG`).
+    #[arg(long, env = "WORK_AGENT_SPOKE_KUBECONFIG")]
+    pub spoke_kubeconfig: Option<PathBuf>,
+    /// Identity recorded in each AppliedManifestWork (default: the spoke cluster name).
+    #[arg(long, env = "WORK_AGENT_AGENT_ID")]
+    pub agent_id: Option<String>,
+    /// ManifestWorks reconciled at the same time.
+    #[arg(long, env = "WORK_AGENT_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    pub workers: u16,
+    /// Average requests per second to the hub API server.
+    #[arg(long, env = "WORK_AGENT_HUB_QPS", default_value_t = 50.0, value_parser = positive_f64)]
+    pub hub_qps: f64,
+    /// Requests the hub client may send in a burst.
+    #[arg(long, env = "WORK_AGENT_HUB_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub hub_burst: u32,
+    /// Average requests per second to the spoke API server.
+    #[arg(long, env = "WORK_AGENT_SPOKE_QPS", default_value_t = 50.0, value_parser = positive_f64)]
+    pub spoke_qps: f64,
+    /// Requests the spoke client may send in a burst.
+    #[arg(long, env = "WORK_AGENT_SPOKE_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub spoke_burst: u32,
+    /// Address of the HTTP server for `/metrics`, `/healthz` and `/readyz`.
+    #[arg(long, env = "WORK_AGENT_HTTP_ADDRESS", default_value = "0.0.0.0:8080")]
+    pub http_address: SocketAddr,
+    /// Log format.
+    #[arg(long, env = "WORK_AGENT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
+    pub log_format: LogFormat,
+    /// Log level or filter (`info`, `debug`, `work_agent=debug,kube=info`, ...).
+    #[arg(long, env = "WORK_AGENT_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Run only while holding a Lease (default: true in a pod, false elsewhere).
+    #[arg(long, env = "WORK_AGENT_LEADER_ELECT", num_args = 0..=1, default_missing_value = "true")]
+    pub leader_elect: Option<bool>,
+    /// Namespace of the leader-election Lease on the spoke (default: the pod's namespace, else
+    /// `open-cluster-management-agent`).
+    #[arg(long, env = "WORK_AGENT_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// How often ReadOnly manifests (which the agent cannot label, so does not watch) are re-read.
+    #[arg(long, env = "WORK_AGENT_READONLY_RESYNC", default_value = "30s", value_parser = parse_duration)]
+    pub readonly_resync: Duration,
+    /// How often every work is reconciled even without events (a safety net; writes nothing when
+    /// nothing changed).
+    #[arg(long, env = "WORK_AGENT_STATUS_SYNC_PERIOD", default_value = "5m", value_parser = parse_duration)]
+    pub status_sync_period: Duration,
+}
+
+/// Format of log lines.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Plain,
+    /// One JSON object per line.
+    Json,
+}
+
+const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
+    "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+const DEFAULT_LEASE_NAMESPACE: &str = "open-cluster-management-agent";
 
 /// Runs the subcommand.
-pub fn main(_args: RunArgs) -> ExitCode {
-    eprintln!("work-agent run: not built yet");
-    ExitCode::from(2)
+pub fn main(args: RunArgs) -> ExitCode {
+    if let Err(e) = init_logging(args.log_format, &args.log_level) {
+        eprintln!("work-agent run: {e}");
+        return ExitCode::from(2);
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("work-agent run: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(async move {
+        let (config, clients) = match prepare(&args).await {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("work-agent run: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        match agent::run(config, clients).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                tracing::error!(error = %e, "agent stopped");
+                eprintln!("work-agent run: {e}");
+                ExitCode::from(1)
+            }
+        }
+    })
+}
+
+/// A startup problem: reported as one line, exit code 2.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The hub kubeconfig cannot be read or used.
+    #[error("hub kubeconfig {path}: {reason}")]
+    HubKubeconfig {
+        /// File given.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The spoke kubeconfig (or in-cluster config) cannot be read or used.
+    #[error("spoke kubeconfig {path}: {reason}")]
+    SpokeKubeconfig {
+        /// File given, or where the config was looked for.
+        path: String,
+        /// What failed.
+        reason: String,
+    },
+    /// A flag value is invalid.
+    #[error("{0}")]
+    Flag(String),
+    /// The log filter is invalid.
+    #[error("invalid --log-level {0:?}: {1}")]
+    LogLevel(String, String),
+}
+
+async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
+    if args.spoke_cluster_name.is_empty() {
+        return Err(SetupError::Flag(
+            "--spoke-cluster-name must not be empty".into(),
+        ));
+    }
+    let (hub_config, hub_server) =
+        load_kubeconfig(&args.hub_kubeconfig)
+            .await
+            .map_err(|reason| SetupError::HubKubeconfig {
+                path: args.hub_kubeconfig.display().to_string(),
+                reason,
+            })?;
+    let (spoke_config, in_cluster) = load_spoke_config(args.spoke_kubeconfig.as_deref()).await?;
+    let hub = agent::client::build(hub_config, args.hub_qps, args.hub_burst).map_err(|reason| {
+        SetupError::HubKubeconfig {
+            path: args.hub_kubeconfig.display().to_string(),
+            reason,
+        }
+    })?;
+    let spoke =
+        agent::client::build(spoke_config, args.spoke_qps, args.spoke_burst).map_err(|reason| {
+            SetupError::SpokeKubeconfig {
+                path: spoke_path_for_errors(args.spoke_kubeconfig.as_deref()),
+                reason,
+            }
+        })?;
+    let lease_namespace = args.lease_namespace.clone().unwrap_or_else(|| {
+        std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE_FILE)
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| DEFAULT_LEASE_NAMESPACE.to_string())
+    });
+    let config = AgentConfig::new(
+        args.spoke_cluster_name.clone(),
+        args.agent_id
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| args.spoke_cluster_name.clone()),
+        &hub_server,
+    )
+    .with_workers(args.workers)
+    .with_http_address(args.http_address)
+    .with_leader_election(args.leader_elect.unwrap_or(in_cluster), lease_namespace)
+    .with_periods(args.readonly_resync, args.status_sync_period);
+    Ok((config, Clients { hub, spoke }))
+}
+
+fn spoke_path_for_errors(path: Option<&Path>) -> String {
+    match path {
+        Some(p) => p.display().to_string(),
+        None => std::env::var("KUBECONFIG").unwrap_or_else(|_| "(in-cluster)".into()),
+    }
+}
+
+/// Reads a kubeconfig file; returns the client config and the server URL as written in the file
+/// (the hub hash is computed from that string, like upstream does).
+async fn load_kubeconfig(path: &Path) -> Result<(kube::Config, String), String> {
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| flatten(&e))?;
+    let server = current_server(&kubeconfig)
+        .ok_or_else(|| "no server URL for the current context".to_string())?;
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| flatten(&e))?;
+    Ok((config, server))
+}
+
+/// The spoke config: the file given, else in-cluster, else `KUBECONFIG`/`~/.kube/config`.
+/// Returns whether the agent runs in a pod (the default for leader election).
+async fn load_spoke_config(path: Option<&Path>) -> Result<(kube::Config, bool), SetupError> {
+    if let Some(path) = path {
+        let (config, _) =
+            load_kubeconfig(path)
+                .await
+                .map_err(|reason| SetupError::SpokeKubeconfig {
+                    path: path.display().to_string(),
+                    reason,
+                })?;
+        return Ok((config, false));
+    }
+    if let Ok(config) = kube::Config::incluster() {
+        return Ok((config, true));
+    }
+    let config = kube::Config::from_kubeconfig(&KubeConfigOptions::default())
+        .await
+        .map_err(|e| SetupError::SpokeKubeconfig {
+            path: spoke_path_for_errors(None),
+            reason: flatten(&e),
+        })?;
+    Ok((config, false))
+}
+
+fn current_server(kubeconfig: &Kubeconfig) -> Option<String> {
+    let context_name = kubeconfig.current_context.as_deref();
+    let context = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| Some(c.name.as_str()) == context_name)
+        .or_else(|| kubeconfig.contexts.first())?;
+    let cluster_name = &context.context.as_ref()?.cluster;
+    kubeconfig
+        .clusters
+        .iter()
+        .find(|c| &c.name == cluster_name)?
+        .cluster
+        .as_ref()?
+        .server
+        .clone()
+}
+
+/// An error and its sources on one line.
+fn flatten(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out.replace('\n', " ")
+}
+
+fn init_logging(format: LogFormat, level: &str) -> Result<(), SetupError> {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .map_err(|e| SetupError::LogLevel(level.to_string(), e.to_string()))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let result = match format {
+        LogFormat::Plain => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+    result.map_err(|e| SetupError::Flag(format!("cannot set up logging: {e}")))
+}
+
+/// Parses `90`, `500ms`, `30s`, `5m`, `1h` (a bare number is seconds).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 5m, 1h)"))?;
+    let d = match unit {
+        "" | "s" => Duration::from_secs(n),
+        "ms" => Duration::from_millis(n),
+        "m" => Duration::from_secs(n.saturating_mul(60)),
+        "h" => Duration::from_secs(n.saturating_mul(3600)),
+        _ => return Err(format!("{s:?} is not a duration (e.g. 30s, 5m, 1h)")),
+    };
+    if d.is_zero() {
+        return Err("the duration must be greater than zero".into());
+    }
+    Ok(d)
+}
+
+fn positive_f64(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{s:?} is not a positive number")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Cli {
+        #[command(flatten)]
+        run: RunArgs,
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert!(parse_duration("5x").is_err());
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn flags_parse_and_bad_values_are_rejected() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--spoke-cluster-name",
+            "c1",
+            "--hub-kubeconfig",
+            "/tmp/hub",
+            "--leader-elect",
+            "--hub-qps",
+            "5",
+        ])
+        .expect("valid flags");
+        assert_eq!(cli.run.spoke_cluster_name, "c1");
+        assert_eq!(cli.run.leader_elect, Some(true));
+        assert_eq!(cli.run.hub_qps, 5.0);
+        assert_eq!(cli.run.readonly_resync, Duration::from_secs(30));
+
+        let off = Cli::try_parse_from([
+            "x",
+            "--spoke-cluster-name=c1",
+            "--hub-kubeconfig=/tmp/hub",
+            "--leader-elect=false",
+        ])
+        .expect("valid flags");
+        assert_eq!(off.run.leader_elect, Some(false));
+
+        for bad in [
+            vec!["--hub-qps", "-1"],
+            vec!["--workers", "0"],
+            vec!["--log-format", "xml"],
+            vec!["--readonly-resync", "soon"],
+        ] {
+            let mut argv = vec!["x", "--spoke-cluster-name=c1", "--hub-kubeconfig=/tmp/hub"];
+            argv.extend(bad.iter().copied());
+            assert!(Cli::try_parse_from(&argv).is_err(), "{bad:?} accepted");
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_kubeconfig_is_a_one_line_error() {
+        let err = load_kubeconfig(Path::new("/nonexistent/kubeconfig"))
+            .await
+            .expect_err("missing file");
+        assert!(!err.contains('\n'), "{err}");
+        assert!(!err.is_empty());
+    }
 }

@@ -1,0 +1,122 @@
+//! Settings of a running agent, fixed at startup.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+
+/// What the agent serves and how.
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// Managed cluster name = the hub namespace served.
+    pub cluster_name: String,
+    /// Recorded in each AppliedManifestWork's `spec.agentID`.
+    pub agent_id: String,
+    /// `work_api::hub_hash` of the hub server URL.
+    pub hub_hash: String,
+    /// Value of `applier::AGENT_LABEL` on every object this agent writes.
+    pub label_value: String,
+    /// Works reconciled concurrently.
+    pub workers: u16,
+    /// Address of the metrics/health server.
+    pub http_address: SocketAddr,
+    /// Whether to hold a Lease before reconciling.
+    pub leader_elect: bool,
+    /// Namespace of the Lease on the spoke.
+    pub lease_namespace: String,
+    /// Period for re-reading ReadOnly manifests.
+    pub readonly_resync: Duration,
+    /// Period of the safety-net full reconcile of each work.
+    pub status_sync_period: Duration,
+}
+
+impl AgentConfig {
+    /// A config with defaults for everything but the identity.
+    pub fn new(cluster_name: String, agent_id: String, hub_server_url: &str) -> Self {
+        let hub_hash = work_api::hub_hash(hub_server_url);
+        let label_value = label_value(&hub_hash, &cluster_name);
+        Self {
+            cluster_name,
+            agent_id,
+            hub_hash,
+            label_value,
+            workers: 4,
+            http_address: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            leader_elect: false,
+            lease_namespace: "open-cluster-management-agent".into(),
+            readonly_resync: Duration::from_secs(30),
+            status_sync_period: Duration::from_secs(300),
+        }
+    }
+
+    /// Sets the worker count.
+    pub fn with_workers(mut self, workers: u16) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// Sets the metrics/health address.
+    pub fn with_http_address(mut self, address: SocketAddr) -> Self {
+        self.http_address = address;
+        self
+    }
+
+    /// Sets leader election.
+    pub fn with_leader_election(mut self, enabled: bool, namespace: String) -> Self {
+        self.leader_elect = enabled;
+        self.lease_namespace = namespace;
+        self
+    }
+
+    /// Sets the resync periods.
+    pub fn with_periods(mut self, readonly_resync: Duration, status_sync_period: Duration) -> Self {
+        self.readonly_resync = readonly_resync;
+        self.status_sync_period = status_sync_period;
+        self
+    }
+
+    /// Name of the AppliedManifestWork of a work.
+    pub fn applied_name(&self, work_name: &str) -> String {
+        work_api::applied_manifest_work_name(&self.hub_hash, work_name)
+    }
+
+    /// The work name an AppliedManifestWork name stands for, if it belongs to this hub.
+    pub fn work_name_of_applied<'a>(&self, applied_name: &'a str) -> Option<&'a str> {
+        applied_name
+            .strip_prefix(self.hub_hash.as_str())
+            .and_then(|rest| rest.strip_prefix('-'))
+            .filter(|rest| !rest.is_empty())
+    }
+}
+
+/// The label value identifying one agent (hub + managed cluster): label values are limited to 63
+/// characters, so a hub hash (64) cannot be used as is. Several agents serving different
+/// clusters of one hub on one spoke (as in the tests) each see only their own objects.
+fn label_value(hub_hash: &str, cluster_name: &str) -> String {
+    let digest = Sha256::digest(format!("{hub_hash}/{cluster_name}").as_bytes());
+    hex::encode(&digest[..12])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn applied_names_round_trip() {
+        let c = AgentConfig::new("c1".into(), "a".into(), "https://127.0.0.1:6443");
+        let name = c.applied_name("work-1");
+        assert_eq!(name.len(), 64 + 1 + 6);
+        assert_eq!(c.work_name_of_applied(&name), Some("work-1"));
+        assert_eq!(c.work_name_of_applied("deadbeef-work-1"), None);
+        assert_eq!(c.work_name_of_applied(&c.hub_hash), None);
+    }
+
+    #[test]
+    fn label_values_are_valid_and_distinct_per_cluster() {
+        let a = AgentConfig::new("c1".into(), "a".into(), "https://hub");
+        let b = AgentConfig::new("c2".into(), "a".into(), "https://hub");
+        assert_ne!(a.label_value, b.label_value);
+        assert!(a.label_value.len() <= 63);
+        assert!(a.label_value.chars().all(|c| c.is_ascii_alphanumeric()));
+    }
+}

@@ -1,0 +1,51 @@
+//! What every reconcile gets: clients, applier, evaluator, metrics, config, status writer, watches.
+
+use std::sync::Arc;
+
+use kube::Api;
+use kube::runtime::events::Recorder;
+use work_api::{AppliedManifestWork, ManifestWork};
+
+use super::config::AgentConfig;
+use super::states::WorkStates;
+use super::status_writer::StatusWriter;
+use super::watches::Watches;
+use crate::metrics::Metrics;
+
+/// Shared state of the controllers.
+pub struct Context {
+    /// Hub client.
+    pub hub: kube::Client,
+    /// Spoke client.
+    pub spoke: kube::Client,
+    /// Writes manifests to the spoke.
+    pub applier: applier::Applier,
+    /// Resolves kinds to resources (shared cache with the applier).
+    pub resolver: applier::Resolver,
+    /// Evaluates condition rules.
+    pub evaluator: &'static conditions::Evaluator,
+    /// Prometheus metrics.
+    pub metrics: Arc<Metrics>,
+    /// Startup settings.
+    pub config: AgentConfig,
+    /// The one writer of ManifestWork status.
+    pub status: StatusWriter,
+    /// Resource watches and the object → work index.
+    pub watches: Watches,
+    /// Records Events on the hub (TTL deletions).
+    pub recorder: Recorder,
+    /// Per-work state for the gauges.
+    pub states: WorkStates,
+}
+
+impl Context {
+    /// ManifestWorks of the served namespace.
+    pub fn works(&self) -> Api<ManifestWork> {
+        Api::namespaced(self.hub.clone(), &self.config.cluster_name)
+    }
+
+    /// AppliedManifestWorks on the spoke.
+    pub fn applied_works(&self) -> Api<AppliedManifestWork> {
+        Api::all(self.spoke.clone())
+    }
+}

@@ -1,0 +1,295 @@
+//! The agent: one controller over the ManifestWorks of one hub namespace, triggered by the
+//! works themselves, by their AppliedManifestWorks and by label-filtered watches on the applied
+//! resources. See `docs/architecture.md`.
+
+pub mod client;
+pub mod config;
+pub mod context;
+pub mod deletion;
+pub mod error;
+pub mod manifests;
+pub mod reconcile;
+pub mod states;
+pub mod status;
+pub mod status_writer;
+pub mod watches;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use kube::Api;
+use kube::runtime::controller::{self, Action, ReconcileRequest, trigger_self};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::mpsc;
+use work_api::{AppliedManifestWork, ManifestWork};
+
+pub use config::AgentConfig;
+pub use context::Context;
+pub use error::Error;
+
+use crate::http::{HttpServer, HttpState, Readiness};
+use crate::leader::{self, LeaderConfig, LeaderHandle};
+use crate::metrics::{ControllerLabels, Metrics};
+
+/// The two API clients.
+pub struct Clients {
+    /// Hub client (ManifestWorks).
+    pub hub: kube::Client,
+    /// Spoke client (AppliedManifestWorks and the applied resources).
+    pub spoke: kube::Client,
+}
+
+/// Why the agent stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The metrics/health listener could not start.
+    #[error(transparent)]
+    Http(#[from] crate::http::HttpError),
+    /// Leader election could not start.
+    #[error(transparent)]
+    Leader(#[from] leader::LeaderError),
+    /// Another replica took the Lease: exit so the Deployment restarts this one as a standby.
+    #[error("lost leadership")]
+    LostLeadership,
+}
+
+/// Runs the agent until SIGTERM/SIGINT (Ok) or a fatal error.
+pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> {
+    let metrics = Arc::new(Metrics::new());
+    let readiness = Readiness::new();
+    let server = HttpServer::bind(
+        config.http_address,
+        HttpState {
+            metrics: metrics.clone(),
+            readiness: readiness.clone(),
+        },
+    )
+    .await?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("shutting down");
+        let _ = stop_tx.send(true);
+    });
+    let http_stop = wait_true(stop_rx.clone());
+    tokio::spawn(server.run(http_stop));
+    tokio::spawn(probe_api_servers(
+        clients.hub.clone(),
+        clients.spoke.clone(),
+        readiness.clone(),
+    ));
+
+    let leader = if config.leader_elect {
+        let lease = LeaderConfig::new(
+            config.lease_namespace.clone(),
+            format!("work-agent-{}", config.cluster_name),
+            leader::default_identity(),
+        );
+        leader::spawn(clients.spoke.clone(), lease)?
+    } else {
+        LeaderHandle::always_leader()
+    };
+    let mut leading = leader.subscribe();
+    tokio::select! {
+        _ = wait_true(stop_rx.clone()) => { leader.shutdown().await; return Ok(()); }
+        r = leading.wait_for(|l| *l) => if r.is_err() { return Err(RunError::LostLeadership); },
+    }
+    tracing::info!(cluster = %config.cluster_name, hub_hash = %config.hub_hash, "leading; starting controllers");
+
+    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel();
+    let resolver = applier::Resolver::new(clients.spoke.clone());
+    let ctx = Arc::new(Context {
+        applier: applier::Applier::new(clients.spoke.clone(), resolver.clone()),
+        resolver,
+        evaluator: conditions::Evaluator::shared(),
+        metrics,
+        status: status_writer::StatusWriter::new(Api::namespaced(
+            clients.hub.clone(),
+            &config.cluster_name,
+        )),
+        watches: watches::Watches::new(
+            clients.spoke.clone(),
+            format!("{}={}", applier::AGENT_LABEL, config.label_value),
+            trigger_tx,
+        ),
+        recorder: kube::runtime::events::Recorder::new(
+            clients.hub.clone(),
+            gc::event_reporter(std::env::var("POD_NAME").ok()),
+        ),
+        states: states::WorkStates::default(),
+        hub: clients.hub,
+        spoke: clients.spoke,
+        config,
+    });
+    let lost = async move {
+        let _ = leading.wait_for(|l| !*l).await;
+    };
+    let result = tokio::select! {
+        () = run_controller(ctx, trigger_rx, readiness) => Ok(()),
+        _ = wait_true(stop_rx) => Ok(()),
+        () = lost => Err(RunError::LostLeadership),
+    };
+    leader.shutdown().await;
+    result
+}
+
+async fn wait_true(mut rx: tokio::sync::watch::Receiver<bool>) {
+    let _ = rx.wait_for(|v| *v).await;
+}
+
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Marks each API server reached once it answers (retrying), for `/readyz`.
+async fn probe_api_servers(hub: kube::Client, spoke: kube::Client, readiness: Readiness) {
+    let mut hub_ok = false;
+    let mut spoke_ok = false;
+    while !(hub_ok && spoke_ok) {
+        if !hub_ok && hub.apiserver_version().await.is_ok() {
+            hub_ok = true;
+            readiness.set_hub_reached();
+        }
+        if !spoke_ok && spoke.apiserver_version().await.is_ok() {
+            spoke_ok = true;
+            readiness.set_spoke_reached();
+        }
+        if !(hub_ok && spoke_ok) {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+        }
+    }
+}
+
+type Queue = std::pin::Pin<
+    Box<dyn Stream<Item = Result<ReconcileRequest<ManifestWork>, watcher::Error>> + Send>,
+>;
+
+/// The ManifestWork controller: kube-runtime's applier over a queue merged from the works'
+/// own watch, their AppliedManifestWorks' watch, and the resource watches' triggers.
+async fn run_controller(
+    ctx: Arc<Context>,
+    triggers: mpsc::UnboundedReceiver<String>,
+    readiness: Readiness,
+) {
+    let namespace = ctx.config.cluster_name.clone();
+    let (reader, writer) = reflector::store::<ManifestWork>();
+    let synced = readiness.clone();
+    let works = watcher(ctx.works(), watcher::Config::default())
+        .default_backoff()
+        .inspect(move |e| {
+            if matches!(e, Ok(watcher::Event::InitDone)) {
+                synced.set_caches_synced(true);
+            }
+        });
+    let own: Queue =
+        trigger_self(reflector::reflector(writer, works).applied_objects(), ()).boxed();
+
+    let ns = namespace.clone();
+    let external: Queue = futures::stream::unfold(triggers, |mut rx| async move {
+        rx.recv().await.map(|name| (name, rx))
+    })
+    .map(move |name| {
+        Ok(ReconcileRequest::from(
+            ObjectRef::<ManifestWork>::new(&name).within(&ns),
+        ))
+    })
+    .boxed();
+
+    let config = ctx.config.clone();
+    let applied_api: Api<AppliedManifestWork> = ctx.applied_works();
+    let ns = namespace.clone();
+    let applied: Queue = watcher(applied_api, watcher::Config::default())
+        .default_backoff()
+        .filter_map(move |event| {
+            let request = match event {
+                Ok(
+                    watcher::Event::Apply(a)
+                    | watcher::Event::Delete(a)
+                    | watcher::Event::InitApply(a),
+                ) => {
+                    let mine =
+                        a.spec.hub_hash == config.hub_hash && a.spec.agent_id == config.agent_id;
+                    let work = a
+                        .metadata
+                        .name
+                        .as_deref()
+                        .and_then(|n| config.work_name_of_applied(n));
+                    match work {
+                        Some(work) if mine => Some(Ok(ReconcileRequest::from(
+                            ObjectRef::<ManifestWork>::new(work).within(&ns),
+                        ))),
+                        _ => None,
+                    }
+                }
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            };
+            std::future::ready(request)
+        })
+        .boxed();
+
+    let queue = futures::stream::select_all([own, external, applied]);
+    let controller_config = controller::Config::default()
+        .concurrency(ctx.config.workers)
+        .debounce(Duration::from_millis(50));
+    controller::applier(
+        |work, ctx| {
+            let task = tokio::spawn(reconcile::reconcile(work, ctx));
+            Box::pin(async move {
+                task.await
+                    .unwrap_or_else(|e| Err(Error::Task(e.to_string())))
+            })
+        },
+        error_policy,
+        ctx.clone(),
+        reader,
+        queue,
+        controller_config,
+    )
+    .for_each(|result| async move {
+        match result {
+            Ok(_) => {}
+            Err(controller::Error::QueueError(e)) => {
+                tracing::warn!(error = %e, "watch error");
+            }
+            Err(e) => tracing::debug!(error = %e, "controller"),
+        }
+    })
+    .await;
+}
+
+fn error_policy(work: Arc<ManifestWork>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics
+        .reconcile_errors_total
+        .get_or_create(&ControllerLabels {
+            controller: "manifestwork",
+        })
+        .inc();
+    let name = work.metadata.name.as_deref().unwrap_or_default();
+    if error.is_conflict() {
+        tracing::debug!(work = %name, error = %error, "conflict; retrying");
+        return Action::requeue(Duration::from_millis(200));
+    }
+    tracing::warn!(work = %name, error = %error, "reconcile failed");
+    Action::requeue(Duration::from_secs(5))
+}

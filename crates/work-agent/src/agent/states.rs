@@ -1,0 +1,98 @@
+//! Bookkeeping for the `works` (by state) and `ttl_pending_deletions` gauges.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Mutex, PoisonError};
+
+use super::context::Context;
+use crate::metrics::{Metrics, StateLabels};
+
+/// Last known state of each work, and which works wait for their TTL.
+#[derive(Default, Debug)]
+pub struct WorkStates {
+    states: Mutex<HashMap<String, &'static str>>,
+    ttl_pending: Mutex<BTreeSet<String>>,
+}
+
+impl WorkStates {
+    /// Records a work's state (`None`: the work is gone) and moves the gauges.
+    pub fn set(&self, metrics: &Metrics, work: &str, state: Option<&'static str>) {
+        let mut states = self.states.lock().unwrap_or_else(PoisonError::into_inner);
+        let old = match state {
+            Some(s) => states.insert(work.to_string(), s),
+            None => states.remove(work),
+        };
+        if old == state {
+            return;
+        }
+        if let Some(old) = old {
+            metrics
+                .works
+                .get_or_create(&StateLabels { state: old })
+                .dec();
+        }
+        if let Some(new) = state {
+            metrics
+                .works
+                .get_or_create(&StateLabels { state: new })
+                .inc();
+        }
+    }
+
+    /// Records whether a work waits for its TTL deadline.
+    pub fn set_ttl_pending(&self, metrics: &Metrics, work: &str, pending: bool) {
+        let mut set = self
+            .ttl_pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let changed = if pending {
+            set.insert(work.to_string())
+        } else {
+            set.remove(work)
+        };
+        if changed {
+            metrics
+                .ttl_pending_deletions
+                .set(i64::try_from(set.len()).unwrap_or(i64::MAX));
+        }
+    }
+}
+
+/// Shorthand for [`WorkStates::set`] on the context.
+pub fn set(ctx: &Context, work: &str, state: Option<&'static str>) {
+    ctx.states.set(&ctx.metrics, work, state);
+}
+
+/// Shorthand for [`WorkStates::set_ttl_pending`] on the context.
+pub fn set_ttl_pending(ctx: &Context, work: &str, pending: bool) {
+    ctx.states.set_ttl_pending(&ctx.metrics, work, pending);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gauges_follow_state_changes() {
+        let metrics = Metrics::new();
+        let states = WorkStates::default();
+        states.set(&metrics, "a", Some("applying"));
+        states.set(&metrics, "b", Some("applying"));
+        states.set(&metrics, "a", Some("complete"));
+        states.set(&metrics, "a", Some("complete"));
+        states.set(&metrics, "b", None);
+        let applying = metrics
+            .works
+            .get_or_create(&StateLabels { state: "applying" })
+            .get();
+        let complete = metrics
+            .works
+            .get_or_create(&StateLabels { state: "complete" })
+            .get();
+        assert_eq!((applying, complete), (0, 1));
+        states.set_ttl_pending(&metrics, "a", true);
+        states.set_ttl_pending(&metrics, "a", true);
+        assert_eq!(metrics.ttl_pending_deletions.get(), 1);
+        states.set_ttl_pending(&metrics, "a", false);
+        assert_eq!(metrics.ttl_pending_deletions.get(), 0);
+    }
+}

@@ -1,0 +1,295 @@
+//! Pure status building: from what a reconcile found to the ManifestWork status to write.
+
+use conditions::{Condition, ConditionUpdate, Status, reasons};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use work_api::{
+    ManifestCondition, ManifestResourceMeta, ManifestResourceStatus, ManifestWorkStatus,
+    condition_types,
+};
+
+/// What one manifest's status should say.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ManifestDesired {
+    /// Fresh conditions, merged into the previous ones (timestamps kept when status is unchanged).
+    Conditions {
+        /// Identity in status.
+        meta: ManifestResourceMeta,
+        /// The conditions now.
+        updates: Vec<ConditionUpdate>,
+    },
+    /// Sticky: a completed manifest's entry is kept as it is (only its ordinal follows the spec).
+    Keep(ManifestCondition),
+}
+
+/// What the whole status should say.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DesiredStatus {
+    /// One per manifest, in spec order.
+    pub manifests: Vec<ManifestDesired>,
+    /// `Some(..)`: the work is being deleted (adds `Deleting` True / `WorkDeleting`).
+    pub deleting: bool,
+}
+
+/// The status to write given the current one. `observed_generation` is the generation the
+/// reconcile worked from.
+pub fn build_status(
+    old: Option<&ManifestWorkStatus>,
+    desired: &DesiredStatus,
+    observed_generation: Option<i64>,
+    now: Time,
+) -> ManifestWorkStatus {
+    let old_manifests: &[ManifestCondition] = old
+        .and_then(|s| s.resource_status.as_ref())
+        .map(|r| r.manifests.as_slice())
+        .unwrap_or_default();
+    let manifests: Vec<ManifestCondition> = desired
+        .manifests
+        .iter()
+        .map(|d| match d {
+            ManifestDesired::Keep(entry) => entry.clone(),
+            ManifestDesired::Conditions { meta, updates } => {
+                let previous = old_manifests
+                    .iter()
+                    .find(|m| same_manifest(&m.resource_meta, meta))
+                    .map(|m| m.conditions.as_slice())
+                    .unwrap_or_default();
+                ManifestCondition {
+                    resource_meta: meta.clone(),
+                    status_feedback: None,
+                    conditions: conditions::replace_conditions(
+                        previous,
+                        updates,
+                        observed_generation,
+                        now.clone(),
+                    ),
+                }
+            }
+        })
+        .collect();
+    let lists: Vec<&[Condition]> = manifests.iter().map(|m| m.conditions.as_slice()).collect();
+    let mut work_updates = conditions::aggregate_work_conditions(&lists);
+    if desired.deleting {
+        work_updates.push(deleting_condition());
+    }
+    let old_work: &[Condition] = old.map(|s| s.conditions.as_slice()).unwrap_or_default();
+    let work_conditions =
+        conditions::replace_conditions(old_work, &work_updates, observed_generation, now);
+    ManifestWorkStatus {
+        conditions: work_conditions,
+        resource_status: Some(ManifestResourceStatus { manifests }),
+    }
+}
+
+/// `Deleting` True / `WorkDeleting`.
+pub fn deleting_condition() -> ConditionUpdate {
+    ConditionUpdate {
+        type_: condition_types::DELETING.to_string(),
+        status: Status::True,
+        reason: reasons::WORK_DELETING.to_string(),
+        message: "Delete resources and finalizers of the ManifestWork".to_string(),
+    }
+}
+
+/// Keeps the previous status on deletion and only adds `Deleting` (nothing is applied then).
+pub fn with_deleting(
+    old: Option<&ManifestWorkStatus>,
+    observed_generation: Option<i64>,
+    now: Time,
+) -> ManifestWorkStatus {
+    let mut status = old.cloned().unwrap_or_default();
+    status.conditions = conditions::merge_conditions(
+        &status.conditions,
+        &[deleting_condition()],
+        observed_generation,
+        now,
+    );
+    status
+}
+
+/// Same object and ordinal: a manifest moved to another ordinal starts from its own old entry
+/// only when identity matches.
+fn same_manifest(a: &ManifestResourceMeta, b: &ManifestResourceMeta) -> bool {
+    a.group == b.group && a.kind == b.kind && a.name == b.name && a.namespace == b.namespace
+}
+
+/// Whether a status change is worth a write.
+pub fn differs(old: Option<&ManifestWorkStatus>, new: &ManifestWorkStatus) -> bool {
+    match old {
+        Some(old) => old != new,
+        None => {
+            !new.conditions.is_empty()
+                || new
+                    .resource_status
+                    .as_ref()
+                    .is_some_and(|r| !r.manifests.is_empty())
+        }
+    }
+}
+
+/// The state of a work for the `works` gauge.
+pub fn work_state(status: Option<&ManifestWorkStatus>, deleting: bool) -> &'static str {
+    if deleting {
+        return "deleting";
+    }
+    let Some(status) = status else {
+        return "applying";
+    };
+    let has = |t: &str, s: &str| {
+        status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == t && c.status == s)
+    };
+    if has(condition_types::COMPLETE, "True") {
+        "complete"
+    } else if has(condition_types::APPLIED, "False") {
+        "failed"
+    } else if has(condition_types::AVAILABLE, "True") {
+        "available"
+    } else {
+        "applying"
+    }
+}
+
+/// Whether this status made the work Complete (it was not before).
+pub fn became_complete(old: Option<&ManifestWorkStatus>, new: &ManifestWorkStatus) -> bool {
+    let complete = |s: &ManifestWorkStatus| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == condition_types::COMPLETE && c.status == "True")
+    };
+    complete(new) && !old.is_some_and(complete)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn t(secs: i64) -> Time {
+        Time(Timestamp::from_second(secs).expect("valid timestamp"))
+    }
+
+    fn meta(ordinal: i32, name: &str) -> ManifestResourceMeta {
+        ManifestResourceMeta {
+            ordinal,
+            group: "".into(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+            resource: "configmaps".into(),
+            name: name.into(),
+            namespace: "ns".into(),
+        }
+    }
+
+    fn update(t: &str, s: Status, reason: &str) -> ConditionUpdate {
+        ConditionUpdate {
+            type_: t.into(),
+            status: s,
+            reason: reason.into(),
+            message: "m".into(),
+        }
+    }
+
+    fn desired(status: Status) -> DesiredStatus {
+        DesiredStatus {
+            manifests: vec![ManifestDesired::Conditions {
+                meta: meta(0, "a"),
+                updates: vec![
+                    conditions::applied_condition(Ok(())),
+                    update("Ready", status, reasons::CONDITION_RULE_EVALUATED),
+                ],
+            }],
+            deleting: false,
+        }
+    }
+
+    #[test]
+    fn unchanged_inputs_give_an_identical_status() {
+        let first = build_status(None, &desired(Status::True), Some(1), t(100));
+        let second = build_status(Some(&first), &desired(Status::True), Some(1), t(200));
+        assert!(!differs(Some(&first), &second));
+        assert_eq!(first, second);
+    }
+
+    #[test]
+    fn a_status_change_moves_only_that_transition_time() {
+        let first = build_status(None, &desired(Status::True), Some(1), t(100));
+        let second = build_status(Some(&first), &desired(Status::False), Some(1), t(200));
+        assert!(differs(Some(&first), &second));
+        let manifest = &second.resource_status.as_ref().expect("set").manifests[0];
+        let ready = manifest
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .expect("rule condition");
+        assert_eq!(ready.last_transition_time, t(200));
+        let applied = manifest
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Applied")
+            .expect("applied");
+        assert_eq!(applied.last_transition_time, t(100));
+        let work_ready = second
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")
+            .expect("aggregated");
+        assert_eq!(work_ready.status, "False");
+        assert_eq!(work_ready.reason, reasons::CONDITION_RULES_AGGREGATED);
+    }
+
+    #[test]
+    fn generation_is_observed_everywhere() {
+        let s = build_status(None, &desired(Status::True), Some(7), t(1));
+        assert!(
+            s.conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(7))
+        );
+        let m = &s.resource_status.as_ref().expect("set").manifests[0];
+        assert!(
+            m.conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(7))
+        );
+    }
+
+    #[test]
+    fn kept_entries_are_written_verbatim_and_deleting_is_added() {
+        let first = build_status(None, &desired(Status::True), Some(1), t(100));
+        let kept = first.resource_status.as_ref().expect("set").manifests[0].clone();
+        let d = DesiredStatus {
+            manifests: vec![ManifestDesired::Keep(kept.clone())],
+            deleting: true,
+        };
+        let s = build_status(Some(&first), &d, Some(2), t(300));
+        assert_eq!(s.resource_status.as_ref().expect("set").manifests[0], kept);
+        let del = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == condition_types::DELETING)
+            .expect("deleting");
+        assert_eq!(del.reason, "WorkDeleting");
+        assert_eq!(del.status, "True");
+    }
+
+    #[test]
+    fn states_and_completion() {
+        let mut s = build_status(None, &desired(Status::True), Some(1), t(1));
+        assert_eq!(work_state(Some(&s), true), "deleting");
+        assert_eq!(work_state(None, false), "applying");
+        let before = s.clone();
+        s.conditions.push(Condition {
+            type_: "Complete".into(),
+            status: "True".into(),
+            reason: "x".into(),
+            message: "x".into(),
+            last_transition_time: t(1),
+            observed_generation: None,
+        });
+        assert_eq!(work_state(Some(&s), false), "complete");
+        assert!(became_complete(Some(&before), &s));
+        assert!(!became_complete(Some(&s), &s));
+    }
+}

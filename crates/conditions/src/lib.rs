@@ -1,1 +1,185 @@
 //! Pure evaluation of ManifestWork condition rules (CEL and well-known) and condition aggregation.
+//!
+//! Plain data in, conditions out: nothing here does I/O. The agent and the CLI call
+//! [`Evaluator`] for per-manifest rule conditions, the builders ([`applied_condition`],
+//! [`available_condition`], [`feedback_condition`]) for the agent's own manifest conditions,
+//! [`aggregate_work_conditions`] for the work level and [`merge_conditions`] to write them.
+//!
+//! Behaviour (see `shared/notes/semantics.md` §3-§4):
+//! - CEL expressions of a rule are AND-ed and stop at the first result that is not True;
+//!   an empty list is True. A result is a bool, or a map `{status?, reason?, message?}` where
+//!   `status` is a bool or "True"/"False"/"Unknown" (absent means True). A map's `reason` must match
+//!   the Kubernetes reason pattern; it is written as `ConditionRule<reason>` (unless it already
+//!   starts with `ConditionRule`) so that every rule-made reason starts with `ConditionRule`,
+//!   which is how rule-made conditions are recognised (upstream OCM does the same).
+//! - Message precedence: a map result's `message`, else `messageExpression` (variables `object`
+//!   and `result`), else the rule's `message`, else the default "Manifest is <C>" / "Manifest is
+//!   not <C>" (for well-known rules, their own message). A failing `messageExpression` does not
+//!   change the status (as upstream): the message then says what failed. Messages are capped at
+//!   32768 bytes.
+//! - Stale status (`status.observedGeneration` != `metadata.generation`, both integers): every
+//!   rule yields Unknown / [`reasons::CONDITION_RULE_STALE_STATUS`] without being evaluated.
+//! - Bounds: see [`Limits`]. Expressions are checked lexically before parsing, parsed on a
+//!   thread with a large stack, and their AST depth is checked before they are cached. At run
+//!   time each comprehension's range is wrapped so that every iteration is counted and the
+//!   deadline checked: a runaway evaluation stops itself and gives [`EvalError::Timeout`].
+//!
+//! Deviations from the contract sketch: [`merge_conditions`] keeps conditions that are not in
+//! `updates`; [`replace_conditions`] drops them.
+
+mod aggregate;
+mod cache;
+mod cel_env;
+mod convert;
+mod error;
+mod evaluator;
+mod k8s_functions;
+mod limits;
+mod manifest;
+mod merge;
+mod rules;
+mod well_known;
+
+pub use aggregate::aggregate_work_conditions;
+pub use error::EvalError;
+pub use evaluator::{Bindings, Evaluator};
+pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+pub use limits::Limits;
+pub use manifest::{Availability, applied_condition, available_condition, feedback_condition};
+pub use merge::{merge_conditions, replace_conditions};
+
+/// Status of a condition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// The condition holds.
+    True,
+    /// The condition does not hold.
+    False,
+    /// It cannot be told.
+    Unknown,
+}
+
+impl Status {
+    /// The Kubernetes spelling: "True", "False" or "Unknown".
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Status::True => "True",
+            Status::False => "False",
+            Status::Unknown => "Unknown",
+        }
+    }
+
+    /// Parses the Kubernetes spelling; anything else is `None`.
+    pub fn parse(s: &str) -> Option<Status> {
+        match s {
+            "True" => Some(Status::True),
+            "False" => Some(Status::False),
+            "Unknown" => Some(Status::Unknown),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every reason of a rule-made condition starts with this.
+pub const CONDITION_RULE_REASON_PREFIX: &str = "ConditionRule";
+
+/// Condition messages are capped at this many bytes.
+pub const MAX_MESSAGE_BYTES: usize = 32768;
+
+/// A condition before merging into status (no timestamps).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConditionUpdate {
+    /// Condition type.
+    pub type_: String,
+    /// Status.
+    pub status: Status,
+    /// Machine-readable reason.
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+impl ConditionUpdate {
+    /// An update from its four parts.
+    pub fn new(
+        type_: impl Into<String>,
+        status: Status,
+        reason: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            type_: type_.into(),
+            status,
+            reason: reason.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The exact reason strings of semantics §3.
+pub mod reasons {
+    /// `Applied` True on a manifest.
+    pub const APPLIED_MANIFEST_COMPLETE: &str = "AppliedManifestComplete";
+    /// `Applied` False on a manifest.
+    pub const APPLIED_MANIFEST_FAILED: &str = "AppliedManifestFailed";
+    /// `Available` True on a manifest.
+    pub const RESOURCE_AVAILABLE: &str = "ResourceAvailable";
+    /// `Available` False on a manifest.
+    pub const RESOURCE_NOT_AVAILABLE: &str = "ResourceNotAvailable";
+    /// `Available` Unknown on a manifest.
+    pub const FETCHING_RESOURCE_FAILED: &str = "FetchingResourceFailed";
+    /// `StatusFeedbackSynced` True.
+    pub const STATUS_FEEDBACK_SYNCED: &str = "StatusFeedbackSynced";
+    /// `StatusFeedbackSynced` False.
+    pub const STATUS_FEEDBACK_SYNC_FAILED: &str = "StatusFeedbackSyncFailed";
+    /// A rule evaluated to True or False.
+    pub const CONDITION_RULE_EVALUATED: &str = "ConditionRuleEvaluated";
+    /// A rule's expression failed to compile or run, or returned the wrong type.
+    pub const CONDITION_RULE_EXPRESSION_ERROR: &str = "ConditionRuleExpressionError";
+    /// The evaluator failed internally.
+    pub const CONDITION_RULE_INTERNAL_ERROR: &str = "ConditionRuleInternalError";
+    /// The rule itself is invalid (unknown type, agent-owned condition name).
+    pub const CONDITION_RULE_INVALID: &str = "ConditionRuleInvalid";
+    /// The object's status is stale (observedGeneration != generation).
+    pub const CONDITION_RULE_STALE_STATUS: &str = "ConditionRuleStaleStatus";
+    /// `Applied` True on a work.
+    pub const APPLIED_MANIFEST_WORK_COMPLETE: &str = "AppliedManifestWorkComplete";
+    /// `Applied` False on a work.
+    pub const APPLIED_MANIFEST_WORK_FAILED: &str = "AppliedManifestWorkFailed";
+    /// `Available` True on a work.
+    pub const RESOURCES_AVAILABLE: &str = "ResourcesAvailable";
+    /// `Available` False on a work.
+    pub const RESOURCES_NOT_AVAILABLE: &str = "ResourcesNotAvailable";
+    /// `Available` Unknown on a work.
+    pub const RESOURCES_STATUS_UNKNOWN: &str = "ResourcesStatusUnknown";
+    /// Work-level condition aggregated from rule-made manifest conditions.
+    pub const CONDITION_RULES_AGGREGATED: &str = "ConditionRulesAggregated";
+    /// `Deleting` True on a work.
+    pub const WORK_DELETING: &str = "WorkDeleting";
+}
+
+/// Whether a manifest condition was made by a condition rule (its reason starts with
+/// `ConditionRule`).
+pub fn is_rule_made(condition: &Condition) -> bool {
+    condition.reason.starts_with(CONDITION_RULE_REASON_PREFIX)
+}
+
+/// Cuts `message` to at most [`MAX_MESSAGE_BYTES`] on a char boundary.
+pub(crate) fn cap_message(mut message: String) -> String {
+    if message.len() > MAX_MESSAGE_BYTES {
+        let suffix = "...";
+        let mut end = MAX_MESSAGE_BYTES - suffix.len();
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push_str(suffix);
+    }
+    message
+}

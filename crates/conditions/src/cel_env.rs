@@ -1,0 +1,27 @@
+//! The CEL environment every expression is compiled and run in.
+
+use std::sync::Arc;
+
+use cel::common::types::DYN_TYPE;
+use cel::{Context, DeclarationError, Env, extensions};
+
+use crate::k8s_functions;
+use crate::limits::{BUDGET_FUNCTION, budget};
+
+/// The standard library, optional types, the strings, lists, math and encoders extensions,
+/// the Kubernetes functions and the internal metering function.
+pub(crate) fn build() -> Result<Arc<Env>, DeclarationError> {
+    let mut env = Env::stdlib();
+    env.add_extension(extensions::strings)?;
+    env.add_extension(extensions::lists)?;
+    env.add_extension(extensions::math)?;
+    env.add_extension(extensions::encoders)?;
+    k8s_functions::register(&mut env)?;
+    env.add_overload(BUDGET_FUNCTION, "@budget(dyn)", vec![DYN_TYPE], budget)?;
+    Ok(Arc::new(env))
+}
+
+/// A fresh root context over `env`.
+pub(crate) fn context<'v>(env: &Arc<Env>) -> Context<'v, 'v> {
+    Context::with_env(env.clone())
+}

@@ -1,0 +1,134 @@
+//! JSON to CEL values and back.
+
+use std::collections::HashMap;
+
+use cel::Value;
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+};
+use cel::common::value::Val;
+use cel::objects::{Key, OptionalValue};
+
+use crate::EvalError;
+use crate::k8s_functions::quantity::Quantity;
+
+/// A JSON value as a CEL value that borrows its strings. Integers become `int` (or `uint`
+/// above `i64::MAX`), so `object.spec.replicas + 1` works.
+pub(crate) fn json_to_val(json: &serde_json::Value) -> Box<dyn Val + '_> {
+    match json {
+        serde_json::Value::Null => Box::new(CelNull),
+        serde_json::Value::Bool(b) => Box::new(CelBool::from(*b)),
+        serde_json::Value::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Box::new(CelInt::from(i))
+            } else if let Some(u) = n.as_u64() {
+                Box::new(CelUInt::from(u))
+            } else {
+                Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN)))
+            }
+        }
+        serde_json::Value::String(s) => Box::new(CelString::from(s.as_str())),
+        serde_json::Value::Array(items) => Box::new(CelList::from(
+            items.iter().map(json_to_val).collect::<Vec<_>>(),
+        )),
+        serde_json::Value::Object(fields) => {
+            let map: HashMap<CelMapKey<'_>, Box<dyn Val + '_>> = fields
+                .iter()
+                .map(|(k, v)| (CelMapKey::from(k.as_str()), json_to_val(v)))
+                .collect();
+            Box::new(CelMap::from(map))
+        }
+    }
+}
+
+/// A CEL result as JSON; types without a JSON form are an error.
+pub(crate) fn value_to_json(value: &Value) -> Result<serde_json::Value, EvalError> {
+    Ok(match value {
+        Value::Null => serde_json::Value::Null,
+        Value::Bool(b) => serde_json::Value::Bool(*b),
+        Value::Int(i) => serde_json::Value::from(*i),
+        Value::UInt(u) => serde_json::Value::from(*u),
+        Value::Float(f) => serde_json::Number::from_f64(*f)
+            .map(serde_json::Value::Number)
+            .ok_or_else(|| wrong("a finite number", &f.to_string()))?,
+        Value::String(s) => serde_json::Value::String(s.to_string()),
+        Value::Bytes(b) => serde_json::Value::String(String::from_utf8_lossy(b).into_owned()),
+        Value::List(items) => {
+            serde_json::Value::Array(items.iter().map(value_to_json).collect::<Result<_, _>>()?)
+        }
+        Value::Map(map) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in map.map.iter() {
+                out.insert(key_string(k), value_to_json(v)?);
+            }
+            serde_json::Value::Object(out)
+        }
+        Value::Duration(d) => {
+            serde_json::Value::String(format!("{}s", d.num_milliseconds() as f64 / 1000.0))
+        }
+        Value::Timestamp(t) => serde_json::Value::String(t.to_rfc3339()),
+        Value::Opaque(o) => {
+            if let Some(q) = o.downcast_ref::<Quantity>() {
+                serde_json::Value::String(q.to_string())
+            } else if let Some(opt) = o.downcast_ref::<OptionalValue>() {
+                match opt.value() {
+                    Some(v) => value_to_json(v)?,
+                    None => serde_json::Value::Null,
+                }
+            } else {
+                return Err(wrong("a JSON value", o.runtime_type_name()));
+            }
+        }
+        other => return Err(wrong("a JSON value", &type_name(other))),
+    })
+}
+
+fn key_string(key: &Key) -> String {
+    match key {
+        Key::Int(i) => i.to_string(),
+        Key::Uint(u) => u.to_string(),
+        Key::Bool(b) => b.to_string(),
+        Key::String(s) => s.to_string(),
+    }
+}
+
+/// CEL's name for the type of `value`.
+pub(crate) fn type_name(value: &Value) -> String {
+    match value {
+        Value::Opaque(o) => o.runtime_type_name().to_string(),
+        other => other.type_of().to_string(),
+    }
+}
+
+fn wrong(expected: &str, got: &str) -> EvalError {
+    EvalError::WrongType {
+        expected: expected.to_string(),
+        got: got.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_round_trips_through_cel_values() {
+        let json = json!({"a": [1, -2, 3.5, "x", true, null], "b": {"c": 18446744073709551615u64}});
+        let val = json_to_val(&json);
+        let value = Value::try_from(val.as_ref()).unwrap();
+        assert_eq!(value_to_json(&value).unwrap(), json);
+    }
+
+    #[test]
+    fn integers_become_ints() {
+        let json = json!(3);
+        let value = Value::try_from(json_to_val(&json).as_ref()).unwrap();
+        assert_eq!(value, Value::Int(3));
+    }
+
+    #[test]
+    fn non_finite_floats_are_an_error() {
+        assert!(value_to_json(&Value::Float(f64::NAN)).is_err());
+    }
+}

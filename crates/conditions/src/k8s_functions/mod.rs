@@ -1,0 +1,77 @@
+//! The Kubernetes CEL libraries users expect, written against cel 0.15's overload API:
+//! `hasConditions` (OCM), list helpers, regex `find`/`findAll`, and `quantity`.
+
+pub(crate) mod lists;
+pub(crate) mod quantity;
+pub(crate) mod regex;
+
+use cel::common::types::DYN_TYPE;
+use cel::common::value::{CowVal, Val};
+use cel::{DeclarationError, Env, ExecutionError, Value};
+
+/// Declares an overload `fn(Vec<CowVal>)` that converts its arguments to [`Value`]s, calls
+/// `$imp(&[Value]) -> Result<Value, ExecutionError>` and converts the result back.
+macro_rules! value_overload {
+    ($name:ident, $imp:path) => {
+        pub(crate) fn $name<'b, 'v>(
+            args: Vec<cel::common::value::CowVal<'b, 'v>>,
+        ) -> Result<cel::common::value::CowVal<'b, 'v>, cel::ExecutionError> {
+            let values = $crate::k8s_functions::values(&args)?;
+            $crate::k8s_functions::owned($imp(&values)?)
+        }
+    };
+}
+pub(crate) use value_overload;
+
+/// The arguments of an overload as [`Value`]s.
+pub(crate) fn values(args: &[CowVal<'_, '_>]) -> Result<Vec<Value>, ExecutionError> {
+    args.iter().map(|a| Value::try_from(a.as_ref())).collect()
+}
+
+/// A [`Value`] as an overload's result.
+pub(crate) fn owned<'b, 'v>(value: Value) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let boxed: Box<dyn Val> = value.try_into()?;
+    Ok(CowVal::Owned(boxed))
+}
+
+/// Exactly `N` arguments, or an error naming `function`.
+pub(crate) fn arity<'a, const N: usize>(
+    function: &str,
+    args: &'a [Value],
+) -> Result<&'a [Value; N], ExecutionError> {
+    args.try_into().map_err(|_| {
+        ExecutionError::function_error(
+            function,
+            format!("expected {N} arguments, got {}", args.len()),
+        )
+    })
+}
+
+value_overload!(has_conditions_overload, has_conditions);
+
+/// OCM's `hasConditions(status)`: true when `status` is a map whose `conditions` is a
+/// non-empty list; false for anything else (never an error).
+fn has_conditions(args: &[Value]) -> Result<Value, ExecutionError> {
+    let has = match args.first() {
+        Some(Value::Map(map)) => matches!(
+            map.map.get(&cel::objects::Key::String("conditions".to_string().into())),
+            Some(Value::List(items)) if !items.is_empty()
+        ),
+        _ => false,
+    };
+    Ok(Value::Bool(has))
+}
+
+/// Registers every function of this module on `env`.
+pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
+    env.add_overload(
+        "hasConditions",
+        "hasConditions(dyn)",
+        vec![DYN_TYPE],
+        has_conditions_overload,
+    )?;
+    lists::register(env)?;
+    regex::register(env)?;
+    quantity::register(env)?;
+    Ok(())
+}

@@ -1,0 +1,398 @@
+//! The Kubernetes quantity library: `quantity(string)`, `isQuantity(string)` and the
+//! members `compareTo`, `isLessThan`, `isGreaterThan`, `add`, `sub`, `asInteger`,
+//! `asApproximateFloat`, `isInteger`, `sign`.
+//!
+//! A quantity is held exactly as a count of nano-units in an `i128` (about ±1.7e20 units,
+//! enough for every suffix up to `E`/`Ei`); finer fractions round up, as Kubernetes does.
+
+use std::fmt;
+use std::sync::Arc;
+
+use cel::common::types::{DYN_TYPE, STRING_TYPE};
+use cel::objects::Opaque;
+use cel::{DeclarationError, Env, ExecutionError, Value};
+
+use super::{arity, value_overload};
+
+const NANOS_PER_UNIT: i128 = 1_000_000_000;
+/// Largest magnitude accepted, so that sums cannot overflow `i128`.
+const MAX_NANOS: i128 = i128::MAX / 4;
+
+/// A Kubernetes resource quantity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Quantity {
+    nanos: i128,
+}
+
+impl Opaque for Quantity {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.Quantity"
+    }
+}
+
+impl fmt::Display for Quantity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.nanos;
+        if n % NANOS_PER_UNIT == 0 {
+            write!(f, "{}", n / NANOS_PER_UNIT)
+        } else if n % 1_000_000 == 0 {
+            write!(f, "{}m", n / 1_000_000)
+        } else if n % 1_000 == 0 {
+            write!(f, "{}u", n / 1_000)
+        } else {
+            write!(f, "{n}n")
+        }
+    }
+}
+
+/// Why a string is not a quantity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ParseQuantityError(String);
+
+impl fmt::Display for ParseQuantityError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Quantity {
+    /// Parses the Kubernetes quantity syntax: `<sign><digits>[.<digits>]<suffix>`, suffix one of
+    /// `Ki Mi Gi Ti Pi Ei`, `n u m "" k M G T P E`, or `e<int>`/`E<int>`.
+    pub(crate) fn parse(s: &str) -> Result<Quantity, ParseQuantityError> {
+        let bad = |why: &str| ParseQuantityError(format!("invalid quantity {s:?}: {why}"));
+        let (negative, rest) = match s.as_bytes().first() {
+            Some(b'-') => (true, &s[1..]),
+            Some(b'+') => (false, &s[1..]),
+            _ => (false, s),
+        };
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (number, suffix) = rest.split_at(number_end);
+        let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+        if int_part.is_empty() && frac_part.is_empty() {
+            return Err(bad("no digits"));
+        }
+        if frac_part.contains('.') {
+            return Err(bad("more than one decimal point"));
+        }
+        // (numerator multiplier, denominator) of the suffix, or a power of ten.
+        let (mul, exp10): (i128, i32) = match suffix {
+            "" => (1, 0),
+            "n" => (1, -9),
+            "u" => (1, -6),
+            "m" => (1, -3),
+            "k" => (1, 3),
+            "M" => (1, 6),
+            "G" => (1, 9),
+            "T" => (1, 12),
+            "P" => (1, 15),
+            "E" => (1, 18),
+            "Ki" => (1 << 10, 0),
+            "Mi" => (1 << 20, 0),
+            "Gi" => (1 << 30, 0),
+            "Ti" => (1 << 40, 0),
+            "Pi" => (1 << 50, 0),
+            "Ei" => (1 << 60, 0),
+            other if other.starts_with(['e', 'E']) => {
+                let exp: i32 = other[1..].parse().map_err(|_| bad("bad exponent"))?;
+                if !(-30..=30).contains(&exp) {
+                    return Err(bad("exponent out of range"));
+                }
+                (1, exp)
+            }
+            _ => return Err(bad("unknown suffix")),
+        };
+        let too_big = || bad("too large");
+        // digits as an integer with `frac_part.len()` implied decimals
+        let digits = format!("{int_part}{frac_part}");
+        let digits = digits.trim_start_matches('0');
+        if digits.len() > 36 {
+            return Err(too_big());
+        }
+        let mantissa: i128 = if digits.is_empty() {
+            0
+        } else {
+            digits.parse().map_err(|_| too_big())?
+        };
+        // nanos = mantissa * mul * 10^(exp10 + 9 - frac_len)
+        let scale = exp10 + 9 - frac_part.len() as i32;
+        let mut nanos = mantissa.checked_mul(mul).ok_or_else(too_big)?;
+        if scale >= 0 {
+            let factor = 10i128.checked_pow(scale as u32).ok_or_else(too_big)?;
+            nanos = nanos.checked_mul(factor).ok_or_else(too_big)?;
+        } else {
+            let divisor = 10i128.checked_pow((-scale) as u32).ok_or_else(too_big)?;
+            // Round up what is finer than a nano-unit.
+            nanos = nanos / divisor + i128::from(nanos % divisor != 0);
+        }
+        if nanos > MAX_NANOS {
+            return Err(too_big());
+        }
+        Ok(Quantity {
+            nanos: if negative { -nanos } else { nanos },
+        })
+    }
+
+    fn checked(nanos: Option<i128>, function: &str) -> Result<Quantity, ExecutionError> {
+        match nanos {
+            Some(n) if n.abs() <= MAX_NANOS => Ok(Quantity { nanos: n }),
+            _ => Err(ExecutionError::function_error(
+                function,
+                "quantity overflow",
+            )),
+        }
+    }
+}
+
+fn quantity_value(q: Quantity) -> Value {
+    Value::Opaque(Arc::new(q))
+}
+
+fn as_quantity<'a>(function: &str, v: &'a Value) -> Result<&'a Quantity, ExecutionError> {
+    match v {
+        Value::Opaque(o) => o.downcast_ref::<Quantity>(),
+        _ => None,
+    }
+    .ok_or_else(|| {
+        ExecutionError::function_error(
+            function,
+            format!("expected a quantity, got {}", crate::convert::type_name(v)),
+        )
+    })
+}
+
+/// A quantity or an int argument (for `add`/`sub`), in nanos.
+fn operand_nanos(function: &str, v: &Value) -> Result<i128, ExecutionError> {
+    match v {
+        Value::Int(i) => Ok(i128::from(*i) * NANOS_PER_UNIT),
+        other => as_quantity(function, other).map(|q| q.nanos),
+    }
+}
+
+value_overload!(quantity_overload, quantity);
+value_overload!(is_quantity_overload, is_quantity);
+value_overload!(compare_to_overload, compare_to);
+value_overload!(is_less_than_overload, is_less_than);
+value_overload!(is_greater_than_overload, is_greater_than);
+value_overload!(add_overload, add);
+value_overload!(sub_overload, sub);
+value_overload!(as_integer_overload, as_integer);
+value_overload!(as_approximate_float_overload, as_approximate_float);
+value_overload!(is_integer_overload, is_integer);
+value_overload!(sign_overload, sign);
+
+/// Registers the quantity functions.
+pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
+    env.add_overload(
+        "quantity",
+        "quantity(string)",
+        vec![STRING_TYPE],
+        quantity_overload,
+    )?;
+    env.add_overload(
+        "isQuantity",
+        "isQuantity(string)",
+        vec![STRING_TYPE],
+        is_quantity_overload,
+    )?;
+    let d = || DYN_TYPE;
+    env.add_member_overload(
+        "compareTo",
+        "quantity.compareTo",
+        d(),
+        vec![d()],
+        compare_to_overload,
+    )?;
+    env.add_member_overload(
+        "isLessThan",
+        "quantity.isLessThan",
+        d(),
+        vec![d()],
+        is_less_than_overload,
+    )?;
+    env.add_member_overload(
+        "isGreaterThan",
+        "quantity.isGreaterThan",
+        d(),
+        vec![d()],
+        is_greater_than_overload,
+    )?;
+    env.add_member_overload("add", "quantity.add", d(), vec![d()], add_overload)?;
+    env.add_member_overload("sub", "quantity.sub", d(), vec![d()], sub_overload)?;
+    env.add_member_overload(
+        "asInteger",
+        "quantity.asInteger",
+        d(),
+        vec![],
+        as_integer_overload,
+    )?;
+    env.add_member_overload(
+        "asApproximateFloat",
+        "quantity.asApproximateFloat",
+        d(),
+        vec![],
+        as_approximate_float_overload,
+    )?;
+    env.add_member_overload(
+        "isInteger",
+        "quantity.isInteger",
+        d(),
+        vec![],
+        is_integer_overload,
+    )?;
+    env.add_member_overload("sign", "quantity.sign", d(), vec![], sign_overload)?;
+    Ok(())
+}
+
+fn string_arg<'a>(function: &str, v: &'a Value) -> Result<&'a str, ExecutionError> {
+    match v {
+        Value::String(s) => Ok(s.as_str()),
+        _ => Err(ExecutionError::function_error(
+            function,
+            "expected a string",
+        )),
+    }
+}
+
+fn quantity(args: &[Value]) -> Result<Value, ExecutionError> {
+    let [s] = arity::<1>("quantity", args)?;
+    let q = Quantity::parse(string_arg("quantity", s)?)
+        .map_err(|e| ExecutionError::function_error("quantity", e))?;
+    Ok(quantity_value(q))
+}
+
+fn is_quantity(args: &[Value]) -> Result<Value, ExecutionError> {
+    let [s] = arity::<1>("isQuantity", args)?;
+    Ok(Value::Bool(
+        Quantity::parse(string_arg("isQuantity", s)?).is_ok(),
+    ))
+}
+
+fn pair<'a>(
+    function: &str,
+    args: &'a [Value],
+) -> Result<(&'a Quantity, &'a Value), ExecutionError> {
+    let [this, other] = arity::<2>(function, args)?;
+    Ok((as_quantity(function, this)?, other))
+}
+
+fn compare_to(args: &[Value]) -> Result<Value, ExecutionError> {
+    let (q, other) = pair("compareTo", args)?;
+    let other = as_quantity("compareTo", other)?;
+    Ok(Value::Int(q.nanos.cmp(&other.nanos) as i64))
+}
+
+fn is_less_than(args: &[Value]) -> Result<Value, ExecutionError> {
+    let (q, other) = pair("isLessThan", args)?;
+    Ok(Value::Bool(
+        q.nanos < as_quantity("isLessThan", other)?.nanos,
+    ))
+}
+
+fn is_greater_than(args: &[Value]) -> Result<Value, ExecutionError> {
+    let (q, other) = pair("isGreaterThan", args)?;
+    Ok(Value::Bool(
+        q.nanos > as_quantity("isGreaterThan", other)?.nanos,
+    ))
+}
+
+fn add(args: &[Value]) -> Result<Value, ExecutionError> {
+    let (q, other) = pair("add", args)?;
+    let n = operand_nanos("add", other)?;
+    Ok(quantity_value(Quantity::checked(
+        q.nanos.checked_add(n),
+        "add",
+    )?))
+}
+
+fn sub(args: &[Value]) -> Result<Value, ExecutionError> {
+    let (q, other) = pair("sub", args)?;
+    let n = operand_nanos("sub", other)?;
+    Ok(quantity_value(Quantity::checked(
+        q.nanos.checked_sub(n),
+        "sub",
+    )?))
+}
+
+fn this<'a>(function: &str, args: &'a [Value]) -> Result<&'a Quantity, ExecutionError> {
+    let [this] = arity::<1>(function, args)?;
+    as_quantity(function, this)
+}
+
+fn as_integer(args: &[Value]) -> Result<Value, ExecutionError> {
+    let q = this("asInteger", args)?;
+    if q.nanos % NANOS_PER_UNIT != 0 {
+        return Err(ExecutionError::function_error(
+            "asInteger",
+            format!("{q} is not an integer"),
+        ));
+    }
+    i64::try_from(q.nanos / NANOS_PER_UNIT)
+        .map(Value::Int)
+        .map_err(|_| {
+            ExecutionError::function_error("asInteger", format!("{q} does not fit in an int"))
+        })
+}
+
+fn as_approximate_float(args: &[Value]) -> Result<Value, ExecutionError> {
+    let q = this("asApproximateFloat", args)?;
+    Ok(Value::Float(q.nanos as f64 / NANOS_PER_UNIT as f64))
+}
+
+fn is_integer(args: &[Value]) -> Result<Value, ExecutionError> {
+    let q = this("isInteger", args)?;
+    let whole = q.nanos % NANOS_PER_UNIT == 0 && i64::try_from(q.nanos / NANOS_PER_UNIT).is_ok();
+    Ok(Value::Bool(whole))
+}
+
+fn sign(args: &[Value]) -> Result<Value, ExecutionError> {
+    let q = this("sign", args)?;
+    Ok(Value::Int(q.nanos.signum() as i64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nanos(s: &str) -> i128 {
+        Quantity::parse(s).unwrap().nanos
+    }
+
+    #[test]
+    fn parses_suffixes() {
+        assert_eq!(nanos("1"), NANOS_PER_UNIT);
+        assert_eq!(nanos("500m"), 500_000_000);
+        assert_eq!(nanos("1.5"), 1_500_000_000);
+        assert_eq!(nanos("1Ki"), 1024 * NANOS_PER_UNIT);
+        assert_eq!(nanos("2Gi"), 2 * (1 << 30) * NANOS_PER_UNIT);
+        assert_eq!(nanos("1k"), 1000 * NANOS_PER_UNIT);
+        assert_eq!(nanos("1E"), 10i128.pow(18) * NANOS_PER_UNIT);
+        assert_eq!(nanos("1e3"), 1000 * NANOS_PER_UNIT);
+        assert_eq!(nanos("-2"), -2 * NANOS_PER_UNIT);
+        assert_eq!(nanos("0.1n"), 1, "finer than a nano-unit rounds up");
+        assert_eq!(nanos(".5"), 500_000_000);
+    }
+
+    #[test]
+    fn rejects_garbage() {
+        for bad in [
+            "",
+            "abc",
+            "1Qi",
+            "1..2",
+            "1e",
+            "1e99",
+            "99999999999999999999999999999999999999E",
+        ] {
+            assert!(Quantity::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn displays_canonically() {
+        assert_eq!(Quantity::parse("1Ki").unwrap().to_string(), "1024");
+        assert_eq!(Quantity::parse("1.5").unwrap().to_string(), "1500m");
+        assert_eq!(Quantity::parse("1u").unwrap().to_string(), "1u");
+    }
+}

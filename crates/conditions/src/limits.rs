@@ -1,0 +1,450 @@
+//! Bounds on expressions: checked before parsing, after parsing, and while running.
+//!
+//! cel 0.15 has no cost budget and its parser and interpreter recurse. So:
+//! 1. before parsing, a lexical scan rejects sources that are too long or nest brackets or
+//!    unary operators too deeply (the shapes that recurse in the parser);
+//! 2. parsing runs on a thread with a large stack ([`PARSE_STACK_BYTES`]), and the parsed AST's
+//!    depth is checked there, so that binary-operator chains cannot overflow the caller's stack
+//!    while being parsed, walked or evaluated;
+//! 3. every comprehension's range is wrapped in a call to [`BUDGET_FUNCTION`], which returns
+//!    an iterable that counts each iteration against a per-evaluation budget and checks the
+//!    deadline. When either runs out the iteration ends early, the evaluation unwinds within
+//!    one loop body, and the (meaningless) result is replaced by [`EvalError::Timeout`].
+//!    Work outside comprehensions is bounded by the AST size times the input size.
+
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use cel::ExecutionError;
+use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr};
+use cel::common::traits::{Iterable, Iterator as CelIterator, Sizer};
+use cel::common::types::{DYN_TYPE, Type};
+use cel::common::value::{CowVal, Val};
+
+use crate::EvalError;
+
+/// Name of the internal function that meters comprehension ranges (not callable from CEL
+/// source: `@` is not an identifier character).
+pub(crate) const BUDGET_FUNCTION: &str = "@budget";
+
+/// Stack of the thread that parses an expression.
+pub(crate) const PARSE_STACK_BYTES: usize = 256 * 1024 * 1024;
+
+/// Limits on expressions and evaluation.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Longest accepted expression, in bytes.
+    pub max_expression_len: usize,
+    /// Deepest accepted nesting: brackets plus runs of unary operators before parsing, and the
+    /// depth of the parsed syntax tree after.
+    pub max_nesting_depth: usize,
+    /// Longest one expression may run before it is stopped.
+    pub max_evaluation_time: Duration,
+    /// Most comprehension iterations (all nesting levels together) one expression may run.
+    pub max_iterations: u64,
+    /// Most distinct expressions kept compiled.
+    pub cache_capacity: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_expression_len: 10 * 1024,
+            max_nesting_depth: 64,
+            max_evaluation_time: Duration::from_millis(100),
+            max_iterations: 1_000_000,
+            cache_capacity: 4096,
+        }
+    }
+}
+
+/// Rejects a source that is too long or nests too deeply, without parsing it.
+pub(crate) fn check_source(source: &str, limits: &Limits) -> Result<(), EvalError> {
+    if source.len() > limits.max_expression_len {
+        return Err(EvalError::TooLong {
+            len: source.len(),
+            limit: limits.max_expression_len,
+        });
+    }
+    let depth = lexical_depth(source, limits.max_nesting_depth);
+    if depth > limits.max_nesting_depth {
+        return Err(EvalError::TooDeep {
+            depth,
+            limit: limits.max_nesting_depth,
+        });
+    }
+    Ok(())
+}
+
+/// Deepest bracket nesting plus unary-operator run, outside string literals; stops counting
+/// once over `stop_after`.
+fn lexical_depth(source: &str, stop_after: usize) -> usize {
+    let bytes = source.as_bytes();
+    let mut brackets = 0usize;
+    let mut unary = 0usize;
+    let mut max = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        match c {
+            b'\'' | b'"' => {
+                i = skip_string(bytes, i);
+                unary = 0;
+                continue;
+            }
+            b'(' | b'[' | b'{' => {
+                brackets += 1;
+                unary = 0;
+            }
+            b')' | b']' | b'}' => {
+                brackets = brackets.saturating_sub(1);
+                unary = 0;
+            }
+            b'!' | b'-' => {
+                // `!=` is binary.
+                if !(c == b'!' && bytes.get(i + 1) == Some(&b'=')) {
+                    unary += 1;
+                }
+            }
+            b' ' | b'\t' | b'\n' | b'\r' => {}
+            _ => unary = 0,
+        }
+        max = max.max(brackets + unary);
+        if max > stop_after {
+            return max;
+        }
+        i += 1;
+    }
+    max
+}
+
+/// Index just past the string literal starting at `start` (handles triple quotes and escapes).
+fn skip_string(bytes: &[u8], start: usize) -> usize {
+    let quote = bytes[start];
+    let triple = bytes.get(start + 1) == Some(&quote) && bytes.get(start + 2) == Some(&quote);
+    let mut i = start + if triple { 3 } else { 1 };
+    while i < bytes.len() {
+        if bytes[i] == b'\\' {
+            i += 2;
+            continue;
+        }
+        if bytes[i] == quote {
+            if !triple {
+                return i + 1;
+            }
+            if bytes.get(i + 1) == Some(&quote) && bytes.get(i + 2) == Some(&quote) {
+                return i + 3;
+            }
+        }
+        i += 1;
+    }
+    bytes.len()
+}
+
+/// Depth of a parsed syntax tree.
+pub(crate) fn ast_depth(expr: &IdedExpr) -> usize {
+    let children = children(expr);
+    1 + children.into_iter().map(ast_depth).max().unwrap_or(0)
+}
+
+fn children(expr: &IdedExpr) -> Vec<&IdedExpr> {
+    match &expr.expr {
+        Expr::Call(call) => call
+            .target
+            .iter()
+            .map(|t| &**t)
+            .chain(call.args.iter())
+            .collect(),
+        Expr::Comprehension(c) => vec![
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ],
+        Expr::List(list) => list.elements.iter().collect(),
+        Expr::Map(map) => entries(&map.entries),
+        Expr::Struct(s) => entries(&s.entries),
+        Expr::Select(select) => vec![&select.operand],
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => vec![],
+    }
+}
+
+fn entries(entries: &[cel::common::ast::IdedEntryExpr]) -> Vec<&IdedExpr> {
+    entries
+        .iter()
+        .flat_map(|e| match &e.expr {
+            EntryExpr::StructField(f) => vec![&f.value],
+            EntryExpr::MapEntry(m) => vec![&m.key, &m.value],
+        })
+        .collect()
+}
+
+/// Wraps every comprehension's range in a call to [`BUDGET_FUNCTION`].
+pub(crate) fn meter_comprehensions(expr: &mut IdedExpr) {
+    match &mut expr.expr {
+        Expr::Call(call) => {
+            if let Some(target) = call.target.as_mut() {
+                meter_comprehensions(target);
+            }
+            call.args.iter_mut().for_each(meter_comprehensions);
+        }
+        Expr::Comprehension(c) => {
+            for child in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                meter_comprehensions(child);
+            }
+            let range = std::mem::take(&mut c.iter_range);
+            c.iter_range = IdedExpr {
+                id: range.id,
+                expr: Expr::Call(CallExpr {
+                    func_name: BUDGET_FUNCTION.to_string(),
+                    target: None,
+                    args: vec![range],
+                }),
+            };
+        }
+        Expr::List(list) => list.elements.iter_mut().for_each(meter_comprehensions),
+        Expr::Map(map) => map.entries.iter_mut().for_each(meter_entry),
+        Expr::Struct(s) => s.entries.iter_mut().for_each(meter_entry),
+        Expr::Select(select) => meter_comprehensions(&mut select.operand),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn meter_entry(entry: &mut cel::common::ast::IdedEntryExpr) {
+    match &mut entry.expr {
+        EntryExpr::StructField(f) => meter_comprehensions(&mut f.value),
+        EntryExpr::MapEntry(m) => {
+            meter_comprehensions(&mut m.key);
+            meter_comprehensions(&mut m.value);
+        }
+    }
+}
+
+/// Why a metered evaluation was stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Iterations,
+    Deadline,
+}
+
+thread_local! {
+    static REMAINING: Cell<u64> = const { Cell::new(u64::MAX) };
+    static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    static STOPPED: Cell<Option<Stop>> = const { Cell::new(None) };
+    static TICKS: Cell<u32> = const { Cell::new(0) };
+}
+
+/// The budget of one evaluation on this thread; ends (and reports) with [`Budget::finish`].
+pub(crate) struct Budget {
+    limits_iterations: u64,
+    limits_time: Duration,
+}
+
+impl Budget {
+    /// Starts metering the evaluations run on this thread until `finish` or drop.
+    pub(crate) fn start(limits: &Limits) -> Budget {
+        REMAINING.with(|r| r.set(limits.max_iterations));
+        DEADLINE.with(|d| d.set(Instant::now().checked_add(limits.max_evaluation_time)));
+        STOPPED.with(|s| s.set(None));
+        TICKS.with(|t| t.set(0));
+        Budget {
+            limits_iterations: limits.max_iterations,
+            limits_time: limits.max_evaluation_time,
+        }
+    }
+
+    /// Ends metering; an error when the evaluation was stopped.
+    pub(crate) fn finish(self) -> Result<(), EvalError> {
+        let stopped = STOPPED.with(|s| s.get());
+        match stopped {
+            None => Ok(()),
+            Some(Stop::Iterations) => Err(EvalError::Timeout {
+                message: format!(
+                    "more than {} comprehension iterations",
+                    self.limits_iterations
+                ),
+            }),
+            Some(Stop::Deadline) => Err(EvalError::Timeout {
+                message: format!("ran longer than {:?}", self.limits_time),
+            }),
+        }
+    }
+}
+
+impl Drop for Budget {
+    fn drop(&mut self) {
+        REMAINING.with(|r| r.set(u64::MAX));
+        DEADLINE.with(|d| d.set(None));
+    }
+}
+
+/// Counts one iteration; false once the budget or the deadline is exhausted.
+fn tick() -> bool {
+    if STOPPED.with(|s| s.get()).is_some() {
+        return false;
+    }
+    let remaining = REMAINING.with(|r| r.get());
+    if remaining == 0 {
+        STOPPED.with(|s| s.set(Some(Stop::Iterations)));
+        return false;
+    }
+    REMAINING.with(|r| r.set(remaining - 1));
+    // Reading the clock is cheap but not free: every 64th iteration is enough.
+    let ticks = TICKS.with(|t| {
+        let n = t.get().wrapping_add(1);
+        t.set(n);
+        n
+    });
+    if ticks % 64 == 0
+        && let Some(deadline) = DEADLINE.with(|d| d.get())
+        && Instant::now() > deadline
+    {
+        STOPPED.with(|s| s.set(Some(Stop::Deadline)));
+        return false;
+    }
+    true
+}
+
+/// A comprehension range whose iteration is metered.
+#[derive(Debug)]
+struct Metered<'v> {
+    inner: Box<dyn Val + 'v>,
+}
+
+impl Val for Metered<'_> {
+    fn get_type(&self) -> &Type {
+        self.inner.get_type()
+    }
+
+    fn cel_type() -> &'static Type
+    where
+        Self: Sized,
+    {
+        &DYN_TYPE
+    }
+
+    fn as_iterable<'b, 'v>(&'b self) -> Option<&'b (dyn Iterable + 'v)>
+    where
+        Self: 'v,
+    {
+        Some(self)
+    }
+
+    fn as_sizer(&self) -> Option<&dyn Sizer> {
+        self.inner.as_sizer()
+    }
+
+    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v>
+    where
+        Self: 'v,
+    {
+        Box::new(Metered {
+            inner: self.inner.clone_as_boxed(),
+        })
+    }
+}
+
+impl<'x> Iterable for Metered<'x> {
+    fn iter<'b, 'v>(&'b self) -> Box<dyn CelIterator<'b, 'v> + 'b>
+    where
+        Self: 'v,
+    {
+        // Iterate with the value's own lifetime `'x` (which outlives `'b`), then hand out the
+        // items at the shorter `'v`.
+        let iterable: Option<&'b (dyn Iterable + 'x)> = self.inner.as_iterable();
+        match iterable {
+            Some(iterable) => {
+                let inner: Box<dyn CelIterator<'b, 'x> + 'b> = iterable.iter();
+                Box::new(MeteredIter(inner))
+            }
+            None => Box::new(Empty),
+        }
+    }
+}
+
+/// Iterates the inner range, counting each step against the budget.
+struct MeteredIter<'b, 'x>(Box<dyn CelIterator<'b, 'x> + 'b>);
+
+impl<'b, 'x: 'v, 'v> CelIterator<'b, 'v> for MeteredIter<'b, 'x> {
+    fn next(&mut self) -> Option<&'b (dyn Val + 'v)> {
+        if !tick() {
+            return None;
+        }
+        self.0.next().map(|v| v as &'b (dyn Val + 'v))
+    }
+}
+
+struct Empty;
+
+impl<'b, 'v> CelIterator<'b, 'v> for Empty {
+    fn next(&mut self) -> Option<&'b (dyn Val + 'v)> {
+        None
+    }
+}
+
+/// The [`BUDGET_FUNCTION`] overload: its argument, metered when it is iterable.
+pub(crate) fn budget<'b, 'v>(
+    mut args: Vec<CowVal<'b, 'v>>,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    if args.len() != 1 {
+        return Err(ExecutionError::invalid_argument_count(1, args.len()));
+    }
+    let range = args.remove(0);
+    if range.as_iterable().is_none() {
+        // Let the comprehension report its own type error.
+        return Ok(range);
+    }
+    Ok(CowVal::Owned(Box::new(Metered {
+        inner: range.into_owned(),
+    })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(depth: usize) -> Limits {
+        Limits {
+            max_nesting_depth: depth,
+            ..Limits::default()
+        }
+    }
+
+    #[test]
+    fn too_long_is_rejected() {
+        let source = "1 + ".repeat(5000) + "1";
+        let err = check_source(&source, &Limits::default()).unwrap_err();
+        assert!(matches!(err, EvalError::TooLong { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn brackets_and_unary_runs_count_as_depth() {
+        assert!(check_source("((((1))))", &limits(4)).is_ok());
+        assert!(matches!(
+            check_source("(((((1)))))", &limits(4)),
+            Err(EvalError::TooDeep { depth: 5, .. })
+        ));
+        assert!(check_source("!!!!true", &limits(4)).is_ok());
+        assert!(check_source("!!!!!true", &limits(4)).is_err());
+        assert!(check_source("[[[[[1]]]]]", &limits(4)).is_err());
+        assert!(check_source("- - - - -1", &limits(4)).is_err());
+    }
+
+    #[test]
+    fn brackets_inside_strings_do_not_count() {
+        assert!(check_source("'((((((((' == \"]]]]]]]]]\" && '''(((((('''", &limits(2)).is_ok());
+        assert!(check_source(r"'\'((((((' == 'a'", &limits(2)).is_ok());
+    }
+
+    #[test]
+    fn not_equal_is_not_unary() {
+        assert!(check_source("1 != 2 && 3 != 4", &limits(0)).is_ok());
+    }
+}

@@ -1,0 +1,162 @@
+//! The agent's own manifest-level conditions, with the exact strings of semantics §3.
+
+use work_api::condition_types::{APPLIED, AVAILABLE, STATUS_FEEDBACK_SYNCED};
+
+use crate::{ConditionUpdate, Status, cap_message, reasons};
+
+/// Whether a manifest's resource exists on the spoke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Availability<'a> {
+    /// The resource exists.
+    Exists,
+    /// The resource is not there.
+    Missing,
+    /// It could not be read; the error says why.
+    FetchFailed(&'a str),
+}
+
+/// `Applied`: True "Apply manifest complete", or False "Failed to apply manifest: <error>".
+pub fn applied_condition(result: Result<(), &str>) -> ConditionUpdate {
+    match result {
+        Ok(()) => ConditionUpdate::new(
+            APPLIED,
+            Status::True,
+            reasons::APPLIED_MANIFEST_COMPLETE,
+            "Apply manifest complete",
+        ),
+        Err(e) => ConditionUpdate::new(
+            APPLIED,
+            Status::False,
+            reasons::APPLIED_MANIFEST_FAILED,
+            cap_message(format!("Failed to apply manifest: {e}")),
+        ),
+    }
+}
+
+/// `Available`: True, False, or Unknown "Failed to fetch resource: <error>".
+pub fn available_condition(state: Availability) -> ConditionUpdate {
+    match state {
+        Availability::Exists => ConditionUpdate::new(
+            AVAILABLE,
+            Status::True,
+            reasons::RESOURCE_AVAILABLE,
+            "Resource is available",
+        ),
+        Availability::Missing => ConditionUpdate::new(
+            AVAILABLE,
+            Status::False,
+            reasons::RESOURCE_NOT_AVAILABLE,
+            "Resource is not available",
+        ),
+        Availability::FetchFailed(e) => ConditionUpdate::new(
+            AVAILABLE,
+            Status::Unknown,
+            reasons::FETCHING_RESOURCE_FAILED,
+            cap_message(format!("Failed to fetch resource: {e}")),
+        ),
+    }
+}
+
+/// `StatusFeedbackSynced`: True, or False with the error.
+pub fn feedback_condition(result: Result<(), &str>) -> ConditionUpdate {
+    match result {
+        Ok(()) => ConditionUpdate::new(
+            STATUS_FEEDBACK_SYNCED,
+            Status::True,
+            reasons::STATUS_FEEDBACK_SYNCED,
+            "Status feedback synced",
+        ),
+        Err(e) => ConditionUpdate::new(
+            STATUS_FEEDBACK_SYNCED,
+            Status::False,
+            reasons::STATUS_FEEDBACK_SYNC_FAILED,
+            cap_message(format!("Failed to sync status feedback: {e}")),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn applied_strings() {
+        let ok = applied_condition(Ok(()));
+        assert_eq!(
+            (
+                ok.type_.as_str(),
+                ok.status,
+                ok.reason.as_str(),
+                ok.message.as_str()
+            ),
+            (
+                "Applied",
+                Status::True,
+                "AppliedManifestComplete",
+                "Apply manifest complete"
+            )
+        );
+        let failed = applied_condition(Err("conflict"));
+        assert_eq!(
+            (
+                failed.status,
+                failed.reason.as_str(),
+                failed.message.as_str()
+            ),
+            (
+                Status::False,
+                "AppliedManifestFailed",
+                "Failed to apply manifest: conflict"
+            )
+        );
+    }
+
+    #[test]
+    fn available_strings() {
+        let c = available_condition(Availability::Exists);
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (Status::True, "ResourceAvailable", "Resource is available")
+        );
+        let c = available_condition(Availability::Missing);
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (
+                Status::False,
+                "ResourceNotAvailable",
+                "Resource is not available"
+            )
+        );
+        let c = available_condition(Availability::FetchFailed("timeout"));
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (
+                Status::Unknown,
+                "FetchingResourceFailed",
+                "Failed to fetch resource: timeout"
+            )
+        );
+        assert_eq!(c.type_, "Available");
+    }
+
+    #[test]
+    fn feedback_strings() {
+        let c = feedback_condition(Ok(()));
+        assert_eq!(
+            (c.type_.as_str(), c.status, c.reason.as_str()),
+            ("StatusFeedbackSynced", Status::True, "StatusFeedbackSynced")
+        );
+        let c = feedback_condition(Err("bad path"));
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (Status::False, "StatusFeedbackSyncFailed")
+        );
+        assert!(c.message.contains("bad path"));
+    }
+
+    #[test]
+    fn long_errors_are_capped() {
+        let long = "x".repeat(100_000);
+        assert!(applied_condition(Err(&long)).message.len() <= crate::MAX_MESSAGE_BYTES);
+    }
+}

@@ -1,0 +1,291 @@
+//! One rule on one live object: stale guard, CEL evaluation, result interpretation, messages.
+
+use std::cell::OnceCell;
+use std::sync::LazyLock;
+
+use cel::common::types::CelBool;
+use cel::objects::Key;
+use cel::{Context, Value};
+use regex::Regex;
+use work_api::{ConditionRule, ConditionRuleType, condition_types};
+
+use crate::evaluator::Evaluator;
+use crate::{ConditionUpdate, EvalError, Status, cap_message, convert, reasons, well_known};
+
+/// The Kubernetes condition reason pattern.
+static REASON_PATTERN: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new(r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$").ok());
+/// Longest reason Kubernetes accepts.
+const MAX_REASON_LEN: usize = 1024;
+
+/// A live object and the CEL context over it, built once and only if a rule needs it.
+pub(crate) struct ObjectScope<'a> {
+    ev: &'a Evaluator,
+    object: &'a serde_json::Value,
+    ctx: OnceCell<Result<Context<'a, 'a>, EvalError>>,
+    stale: Option<(i64, i64)>,
+}
+
+/// What a rule's expressions decided.
+struct Outcome {
+    status: Status,
+    reason: Option<String>,
+    message: Option<String>,
+}
+
+impl<'a> ObjectScope<'a> {
+    /// A scope over `object`.
+    pub(crate) fn new(ev: &'a Evaluator, object: &'a serde_json::Value) -> Self {
+        Self {
+            ev,
+            object,
+            ctx: OnceCell::new(),
+            stale: stale_generation(object),
+        }
+    }
+
+    fn ctx(&self) -> Result<&Context<'a, 'a>, EvalError> {
+        self.ctx
+            .get_or_init(|| {
+                let mut ctx = self.ev.context()?;
+                ctx.add_variable_as_val("object", convert::json_to_val(self.object));
+                Ok(ctx)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The condition `rule` yields on this object, if any.
+    pub(crate) fn evaluate_rule(&self, rule: &ConditionRule) -> Option<ConditionUpdate> {
+        let condition = rule.condition_type();
+        let invalid = |message: String| {
+            Some(ConditionUpdate::new(
+                condition,
+                Status::Unknown,
+                reasons::CONDITION_RULE_INVALID,
+                message,
+            ))
+        };
+        if condition.is_empty() {
+            // A condition without a type cannot be written; the CRD rejects such CEL rules.
+            return None;
+        }
+        if condition_types::AGENT_OWNED.contains(&condition) {
+            return invalid(format!(
+                "Condition {condition} is owned by the work agent and cannot be set by a condition rule"
+            ));
+        }
+        let well_known = match &rule.type_ {
+            ConditionRuleType::Unknown(t) => {
+                return invalid(format!(
+                    "Unknown condition rule type {t:?}: expected WellKnownConditions or CEL"
+                ));
+            }
+            ConditionRuleType::WellKnownConditions => {
+                // Unknown kinds and conditions yield nothing.
+                Some(well_known::evaluate(condition, self.object)?)
+            }
+            ConditionRuleType::Cel => None,
+        };
+        if let Some((observed, generation)) = self.stale {
+            return Some(ConditionUpdate::new(
+                condition,
+                Status::Unknown,
+                reasons::CONDITION_RULE_STALE_STATUS,
+                format!(
+                    "Status is stale (status.observedGeneration {observed}, metadata.generation {generation}): not evaluated"
+                ),
+            ));
+        }
+        let (outcome, default_message) = match well_known {
+            Some(wk) => (
+                Outcome {
+                    status: if wk.passed {
+                        Status::True
+                    } else {
+                        Status::False
+                    },
+                    reason: None,
+                    message: None,
+                },
+                wk.message,
+            ),
+            None => match self.evaluate_expressions(rule) {
+                Ok(outcome) => {
+                    let default = if outcome.status == Status::True {
+                        format!("Manifest is {condition}")
+                    } else {
+                        format!("Manifest is not {condition}")
+                    };
+                    (outcome, default)
+                }
+                Err(update) => return Some(update.with_type(condition)),
+            },
+        };
+        let reason = match outcome.reason {
+            Some(r) if r.starts_with(crate::CONDITION_RULE_REASON_PREFIX) => r,
+            Some(r) => format!("{}{r}", crate::CONDITION_RULE_REASON_PREFIX),
+            None => reasons::CONDITION_RULE_EVALUATED.to_string(),
+        };
+        let message = match outcome.message {
+            Some(m) => m,
+            None => self.message(rule, outcome.status == Status::True, default_message),
+        };
+        Some(ConditionUpdate::new(
+            condition,
+            outcome.status,
+            reason,
+            cap_message(message),
+        ))
+    }
+
+    /// AND of the rule's expressions, stopping at the first that is not True.
+    fn evaluate_expressions(&self, rule: &ConditionRule) -> Result<Outcome, ConditionUpdate> {
+        let mut last_true = Outcome {
+            status: Status::True,
+            reason: None,
+            message: None,
+        };
+        for (index, expression) in rule.cel_expressions.iter().enumerate() {
+            let where_ = format!("celExpressions[{index}]");
+            let outcome = self
+                .ev
+                .compile(&expression.expression)
+                .and_then(|compiled| self.ev.run(&compiled, self.ctx()?))
+                .and_then(interpret)
+                .map_err(|err| error_condition(&where_, err))?;
+            if outcome.status != Status::True {
+                return Ok(outcome);
+            }
+            if outcome.reason.is_some() || outcome.message.is_some() {
+                last_true = outcome;
+            }
+        }
+        Ok(last_true)
+    }
+
+    /// `messageExpression`, else `message`, else `default`. A failing `messageExpression`
+    /// gives a message saying so (the status stands, as upstream).
+    fn message(&self, rule: &ConditionRule, result: bool, default: String) -> String {
+        if let Some(source) = rule
+            .message_expression
+            .as_deref()
+            .filter(|s| !s.trim().is_empty())
+        {
+            match self.message_expression(source, result) {
+                Ok(Some(message)) => return message,
+                Ok(None) => {}
+                Err(err) => return format!("messageExpression failed: {err}"),
+            }
+        }
+        match rule.message.as_deref() {
+            Some(m) if !m.is_empty() => m.to_string(),
+            _ => default,
+        }
+    }
+
+    fn message_expression(&self, source: &str, result: bool) -> Result<Option<String>, EvalError> {
+        let compiled = self.ev.compile(source)?;
+        let mut scope = self.ctx()?.new_inner_scope();
+        scope.add_variable_as_val("result", Box::new(CelBool::from(result)));
+        match self.ev.run(&compiled, &scope)? {
+            Value::String(s) if s.is_empty() => Ok(None),
+            Value::String(s) => Ok(Some(s.to_string())),
+            other => Err(EvalError::WrongType {
+                expected: "string".to_string(),
+                got: convert::type_name(&other),
+            }),
+        }
+    }
+}
+
+impl ConditionUpdate {
+    fn with_type(mut self, type_: &str) -> Self {
+        self.type_ = type_.to_string();
+        self
+    }
+}
+
+/// The condition for an expression that failed (`where_` says which).
+fn error_condition(where_: &str, err: EvalError) -> ConditionUpdate {
+    let (status, reason) = match err {
+        EvalError::Internal { .. } => (Status::Unknown, reasons::CONDITION_RULE_INTERNAL_ERROR),
+        _ => (Status::False, reasons::CONDITION_RULE_EXPRESSION_ERROR),
+    };
+    ConditionUpdate::new("", status, reason, cap_message(format!("{where_}: {err}")))
+}
+
+/// `(observedGeneration, generation)` when both are integers and differ.
+pub(crate) fn stale_generation(object: &serde_json::Value) -> Option<(i64, i64)> {
+    let observed = object.pointer("/status/observedGeneration")?.as_i64()?;
+    let generation = object.pointer("/metadata/generation")?.as_i64()?;
+    (observed != generation).then_some((observed, generation))
+}
+
+/// A bool result, or a map `{status?, reason?, message?}`.
+fn interpret(value: Value) -> Result<Outcome, EvalError> {
+    let invalid = |message: String| EvalError::InvalidResult { message };
+    match value {
+        Value::Bool(b) => Ok(Outcome {
+            status: if b { Status::True } else { Status::False },
+            reason: None,
+            message: None,
+        }),
+        Value::Map(map) => {
+            let mut outcome = Outcome {
+                status: Status::True,
+                reason: None,
+                message: None,
+            };
+            for (key, value) in map.map.iter() {
+                let Key::String(key) = key else {
+                    return Err(invalid(format!("result map key {key:?} is not a string")));
+                };
+                match (key.as_str(), value) {
+                    ("status", Value::Bool(b)) => {
+                        outcome.status = if *b { Status::True } else { Status::False }
+                    }
+                    ("status", Value::String(s)) => {
+                        outcome.status = Status::parse(s).ok_or_else(|| {
+                            invalid(format!("status {s:?} is not one of True, False, Unknown"))
+                        })?
+                    }
+                    ("reason", Value::String(s)) => {
+                        let valid = REASON_PATTERN.as_ref().is_some_and(|re| re.is_match(s))
+                            && s.len() + crate::CONDITION_RULE_REASON_PREFIX.len()
+                                <= MAX_REASON_LEN;
+                        if !valid {
+                            return Err(invalid(format!(
+                                "reason {s:?} does not match ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (at most {} bytes)",
+                                MAX_REASON_LEN - crate::CONDITION_RULE_REASON_PREFIX.len()
+                            )));
+                        }
+                        outcome.reason = Some(s.to_string());
+                    }
+                    ("message", Value::String(s)) => outcome.message = Some(s.to_string()),
+                    ("status" | "reason" | "message", other) => {
+                        return Err(invalid(format!(
+                            "{key} has type {}, expected {}",
+                            convert::type_name(other),
+                            if key.as_str() == "status" {
+                                "bool or string"
+                            } else {
+                                "string"
+                            }
+                        )));
+                    }
+                    (other, _) => {
+                        return Err(invalid(format!(
+                            "unexpected key {other:?} in result map (allowed: status, reason, message)"
+                        )));
+                    }
+                }
+            }
+            Ok(outcome)
+        }
+        other => Err(EvalError::WrongType {
+            expected: "bool or map {status, reason, message}".to_string(),
+            got: convert::type_name(&other),
+        }),
+    }
+}

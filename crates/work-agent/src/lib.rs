@@ -1,8 +1,11 @@
 //! The work agent as a library: subcommands, the agent's controllers and its metrics. The
 //! `work-agent` binary is a thin dispatcher over this crate.
 
+pub mod agent;
 pub mod cmd_crd;
 pub mod cmd_eval;
 pub mod cmd_lint;
 pub mod cmd_run;
+pub mod http;
+pub mod leader;
 pub mod metrics;

@@ -1,0 +1,24 @@
+# A small static image of the work agent: a musl build copied onto distroless/static, run as a
+# non-root user. Build from the repository root:
+#   docker build -t work-agent:dev .
+# (Not built in this project's CI: the build machine has no container engine. See
+# docs/operations.md.)
+
+FROM docker.io/library/rust:1.89-alpine AS build
+# ring (rustls' crypto) compiles C and assembly.
+RUN apk add --no-cache build-base
+WORKDIR /src
+COPY . .
+# Alpine's host target is x86_64/aarch64-unknown-linux-musl: the binary is static.
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked -p work-agent \
+    && install -D -m 0755 target/release/work-agent /out/work-agent
+
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /out/work-agent /usr/local/bin/work-agent
+# distroless' nonroot user; matches runAsUser in deploy/base/deployment.yaml.
+USER 65532:65532
+EXPOSE 8080
+ENTRYPOINT ["/usr/local/bin/work-agent"]
+CMD ["run"]

@@ -4,11 +4,16 @@
 //! spelling, `celExpressions` items as strings or `{expression: ...}`, unknown fields ignored.
 
 mod applied;
+mod crd;
 mod manifestwork;
 mod rule;
 mod string_enum;
 
 pub use applied::*;
+pub use crd::{
+    GENERATED_HEADER, MAX_CONDITION_RULES, MAX_CONDITION_TYPE_LEN, MAX_MANIFEST_CONFIGS,
+    RULE_CEL_NEEDS_CONDITION, RULE_UNIQUE_CONDITIONS, crd_file_name, crd_yaml, crds,
+};
 pub use manifestwork::*;
 pub use rule::*;
 

@@ -30,6 +30,7 @@ pub struct ManifestWorkSpec {
     pub delete_option: Option<DeleteOption>,
     /// Per-resource configuration: update strategy, feedback and condition rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = crate::crd::MAX_MANIFEST_CONFIGS))]
     pub manifest_configs: Vec<ManifestConfigOption>,
     /// Identity the agent applies the manifests as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -75,7 +76,7 @@ pub struct DeleteOption {
     pub selectively_orphans: Option<SelectivelyOrphan>,
     /// Seconds after the work is Complete before the agent deletes it; 0 means at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("format" = "int64"))]
+    #[schemars(extend("format" = "int64", "minimum" = 0))]
     pub ttl_seconds_after_finished: Option<i64>,
 }
 
@@ -131,6 +132,15 @@ pub struct ManifestConfigOption {
     pub update_strategy: Option<UpdateStrategy>,
     /// Rules that turn the live object into conditions.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend(
+        "x-kubernetes-list-type" = "map",
+        "x-kubernetes-list-map-keys" = ["condition"],
+        "maxItems" = crate::crd::MAX_CONDITION_RULES,
+        "x-kubernetes-validations" = [{
+            "rule": crate::crd::RULE_UNIQUE_CONDITIONS,
+            "message": "at most one rule per condition; a well-known rule without a condition sets Complete"
+        }]
+    ))]
     pub condition_rules: Vec<ConditionRule>,
     /// How feedback is collected: Poll (default) or Watch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,6 +172,7 @@ pub struct FeedbackRule {
     pub type_: FeedbackType,
     /// Paths to report when the type is JSONPaths.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub json_paths: Vec<JsonPath>,
 }
 
@@ -239,9 +250,11 @@ pub struct ServerSideApplyConfig {
     pub force: bool,
     /// Field manager name; must start with `work-agent` (default `work-agent`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("pattern" = "^work-agent", "default" = "work-agent"))]
     pub field_manager: Option<String>,
     /// Fields the agent leaves alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["condition"]))]
     pub ignore_fields: Vec<IgnoreField>,
 }
 
@@ -319,8 +332,10 @@ string_enum! {
 #[serde(rename_all = "camelCase")]
 pub struct ManifestWorkSubjectServiceAccount {
     /// Namespace of the ServiceAccount.
+    #[schemars(extend("minLength" = 1, "maxLength" = 253, "pattern" = crate::crd::DNS1123_SUBDOMAIN))]
     pub namespace: String,
     /// Name of the ServiceAccount.
+    #[schemars(extend("minLength" = 1, "maxLength" = 253, "pattern" = crate::crd::DNS1123_SUBDOMAIN))]
     pub name: String,
 }
 
@@ -425,6 +440,7 @@ pub struct FieldValue {
     pub boolean: Option<bool>,
     /// Set when the type is JsonRaw (at most 1024 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxLength" = 1024))]
     pub json_raw: Option<String>,
 }
 

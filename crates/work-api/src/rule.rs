@@ -8,9 +8,14 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// One condition rule of a manifestConfig.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": crate::crd::RULE_CEL_NEEDS_CONDITION,
+    "message": "Condition is required for CEL rules"
+}]))]
 pub struct ConditionRule {
     /// Condition type set from this rule. Required for CEL; empty means `Complete` for well-known rules.
     #[serde(default)]
+    #[schemars(extend("maxLength" = crate::crd::MAX_CONDITION_TYPE_LEN))]
     pub condition: String,
     /// How the rule is evaluated.
     #[serde(rename = "type")]
@@ -119,23 +124,37 @@ impl Serialize for CelExpression {
     }
 }
 
+/// Source given to an item that is neither a string nor `{expression: <string>}`: it never
+/// compiles, so the rule reports the bad item instead of the whole ManifestWork failing to decode
+/// (our CRD cannot check the item, see the schema below).
+pub const INVALID_CEL_ITEM_PREFIX: &str = "<invalid celExpressions item>";
+
+impl CelExpression {
+    /// True when this item was neither a string nor `{expression: <string>}` on the wire.
+    pub fn is_invalid_item(&self) -> bool {
+        self.expression.starts_with(INVALID_CEL_ITEM_PREFIX)
+    }
+}
+
 impl<'de> Deserialize<'de> for CelExpression {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Repr {
-            Plain(String),
-            Object { expression: String },
-        }
-        match Repr::deserialize(d) {
-            Ok(Repr::Plain(expression)) | Ok(Repr::Object { expression }) => {
-                Ok(Self { expression })
-            }
-            Err(_) => Err(serde::de::Error::custom(
-                "a celExpressions item must be a string or an object {expression: <string>}",
-            )),
-        }
+        let value = serde_json::Value::deserialize(d)?;
+        let expression = match &value {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Object(map) => match map.get("expression") {
+                Some(serde_json::Value::String(s)) => s.clone(),
+                _ => invalid_item(&value),
+            },
+            _ => invalid_item(&value),
+        };
+        Ok(Self { expression })
     }
+}
+
+fn invalid_item(value: &serde_json::Value) -> String {
+    format!(
+        "{INVALID_CEL_ITEM_PREFIX} {value} (must be a string or an object {{expression: <string>}})"
+    )
 }
 
 impl JsonSchema for CelExpression {
@@ -143,15 +162,11 @@ impl JsonSchema for CelExpression {
         "CelExpression".into()
     }
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
-        // A structural schema cannot say "string or object", so the item is left open and
-        // checked with a CEL validation.
+        // A structural schema cannot say "string or object", and the API server cannot run CEL
+        // on an untyped node, so the item is left open; the agent reports a bad item itself.
         json_schema!({
             "description": "A CEL expression: a string, or an object {expression: <string>}.",
-            "x-kubernetes-preserve-unknown-fields": true,
-            "x-kubernetes-validations": [{
-                "rule": "type(self) == string || (type(self) == map && has(self.expression) && type(self.expression) == string)",
-                "message": "a celExpressions item must be a string or an object {expression: <string>}"
-            }]
+            "x-kubernetes-preserve-unknown-fields": true
         })
     }
 }

@@ -1,0 +1,130 @@
+//! CustomResourceDefinitions generated from the types, finished by hand where the generator
+//! cannot express what the API server needs (see [`crds`]).
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+use serde_json::Value;
+
+use crate::{AppliedManifestWork, ManifestWork};
+
+/// Most manifestConfigs one work may have; bounds the cost of the CEL rules inside them.
+pub const MAX_MANIFEST_CONFIGS: i64 = 256;
+/// Most condition rules one manifestConfig may have; bounds the cost of the uniqueness rule.
+pub const MAX_CONDITION_RULES: i64 = 64;
+/// Longest condition type a rule may name (the limit of `metav1.Condition.type`).
+pub const MAX_CONDITION_TYPE_LEN: i64 = 316;
+/// A DNS-1123 subdomain, as upstream validates ServiceAccount names.
+pub const DNS1123_SUBDOMAIN: &str =
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)$";
+
+/// A CEL rule must name its condition (upstream's rule; `has()` because clients may omit it).
+pub const RULE_CEL_NEEDS_CONDITION: &str =
+    "self.type != 'CEL' || (has(self.condition) && self.condition != '')";
+
+/// Exact duplicates are already refused by the list-map key; what is left is an unnamed
+/// well-known rule (which sets `Complete`) next to a rule named `Complete`.
+pub const RULE_UNIQUE_CONDITIONS: &str = "!(self.exists(r, !has(r.condition) || r.condition == '') \
+     && self.exists(r, has(r.condition) && r.condition == 'Complete'))";
+
+/// The CRDs of both kinds, as shipped in `deploy/crds/`.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![
+        finish(ManifestWork::crd()),
+        finish(AppliedManifestWork::crd()),
+    ]
+}
+
+/// File name of a CRD in `deploy/crds/`, ordered so the hub CRD comes first.
+pub fn crd_file_name(crd: &CustomResourceDefinition) -> String {
+    let order = if crd.spec.names.kind == "ManifestWork" {
+        "00"
+    } else {
+        "01"
+    };
+    let name = crd.metadata.name.as_deref().unwrap_or("unnamed");
+    format!("{order}_{name}.yaml")
+}
+
+/// Header of every generated CRD file.
+pub const GENERATED_HEADER: &str = "# Generated from crates/work-api by `make crds` (work-agent crd --output-dir deploy/crds). Do not edit.\n";
+
+/// One CRD as the YAML document written to `deploy/crds/`.
+pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_norway::Error> {
+    Ok(format!(
+        "{GENERATED_HEADER}{}",
+        serde_norway::to_string(crd)?
+    ))
+}
+
+fn finish(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    for version in &mut crd.spec.versions {
+        let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.take())
+        else {
+            continue;
+        };
+        // Round-trip through JSON: the schema is easier to edit as a tree than as typed props.
+        let Ok(mut tree) = serde_json::to_value(&schema) else {
+            continue;
+        };
+        clean(&mut tree);
+        set_rule_condition_default(&mut tree);
+        let finished = serde_json::from_value(tree).unwrap_or(schema);
+        if let Some(s) = version.schema.as_mut() {
+            s.open_api_v3_schema = Some(finished);
+        }
+    }
+    crd
+}
+
+/// Removes what the generator adds from serde but upstream does not have: zero-value defaults
+/// (they would make the API server write `group: ""` into every stored object) and `null` in
+/// enums of optional fields.
+fn clean(node: &mut Value) {
+    let Value::Object(map) = node else { return };
+    if map.get("default").is_some_and(is_zero) {
+        map.remove("default");
+    }
+    if let Some(Value::Array(values)) = map.get_mut("enum") {
+        values.retain(|v| !v.is_null());
+    }
+    for child in map.values_mut() {
+        match child {
+            Value::Object(_) => clean(child),
+            Value::Array(items) => items.iter_mut().for_each(clean),
+            _ => {}
+        }
+    }
+}
+
+fn is_zero(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.is_empty(),
+        Value::Bool(b) => !b,
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// A list-map key must be required or defaulted; `condition` may be omitted on well-known rules,
+/// so it defaults to "" (which the agent reads as `Complete`).
+fn set_rule_condition_default(root: &mut Value) {
+    let path = ["spec", "manifestConfigs", "conditionRules", "condition"];
+    if let Some(Value::Object(condition)) = property(root, &path) {
+        condition.insert("default".into(), Value::String(String::new()));
+    }
+}
+
+/// The schema of a property, stepping through array items transparently.
+fn property<'a>(mut node: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
+    for name in path {
+        if node.get("type").and_then(Value::as_str) == Some("array") {
+            node = node.get_mut("items")?;
+        }
+        node = node.get_mut("properties")?.get_mut(*name)?;
+    }
+    Some(node)
+}

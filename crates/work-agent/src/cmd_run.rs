@@ -270,6 +270,7 @@ fn init_logging(format: LogFormat, level: &str) -> Result<(), SetupError> {
         .map_err(|e| SetupError::LogLevel(level.to_string(), e.to_string()))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let result = match format {
         LogFormat::Plain => builder.try_init(),

@@ -124,7 +124,10 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         config,
     });
     let lost = async move {
-        let _ = leading.wait_for(|l| !*l).await;
+        // An error means the elector is gone without ever losing (e.g. no election at all).
+        if leading.wait_for(|l| !*l).await.is_err() {
+            std::future::pending::<()>().await;
+        }
     };
     let result = tokio::select! {
         () = run_controller(ctx, trigger_rx, readiness) => Ok(()),

@@ -465,9 +465,7 @@ impl Applier {
 
 /// Whether the manifest's `Complete` rules pass on the live object (the pre-update check).
 fn complete_on_spoke(rules: &[ConditionRule], live: &Value) -> bool {
-    // DEVTMP
-    let _ = (rules, live);
-    false
+    conditions::Evaluator::shared().is_complete(rules, live) == Some(true)
 }
 
 /// The live UID when `live` is the object we applied and carries our ownerReference.

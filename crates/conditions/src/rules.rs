@@ -289,3 +289,43 @@ fn interpret(value: Value) -> Result<Outcome, EvalError> {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_errors_are_unknown_and_others_false() {
+        let c = error_condition(
+            "celExpressions[2]",
+            EvalError::Internal {
+                message: "boom".into(),
+            },
+        );
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (Status::Unknown, reasons::CONDITION_RULE_INTERNAL_ERROR)
+        );
+        assert_eq!(c.message, "celExpressions[2]: internal error: boom");
+        let c = error_condition(
+            "celExpressions[0]",
+            EvalError::Timeout {
+                message: "ran longer than 1ms".into(),
+            },
+        );
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (Status::False, reasons::CONDITION_RULE_EXPRESSION_ERROR)
+        );
+    }
+
+    #[test]
+    fn stale_generation_needs_two_differing_integers() {
+        let object = |observed: serde_json::Value, generation: serde_json::Value| serde_json::json!({"metadata": {"generation": generation}, "status": {"observedGeneration": observed}});
+        assert_eq!(stale_generation(&object(1.into(), 2.into())), Some((1, 2)));
+        assert_eq!(stale_generation(&object(2.into(), 2.into())), None);
+        assert_eq!(stale_generation(&object("1".into(), 2.into())), None);
+        assert_eq!(stale_generation(&object(1.5.into(), 2.into())), None);
+        assert_eq!(stale_generation(&serde_json::json!({})), None);
+    }
+}

@@ -1,0 +1,203 @@
+//! CEL functions available to rules: standard library, extensions and the Kubernetes libraries.
+
+use conditions::{Bindings, EvalError, Evaluator};
+use serde_json::{Value, json};
+
+fn eval(expr: &str) -> Result<Value, EvalError> {
+    eval_on(expr, &json!({}))
+}
+
+fn eval_on(expr: &str, object: &Value) -> Result<Value, EvalError> {
+    Evaluator::shared().eval_expression(expr, &Bindings::Object(object))
+}
+
+fn ok(expr: &str) -> Value {
+    eval(expr).unwrap_or_else(|e| panic!("{expr}: {e}"))
+}
+
+#[test]
+fn json_integers_are_ints() {
+    let object = json!({"spec": {"replicas": 3, "ratio": 0.5}});
+    assert_eq!(
+        eval_on("object.spec.replicas + 1", &object).unwrap(),
+        json!(4)
+    );
+    assert_eq!(
+        eval_on("object.spec.replicas * 2 == 6", &object).unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        eval_on("object.spec.ratio * 2.0", &object).unwrap(),
+        json!(1.0)
+    );
+}
+
+#[test]
+fn has_conditions_follows_ocm() {
+    let with = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}});
+    let empty = json!({"status": {"conditions": []}});
+    let without = json!({"status": {}});
+    assert_eq!(
+        eval_on("hasConditions(object.status)", &with).unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        eval_on("hasConditions(object.status)", &empty).unwrap(),
+        json!(false)
+    );
+    assert_eq!(
+        eval_on("hasConditions(object.status)", &without).unwrap(),
+        json!(false)
+    );
+    assert_eq!(eval("hasConditions('not a map')").unwrap(), json!(false));
+}
+
+#[test]
+fn strings_extension() {
+    assert_eq!(ok("'TacoCat'.lowerAscii()"), json!("tacocat"));
+    assert_eq!(ok("'a,b,c'.split(',')"), json!(["a", "b", "c"]));
+    assert_eq!(ok("'  x '.trim()"), json!("x"));
+    assert_eq!(ok("'hello'.indexOf('l')"), json!(2));
+    assert_eq!(ok("['a', 'b'].join('-')"), json!("a-b"));
+}
+
+#[test]
+fn optional_types() {
+    let object = json!({"status": {"phase": "Running"}});
+    assert_eq!(
+        eval_on("object.?status.?phase.orValue('none')", &object).unwrap(),
+        json!("Running")
+    );
+    assert_eq!(
+        eval_on("object.?spec.?replicas.orValue(1)", &object).unwrap(),
+        json!(1)
+    );
+    assert_eq!(ok("optional.of(1).hasValue()"), json!(true));
+    assert_eq!(ok("optional.none().hasValue()"), json!(false));
+}
+
+#[test]
+fn list_helpers() {
+    assert_eq!(ok("[1, 2, 3].sum()"), json!(6));
+    assert_eq!(ok("[1.5, 2.5].sum()"), json!(4.0));
+    assert_eq!(ok("[].sum()"), json!(0));
+    assert_eq!(ok("[3, 1, 2].min()"), json!(1));
+    assert_eq!(ok("[3, 1, 2].max()"), json!(3));
+    assert_eq!(ok("['b', 'a'].min()"), json!("a"));
+    assert!(matches!(eval("[].min()"), Err(EvalError::Runtime { .. })));
+    assert_eq!(ok("[1, 2, 2, 3].isSorted()"), json!(true));
+    assert_eq!(ok("[2, 1].isSorted()"), json!(false));
+    assert_eq!(ok("[1, 2, 3, 2].indexOf(2)"), json!(1));
+    assert_eq!(ok("[1, 2, 3, 2].lastIndexOf(2)"), json!(3));
+    assert_eq!(ok("['a'].indexOf('z')"), json!(-1));
+    assert!(eval("[1, 'a'].sum()").is_err());
+    assert!(
+        eval("[9223372036854775807, 1].sum()").is_err(),
+        "overflow is an error"
+    );
+}
+
+#[test]
+fn list_helpers_on_object_fields() {
+    let object = json!({"status": {"counts": [4, 5, 6]}});
+    assert_eq!(
+        eval_on("object.status.counts.sum() == 15", &object).unwrap(),
+        json!(true)
+    );
+    assert_eq!(
+        eval_on("object.status.counts.max()", &object).unwrap(),
+        json!(6)
+    );
+}
+
+#[test]
+fn regex_find() {
+    assert_eq!(ok("'abc 123 def 456'.find('[0-9]+')"), json!("123"));
+    assert_eq!(ok("'abc'.find('[0-9]+')"), json!(""));
+    assert_eq!(
+        ok("'abc 123 def 456'.findAll('[0-9]+')"),
+        json!(["123", "456"])
+    );
+    assert_eq!(ok("'1 2 3'.findAll('[0-9]', 2)"), json!(["1", "2"]));
+    assert_eq!(ok("'1 2 3'.findAll('[0-9]', -1)"), json!(["1", "2", "3"]));
+    assert_eq!(ok("'image:v1.2.3'.matches('v[0-9]+')"), json!(true));
+    let err = eval("'abc'.find('[')").unwrap_err();
+    assert!(err.to_string().contains("invalid regex"), "{err}");
+}
+
+#[test]
+fn quantity_parse_compare_add() {
+    assert_eq!(
+        ok("quantity('1Gi').compareTo(quantity('1024Mi'))"),
+        json!(0)
+    );
+    assert_eq!(ok("quantity('1').compareTo(quantity('500m'))"), json!(1));
+    assert_eq!(
+        ok("quantity('500m').isLessThan(quantity('1'))"),
+        json!(true)
+    );
+    assert_eq!(
+        ok("quantity('2k').isGreaterThan(quantity('1999'))"),
+        json!(true)
+    );
+    assert_eq!(ok("quantity('1') == quantity('1000m')"), json!(true));
+    assert_eq!(
+        ok("quantity('1.5').add(quantity('500m')).asInteger()"),
+        json!(2)
+    );
+    assert_eq!(ok("quantity('1Ki').add(1).asInteger()"), json!(1025));
+    assert_eq!(ok("quantity('1').sub(quantity('250m'))"), json!("750m"));
+    assert_eq!(ok("quantity('1.5').asApproximateFloat()"), json!(1.5));
+    assert_eq!(ok("quantity('1.5').isInteger()"), json!(false));
+    assert_eq!(ok("quantity('-3').sign()"), json!(-1));
+    assert_eq!(ok("isQuantity('10Mi')"), json!(true));
+    assert_eq!(ok("isQuantity('ten')"), json!(false));
+    assert!(eval("quantity('ten')").is_err());
+    assert!(eval("quantity('1.5').asInteger()").is_err());
+}
+
+#[test]
+fn quantity_on_object_fields() {
+    let object = json!({"spec": {"resources": {"requests": {"memory": "512Mi"}}}});
+    let expr = "quantity(object.spec.resources.requests.memory).isLessThan(quantity('1Gi'))";
+    assert_eq!(eval_on(expr, &object).unwrap(), json!(true));
+}
+
+#[test]
+fn top_level_bindings() {
+    let vars = json!({"a": 2, "b": {"c": "x"}});
+    let ev = Evaluator::shared();
+    assert_eq!(
+        ev.eval_expression("a + 1", &Bindings::TopLevel(&vars))
+            .unwrap(),
+        json!(3)
+    );
+    assert_eq!(
+        ev.eval_expression("b.c", &Bindings::TopLevel(&vars))
+            .unwrap(),
+        json!("x")
+    );
+    assert!(matches!(
+        ev.eval_expression("a", &Bindings::TopLevel(&json!([1]))),
+        Err(EvalError::WrongType { .. })
+    ));
+}
+
+#[test]
+fn errors_are_classified() {
+    let ev = Evaluator::shared();
+    let compile = ev
+        .eval_expression("1 +", &Bindings::Object(&json!({})))
+        .unwrap_err();
+    assert!(compile.is_compile_error(), "{compile:?}");
+    let runtime = eval_on("object.missing.field", &json!({})).unwrap_err();
+    assert!(matches!(runtime, EvalError::Runtime { .. }), "{runtime:?}");
+    assert!(!runtime.is_compile_error());
+    assert!(runtime.to_string().contains("missing"), "{runtime}");
+    assert!(ev.check_expression("object.a == 1").is_ok());
+    assert!(
+        ev.check_expression("object.a ==")
+            .unwrap_err()
+            .is_compile_error()
+    );
+}

@@ -1,0 +1,237 @@
+//! Bounds: deep or long expressions are rejected before they can overflow the stack, runaway
+//! evaluations are stopped in bounded time, and compiled expressions are shared.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use conditions::{Bindings, EvalError, Evaluator, Limits, Status};
+use serde_json::json;
+use work_api::{CelExpression, ConditionRule, ConditionRuleType};
+
+fn cel_rule(condition: &str, exprs: &[&str]) -> ConditionRule {
+    ConditionRule {
+        condition: condition.into(),
+        type_: ConditionRuleType::Cel,
+        cel_expressions: exprs.iter().map(|e| CelExpression::new(*e)).collect(),
+        ..Default::default()
+    }
+}
+
+fn deep_shapes(n: usize) -> Vec<String> {
+    vec![
+        format!("{}1{}", "(".repeat(n), ")".repeat(n)),
+        format!("{}true", "!".repeat(n)),
+        format!("{}1{}", "[".repeat(n), "]".repeat(n)),
+        format!("{}1", "-".repeat(n)),
+        format!("{}{}", "{'a': ".repeat(n), "}".repeat(n)),
+        format!("{}1{}", "size([".repeat(n), "])".repeat(n)),
+    ]
+}
+
+#[test]
+fn ten_thousand_deep_expressions_are_rejected_not_overflowed() {
+    let ev = Evaluator::new(Limits {
+        max_expression_len: 100_000,
+        ..Limits::default()
+    });
+    for source in deep_shapes(10_000) {
+        let err = ev.check_expression(&source).unwrap_err();
+        assert!(
+            matches!(err, EvalError::TooDeep { .. }),
+            "{}...: {err:?}",
+            &source[..20]
+        );
+        assert!(err.is_compile_error());
+    }
+}
+
+#[test]
+fn deep_binary_chains_are_rejected_after_parsing_on_the_big_stack() {
+    // No brackets: only the parsed tree shows the depth.
+    let ev = Evaluator::new(Limits {
+        max_expression_len: 100_000,
+        ..Limits::default()
+    });
+    for op in [" + ", " * ", " - "] {
+        let source = vec!["1"; 5_000].join(op);
+        let err = ev.check_expression(&source).unwrap_err();
+        assert!(matches!(err, EvalError::TooDeep { .. }), "{op}: {err:?}");
+    }
+    // The parser balances chains of `&&` and `||`, so those are shallow and fine.
+    for op in [" && ", " || "] {
+        let source = vec!["true"; 5_000].join(op);
+        assert_eq!(
+            ev.eval_expression(&source, &Bindings::Object(&json!({})))
+                .unwrap(),
+            json!(true),
+            "{op}"
+        );
+    }
+    let ternary = "true ? 1 : ".repeat(3_000) + "0";
+    let err = ev.check_expression(&ternary).unwrap_err();
+    assert!(err.is_compile_error(), "{err:?}");
+}
+
+#[test]
+fn deep_rules_give_expression_error_conditions() {
+    let ev = Evaluator::shared();
+    for source in deep_shapes(10_000).iter().take(3) {
+        let conditions = ev.evaluate_manifest(&[cel_rule("Deep", &[source])], &json!({}));
+        assert_eq!(conditions.len(), 1);
+        let c = &conditions[0];
+        assert_eq!(
+            (c.status, c.reason.as_str()),
+            (Status::False, "ConditionRuleExpressionError")
+        );
+        assert!(
+            c.message.starts_with("celExpressions[0]: expression is"),
+            "{}",
+            c.message
+        );
+    }
+}
+
+#[test]
+fn reasonable_nesting_is_accepted() {
+    let ev = Evaluator::shared();
+    let source = format!("{}1{} == 1", "(".repeat(20), ")".repeat(20));
+    assert_eq!(
+        ev.eval_expression(&source, &Bindings::Object(&json!({})))
+            .unwrap(),
+        json!(true)
+    );
+}
+
+#[test]
+fn nested_comprehensions_are_stopped_in_bounded_time() {
+    let ev = Evaluator::new(Limits {
+        max_iterations: 10_000_000_000,
+        max_evaluation_time: Duration::from_millis(100),
+        ..Limits::default()
+    });
+    let list = (0..300)
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let source = format!("[{list}].map(x, [{list}].map(y, [{list}].map(z, x + y + z)))");
+    let start = Instant::now();
+    let err = ev
+        .eval_expression(&source, &Bindings::Object(&json!({})))
+        .unwrap_err();
+    let took = start.elapsed();
+    assert!(matches!(err, EvalError::Timeout { .. }), "{err:?}");
+    assert!(err.to_string().contains("longer than"), "{err}");
+    // The deadline is checked every 64 iterations; allow generously for a slow debug build.
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+}
+
+#[test]
+fn iteration_budget_stops_large_input_comprehensions() {
+    let ev = Evaluator::new(Limits {
+        max_iterations: 1_000,
+        max_evaluation_time: Duration::from_secs(60),
+        ..Limits::default()
+    });
+    let object = json!({"items": (0..100).collect::<Vec<_>>()});
+    let nested = "object.items.all(x, object.items.all(y, x + y >= 0))";
+    let err = ev
+        .eval_expression(nested, &Bindings::Object(&object))
+        .unwrap_err();
+    assert!(matches!(err, EvalError::Timeout { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("1000 comprehension iterations"),
+        "{err}"
+    );
+    // Within budget it evaluates normally (map keeps cel's append fast path).
+    let single = "object.items.map(x, x * 2).size() == 100";
+    assert_eq!(
+        ev.eval_expression(single, &Bindings::Object(&object))
+            .unwrap(),
+        json!(true)
+    );
+}
+
+#[test]
+fn runaway_rule_gives_expression_error_condition() {
+    let ev = Evaluator::new(Limits {
+        max_iterations: 10_000,
+        ..Limits::default()
+    });
+    let object = json!({"items": (0..1000).collect::<Vec<_>>()});
+    let rule = cel_rule(
+        "Heavy",
+        &["object.items.exists(x, object.items.exists(y, x * y < 0))"],
+    );
+    let c = &ev.evaluate_manifest(&[rule], &object)[0];
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (Status::False, "ConditionRuleExpressionError")
+    );
+    assert!(c.message.contains("evaluation stopped"), "{}", c.message);
+    // The budget is per evaluation: the next one starts fresh.
+    let ok = cel_rule("Light", &["object.items.exists(x, x == 999)"]);
+    assert_eq!(ev.evaluate_manifest(&[ok], &object)[0].status, Status::True);
+}
+
+#[test]
+fn second_evaluation_does_not_compile() {
+    let ev = Evaluator::new(Limits::default());
+    let rule = cel_rule("Ready", &["object.status.ready == true"]);
+    let object = json!({"status": {"ready": true}});
+    assert_eq!(ev.compile_count(), 0);
+    ev.evaluate_manifest(std::slice::from_ref(&rule), &object);
+    assert_eq!(ev.compile_count(), 1);
+    ev.evaluate_manifest(std::slice::from_ref(&rule), &object);
+    ev.is_complete(std::slice::from_ref(&rule), &object);
+    assert_eq!(ev.compile_count(), 1);
+    // Bad expressions are cached too.
+    ev.check_expression("1 +").unwrap_err();
+    ev.check_expression("1 +").unwrap_err();
+    assert_eq!(ev.compile_count(), 2);
+}
+
+#[test]
+fn cache_is_bounded() {
+    let ev = Evaluator::new(Limits {
+        cache_capacity: 8,
+        ..Limits::default()
+    });
+    for i in 0..20 {
+        ev.check_expression(&format!("{i} == {i}")).unwrap();
+    }
+    assert_eq!(ev.cached_expressions(), 8);
+}
+
+#[test]
+fn compiled_programs_are_shared_across_threads() {
+    let ev = Arc::new(Evaluator::new(Limits::default()));
+    let rule = cel_rule("Ready", &["object.n % 2 == 0"]);
+    ev.check_expression("object.n % 2 == 0").unwrap();
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let ev = ev.clone();
+            let rule = rule.clone();
+            std::thread::spawn(move || {
+                (0..50)
+                    .map(|n| {
+                        let c = &ev.evaluate_manifest(
+                            std::slice::from_ref(&rule),
+                            &json!({"n": t * 50 + n}),
+                        )[0];
+                        c.status == Status::True
+                    })
+                    .filter(|b| *b)
+                    .count()
+            })
+        })
+        .collect();
+    let trues: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(trues, 100);
+    assert_eq!(ev.compile_count(), 1);
+}
+
+#[test]
+fn evaluator_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<Evaluator>();
+}

@@ -1,0 +1,374 @@
+//! The agent against real API servers: apply with each update strategy, status, ownership,
+//! shared resources, pruning, and an idle resync that writes nothing.
+
+mod agent_common;
+
+use std::time::Duration;
+
+use agent_common::*;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
+
+#[tokio::test]
+async fn applies_a_work_reports_status_and_an_idle_resync_writes_nothing() {
+    // A 1 s safety-net resync, so the test sees several resyncs of an unchanged work.
+    let env = Env::start_with(
+        test_support::TestCluster::hub().await,
+        "apply-idle",
+        &["--status-sync-period", "1s"],
+    )
+    .await;
+    let name = env.work_name("idle");
+    env.create_work(
+        &name,
+        json!({"workload": {"manifests": [
+            configmap(&env.ns, "a", json!({"k": "v"})),
+            configmap(&env.ns, "b", json!({"k": "v"})),
+        ]}}),
+    )
+    .await;
+    let work = env
+        .wait_work(&name, "Applied and Available", |w| {
+            work_is(w, "Applied", "True") && work_is(w, "Available", "True")
+        })
+        .await;
+    let applied = work_condition(&work, "Applied").expect("Applied");
+    assert_eq!(applied.reason, "AppliedManifestWorkComplete");
+    assert_eq!(applied.observed_generation, work.metadata.generation);
+    assert_eq!(
+        manifest_condition(&work, 1, "Applied").map(|c| c.reason.as_str()),
+        Some("AppliedManifestComplete")
+    );
+    assert!(
+        work.finalizers()
+            .iter()
+            .any(|f| f == work_api::MANIFEST_WORK_FINALIZER)
+    );
+
+    let cms = env.configmaps();
+    let a = env
+        .wait_object(&cms, "a", "owned by the AppliedManifestWork", |o| {
+            owners(o) == vec![env.applied_name(&name)]
+        })
+        .await;
+    assert!(
+        a.metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(applier::AGENT_LABEL)),
+        "applied objects carry the agent label: {:?}",
+        a.metadata.labels
+    );
+    let amw = env
+        .applied_works()
+        .get(&env.applied_name(&name))
+        .await
+        .expect("AppliedManifestWork exists");
+    assert_eq!(amw.spec.manifest_work_name, name);
+    let recorded = amw.status.as_ref().map(|s| s.applied_resources.len());
+    assert_eq!(recorded, Some(2));
+
+    // Several resyncs of an unchanged work: nothing is written anywhere.
+    let before = (
+        rv_of_work(&env, &name).await,
+        rv(&cms.get("a").await.expect("a")),
+        rv(&cms.get("b").await.expect("b")),
+        amw.resource_version().unwrap_or_default(),
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = (
+        rv_of_work(&env, &name).await,
+        rv(&cms.get("a").await.expect("a")),
+        rv(&cms.get("b").await.expect("b")),
+        env.applied_works()
+            .get(&env.applied_name(&name))
+            .await
+            .expect("AppliedManifestWork")
+            .resource_version()
+            .unwrap_or_default(),
+    );
+    assert_eq!(
+        before,
+        after,
+        "an idle resync wrote something; agent log {}",
+        env.agent.log_path().display()
+    );
+    let log = env.agent.log();
+    assert!(
+        log.matches("outcome=\"unchanged\"").count() >= 4,
+        "the work was not resynced during the idle period (agent log {})",
+        env.agent.log_path().display()
+    );
+}
+
+use kube::ResourceExt;
+
+async fn rv_of_work(env: &Env, name: &str) -> String {
+    env.works()
+        .get(name)
+        .await
+        .expect("work")
+        .resource_version()
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn update_and_create_only_strategies() {
+    let env = Env::start("apply-strategies").await;
+    let name = env.work_name("strategies");
+    let spec = |value: &str| {
+        json!({
+            "workload": {"manifests": [
+                configmap(&env.ns, "upd", json!({"k": value})),
+                configmap(&env.ns, "once", json!({"k": value})),
+            ]},
+            "manifestConfigs": [{
+                "resourceIdentifier": {"resource": "configmaps", "name": "once", "namespace": env.ns},
+                "updateStrategy": {"type": "CreateOnly"}
+            }]
+        })
+    };
+    env.create_work(&name, spec("1")).await;
+    env.wait_work(&name, "Applied", |w| work_is(w, "Applied", "True"))
+        .await;
+    let cms = env.configmaps();
+    env.wait_object(&cms, "once", "created", |o| data(o)["k"] == "1")
+        .await;
+
+    env.patch_work_spec(&name, spec("2")).await;
+    env.wait_object(&cms, "upd", "updated to the new value", |o| {
+        data(o).get("k").map(String::as_str) == Some("2")
+    })
+    .await;
+    // CreateOnly: the new value is never written.
+    env.wait_work(&name, "generation 2 observed", |w| {
+        work_condition(w, "Applied").and_then(|c| c.observed_generation) == Some(2)
+    })
+    .await;
+    let once = cms.get("once").await.expect("once");
+    assert_eq!(data(&once)["k"], "1", "CreateOnly object was updated");
+
+    // Update: an edit on the spoke is reverted (optimistic update from a fresh read).
+    cms.patch(
+        "upd",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"data": {"k": "edited"}})),
+    )
+    .await
+    .expect("edit on the spoke");
+    env.wait_object(&cms, "upd", "spoke edit reverted", |o| data(o)["k"] == "2")
+        .await;
+}
+
+#[tokio::test]
+async fn server_side_apply_conflicts_with_another_manager_unless_forced() {
+    let env = Env::start("apply-ssa").await;
+    let cms = env.configmaps();
+    // Another manager owns data.k first.
+    let theirs: kube::api::DynamicObject =
+        serde_json::from_value(configmap(&env.ns, "shared-field", json!({"k": "theirs"})))
+            .expect("ConfigMap");
+    cms.patch(
+        "shared-field",
+        &PatchParams::apply("someone-else"),
+        &Patch::Apply(&theirs),
+    )
+    .await
+    .expect("other manager applies");
+
+    let name = env.work_name("ssa");
+    let spec = |force: bool| {
+        json!({
+            "workload": {"manifests": [configmap(&env.ns, "shared-field", json!({"k": "ours"}))]},
+            "manifestConfigs": [{
+                "resourceIdentifier": {"resource": "configmaps", "name": "shared-field", "namespace": env.ns},
+                "updateStrategy": {"type": "ServerSideApply", "serverSideApply": {"force": force}}
+            }]
+        })
+    };
+    env.create_work(&name, spec(false)).await;
+    let work = env
+        .wait_work(&name, "Applied False with the conflict", |w| {
+            manifest_is(w, 0, "Applied", "False")
+        })
+        .await;
+    let applied = manifest_condition(&work, 0, "Applied").expect("Applied");
+    assert_eq!(applied.reason, "AppliedManifestFailed");
+    assert!(
+        applied.message.starts_with("Failed to apply manifest: ")
+            && applied.message.to_lowercase().contains("conflict"),
+        "{}",
+        applied.message
+    );
+    assert_eq!(
+        data(&cms.get("shared-field").await.expect("cm"))["k"],
+        "theirs"
+    );
+    assert!(work_is(&work, "Applied", "False"));
+
+    env.patch_work_spec(&name, spec(true)).await;
+    env.wait_work(&name, "Applied True once forced", |w| {
+        manifest_is(w, 0, "Applied", "True")
+    })
+    .await;
+    let cm = env
+        .wait_object(&cms, "shared-field", "forced value", |o| {
+            data(o)["k"] == "ours"
+        })
+        .await;
+    let managers: Vec<String> = cm
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(managers.iter().any(|m| m == "work-agent"), "{managers:?}");
+}
+
+#[tokio::test]
+async fn read_only_manifests_are_read_never_written() {
+    let env = Env::start("apply-readonly").await;
+    let cms = env.configmaps();
+    let existing: kube::api::DynamicObject =
+        serde_json::from_value(configmap(&env.ns, "ro", json!({"k": "spoke"}))).expect("cm");
+    cms.create(&PostParams::default(), &existing)
+        .await
+        .expect("create");
+    let name = env.work_name("ro");
+    env.create_work(
+        &name,
+        json!({
+            "workload": {"manifests": [
+                configmap(&env.ns, "ro", json!({"k": "hub"})),
+                configmap(&env.ns, "ro-missing", json!({"k": "hub"})),
+            ]},
+            "manifestConfigs": [{
+                "resourceIdentifier": {"resource": "configmaps", "name": "ro*", "namespace": env.ns},
+                "updateStrategy": {"type": "ReadOnly"},
+                "conditionRules": [{"condition": "FromSpoke", "type": "CEL",
+                    "celExpressions": ["object.data.k == 'spoke'"]}]
+            }]
+        }),
+    )
+    .await;
+    let work = env
+        .wait_work(&name, "read-only manifests evaluated", |w| {
+            manifest_is(w, 0, "FromSpoke", "True") && manifest_is(w, 1, "Available", "False")
+        })
+        .await;
+    assert!(manifest_is(&work, 0, "Available", "True"));
+    let ro = cms.get("ro").await.expect("ro");
+    assert_eq!(data(&ro)["k"], "spoke");
+    assert!(owners(&ro).is_empty(), "ReadOnly objects get no owner");
+    assert!(cms.get_opt("ro-missing").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn two_works_share_a_resource_until_the_last_lets_go() {
+    let env = Env::start("apply-shared").await;
+    let cms = env.configmaps();
+    let w1 = env.work_name("shared-1");
+    let w2 = env.work_name("shared-2");
+    let manifest = configmap(&env.ns, "common", json!({"k": "v"}));
+    env.create_work(&w1, json!({"workload": {"manifests": [manifest.clone()]}}))
+        .await;
+    env.create_work(&w2, json!({"workload": {"manifests": [manifest]}}))
+        .await;
+    let both = {
+        let mut v = vec![env.applied_name(&w1), env.applied_name(&w2)];
+        v.sort();
+        v
+    };
+    env.wait_object(&cms, "common", "owned by both works", |o| {
+        let mut o = owners(o);
+        o.sort();
+        o == both
+    })
+    .await;
+
+    env.delete_work(&w1).await;
+    env.wait_work_gone(&w1).await;
+    let common = env
+        .wait_object(&cms, "common", "owned by the second work only", |o| {
+            owners(o) == vec![env.applied_name(&w2)]
+        })
+        .await;
+    assert!(common.metadata.deletion_timestamp.is_none());
+
+    env.delete_work(&w2).await;
+    env.wait_work_gone(&w2).await;
+    env.wait_object_gone(&cms, "common").await;
+}
+
+#[tokio::test]
+async fn a_manifest_removed_from_the_work_is_deleted() {
+    let env = Env::start("apply-prune").await;
+    let cms = env.configmaps();
+    let name = env.work_name("prune");
+    env.create_work(
+        &name,
+        json!({"workload": {"manifests": [
+            configmap(&env.ns, "keep", json!({"k": "v"})),
+            configmap(&env.ns, "drop", json!({"k": "v"})),
+        ]}}),
+    )
+    .await;
+    env.wait_object(&cms, "drop", "applied", |_| true).await;
+    env.patch_work_spec(
+        &name,
+        json!({"workload": {"manifests": [configmap(&env.ns, "keep", json!({"k": "v"}))]}}),
+    )
+    .await;
+    env.wait_object_gone(&cms, "drop").await;
+    assert!(cms.get_opt("keep").await.expect("get").is_some());
+    let amw = env
+        .applied_works()
+        .get(&env.applied_name(&name))
+        .await
+        .expect("AppliedManifestWork");
+    let names: Vec<String> = amw
+        .status
+        .map(|s| s.applied_resources.into_iter().map(|r| r.name).collect())
+        .unwrap_or_default();
+    assert_eq!(names, vec!["keep".to_string()]);
+}
+
+#[tokio::test]
+async fn a_bad_manifest_fails_alone() {
+    let env = Env::start("apply-partial").await;
+    let name = env.work_name("partial");
+    env.create_work(
+        &name,
+        json!({"workload": {"manifests": [
+            configmap(&env.ns, "good", json!({"k": "v"})),
+            // Invalid: a ConfigMap's data values must be strings.
+            {"apiVersion": "v1", "kind": "ConfigMap",
+             "metadata": {"name": "bad", "namespace": env.ns}, "data": {"k": 1}},
+        ]}}),
+    )
+    .await;
+    let work = env
+        .wait_work(&name, "second manifest failed", |w| {
+            manifest_is(w, 1, "Applied", "False") && manifest_is(w, 0, "Applied", "True")
+        })
+        .await;
+    let failed = manifest_condition(&work, 1, "Applied").expect("Applied");
+    assert!(
+        failed.message.starts_with("Failed to apply manifest: "),
+        "{}",
+        failed.message
+    );
+    assert!(work_is(&work, "Applied", "False"));
+    assert_eq!(
+        work_condition(&work, "Applied").map(|c| c.reason.as_str()),
+        Some("AppliedManifestWorkFailed")
+    );
+    assert!(
+        env.configmaps()
+            .get_opt("good")
+            .await
+            .expect("get")
+            .is_some()
+    );
+}

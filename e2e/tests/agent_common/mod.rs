@@ -1,0 +1,375 @@
+//! Shared setup of the agent integration tests: a hub namespace (= the spoke cluster name) and a
+//! spoke namespace per test, the real `work-agent` binary started against them, and waits on the
+//! ManifestWork status.
+#![allow(dead_code)] // each test binary uses a different part
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use test_support::{AgentProcess, TestCluster, free_port, unique_name, wait_for};
+use work_api::{AppliedManifestWork, ManifestWork};
+
+/// Generous: two cores shared by three control planes and parallel tests.
+pub const TIMEOUT: Duration = Duration::from_secs(90);
+
+/// One test's world: hub and spoke, a cluster namespace on the hub, a namespace on the spoke,
+/// and a running agent.
+pub struct Env {
+    /// The hub the agent serves.
+    pub hub: TestCluster,
+    /// The spoke.
+    pub spoke: TestCluster,
+    /// Hub namespace = managed cluster name.
+    pub cluster: String,
+    /// Spoke namespace for the test's objects.
+    pub ns: String,
+    /// The agent process.
+    pub agent: AgentProcess,
+    extra_args: Vec<String>,
+}
+
+/// Arguments to run the agent for `cluster` against the two control planes.
+pub fn agent_args(hub: &Path, spoke: &Path, cluster: &str, extra: &[String]) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "run",
+        "--spoke-cluster-name",
+        cluster,
+        "--hub-kubeconfig",
+        &hub.display().to_string(),
+        "--spoke-kubeconfig",
+        &spoke.display().to_string(),
+        "--http-address",
+        &format!("127.0.0.1:{}", free_port()),
+        "--leader-elect=false",
+        "--log-level",
+        "debug,kube=info,hyper=info,hyper_util=info,rustls=info,tower=info",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(extra.iter().cloned());
+    args
+}
+
+impl Env {
+    /// Hub with our CRDs, default agent flags.
+    pub async fn start(prefix: &str) -> Env {
+        Self::start_with(TestCluster::hub().await, prefix, &[]).await
+    }
+
+    /// A given hub and extra agent flags.
+    pub async fn start_with(hub: TestCluster, prefix: &str, extra: &[&str]) -> Env {
+        let spoke = TestCluster::spoke().await;
+        let cluster = hub.namespace(prefix).await;
+        let ns = spoke.namespace(prefix).await;
+        let extra_args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let agent = AgentProcess::start(agent_args(
+            &hub.kubeconfig,
+            &spoke.kubeconfig,
+            &cluster,
+            &extra_args,
+        ));
+        Env {
+            hub,
+            spoke,
+            cluster,
+            ns,
+            agent,
+            extra_args,
+        }
+    }
+
+    /// Starts the agent again (after `agent.kill()`).
+    pub fn restart_agent(&mut self) {
+        self.agent = AgentProcess::start(agent_args(
+            &self.hub.kubeconfig,
+            &self.spoke.kubeconfig,
+            &self.cluster,
+            &self.extra_args,
+        ));
+    }
+
+    /// ManifestWorks of the test's cluster namespace.
+    pub fn works(&self) -> Api<ManifestWork> {
+        Api::namespaced(self.hub.client.clone(), &self.cluster)
+    }
+
+    /// AppliedManifestWorks on the spoke.
+    pub fn applied_works(&self) -> Api<AppliedManifestWork> {
+        Api::all(self.spoke.client.clone())
+    }
+
+    /// The AppliedManifestWork name of a work.
+    pub fn applied_name(&self, work: &str) -> String {
+        work_api::applied_manifest_work_name(&work_api::hub_hash(&self.hub.server_url), work)
+    }
+
+    /// A unique work name (the hub and spoke are shared by parallel tests, and AppliedManifestWork
+    /// names only carry the hub hash and the work name).
+    pub fn work_name(&self, prefix: &str) -> String {
+        unique_name(prefix)
+    }
+
+    /// Creates a ManifestWork in the cluster namespace from a JSON spec.
+    pub async fn create_work(&self, name: &str, spec: Value) -> ManifestWork {
+        let work: ManifestWork = serde_json::from_value(json!({
+            "apiVersion": "work.open-cluster-management.io/v1",
+            "kind": "ManifestWork",
+            "metadata": {"name": name, "namespace": self.cluster},
+            "spec": spec,
+        }))
+        .expect("test ManifestWork decodes");
+        self.works()
+            .create(&PostParams::default(), &work)
+            .await
+            .unwrap_or_else(|e| panic!("creating ManifestWork {name}: {e}"))
+    }
+
+    /// Replaces a work's spec (merge patch of `spec`).
+    pub async fn patch_work_spec(&self, name: &str, spec: Value) {
+        self.works()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({ "spec": spec })),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("patching ManifestWork {name}: {e}"));
+    }
+
+    /// Deletes a work on the hub.
+    pub async fn delete_work(&self, name: &str) {
+        self.works()
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("deleting ManifestWork {name}: {e}"));
+    }
+
+    /// Waits until the work satisfies `pred`; the panic names `what` and shows the last status.
+    pub async fn wait_work<F>(&self, name: &str, what: &str, pred: F) -> ManifestWork
+    where
+        F: Fn(&ManifestWork) -> bool,
+    {
+        let api = self.works();
+        let log = self.agent.log_path().display().to_string();
+        let description = format!("ManifestWork {name}: {what} (agent log {log})");
+        wait_for(&description, TIMEOUT, || {
+            let api = api.clone();
+            let pred = &pred;
+            async move {
+                match api.get_opt(name).await {
+                    Ok(Some(w)) if pred(&w) => Ok(w),
+                    Ok(Some(w)) => Err(format!(
+                        "status: {}",
+                        serde_json::to_string(&w.status).unwrap_or_default()
+                    )),
+                    Ok(None) => Err("no such work".to_string()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Waits until the work is gone from the hub.
+    pub async fn wait_work_gone(&self, name: &str) {
+        let api = self.works();
+        let description = format!(
+            "ManifestWork {name} deleted (agent log {})",
+            self.agent.log_path().display()
+        );
+        wait_for(&description, TIMEOUT, || {
+            let api = api.clone();
+            async move {
+                match api.get_opt(name).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(w)) => Err(format!(
+                        "still there, finalizers {:?}, status {}",
+                        w.metadata.finalizers,
+                        serde_json::to_string(&w.status).unwrap_or_default()
+                    )),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        })
+        .await
+    }
+
+    /// A dynamic API for a spoke resource in the test namespace.
+    pub fn spoke_api(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+        plural: &str,
+    ) -> Api<DynamicObject> {
+        let ar = ApiResource {
+            group: group.into(),
+            version: version.into(),
+            api_version: if group.is_empty() {
+                version.into()
+            } else {
+                format!("{group}/{version}")
+            },
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        Api::namespaced_with(self.spoke.client.clone(), &self.ns, &ar)
+    }
+
+    /// ConfigMaps in the spoke namespace.
+    pub fn configmaps(&self) -> Api<DynamicObject> {
+        self.spoke_api("", "v1", "ConfigMap", "configmaps")
+    }
+
+    /// Waits until a spoke object exists and satisfies `pred`.
+    pub async fn wait_object<F>(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        what: &str,
+        pred: F,
+    ) -> DynamicObject
+    where
+        F: Fn(&DynamicObject) -> bool,
+    {
+        let description = format!(
+            "spoke object {name}: {what} (agent log {})",
+            self.agent.log_path().display()
+        );
+        wait_for(&description, TIMEOUT, || {
+            let api = api.clone();
+            let pred = &pred;
+            async move {
+                match api.get_opt(name).await {
+                    Ok(Some(o)) if pred(&o) => Ok(o),
+                    Ok(Some(o)) => Err(format!(
+                        "object: {}",
+                        serde_json::to_string(&o).unwrap_or_default()
+                    )),
+                    Ok(None) => Err("absent".to_string()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Waits until a spoke object is gone.
+    pub async fn wait_object_gone(&self, api: &Api<DynamicObject>, name: &str) {
+        let description = format!(
+            "spoke object {name} gone (agent log {})",
+            self.agent.log_path().display()
+        );
+        wait_for(&description, TIMEOUT, || {
+            let api = api.clone();
+            async move {
+                match api.get_opt(name).await {
+                    Ok(None) => Ok(()),
+                    Ok(Some(o)) => Err(format!(
+                        "still there; ownerReferences {:?}, deletionTimestamp {:?}",
+                        o.metadata.owner_references, o.metadata.deletion_timestamp
+                    )),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// A ConfigMap manifest in `ns`.
+pub fn configmap(ns: &str, name: &str, data: Value) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns},
+        "data": data,
+    })
+}
+
+/// A Job manifest in `ns` that kwok runs to completion.
+pub fn job(ns: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "registry.invalid/noop:1", "command": ["true"]}]
+            }}
+        }
+    })
+}
+
+/// A work-level condition.
+pub fn work_condition<'a>(work: &'a ManifestWork, type_: &str) -> Option<&'a Condition> {
+    work.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// A manifest-level condition (by ordinal).
+pub fn manifest_condition<'a>(
+    work: &'a ManifestWork,
+    ordinal: i32,
+    type_: &str,
+) -> Option<&'a Condition> {
+    work.status
+        .as_ref()?
+        .resource_status
+        .as_ref()?
+        .manifests
+        .iter()
+        .find(|m| m.resource_meta.ordinal == ordinal)?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// Whether a work-level condition has this status.
+pub fn work_is(work: &ManifestWork, type_: &str, status: &str) -> bool {
+    work_condition(work, type_).is_some_and(|c| c.status == status)
+}
+
+/// Whether a manifest-level condition has this status.
+pub fn manifest_is(work: &ManifestWork, ordinal: i32, type_: &str, status: &str) -> bool {
+    manifest_condition(work, ordinal, type_).is_some_and(|c| c.status == status)
+}
+
+/// Names of the AppliedManifestWorks owning an object.
+pub fn owners(obj: &DynamicObject) -> Vec<String> {
+    obj.metadata
+        .owner_references
+        .as_ref()
+        .map(|refs| {
+            refs.iter()
+                .filter(|r| r.kind == "AppliedManifestWork")
+                .map(|r| r.name.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `data` of a ConfigMap.
+pub fn data(obj: &DynamicObject) -> BTreeMap<String, String> {
+    obj.data
+        .get("data")
+        .and_then(|d| serde_json::from_value(d.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// resourceVersion of an object.
+pub fn rv(obj: &DynamicObject) -> String {
+    obj.metadata.resource_version.clone().unwrap_or_default()
+}

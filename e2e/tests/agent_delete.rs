@@ -1,0 +1,131 @@
+//! Deleting a ManifestWork with each deletion policy, against real API servers.
+
+mod agent_common;
+
+use agent_common::*;
+use serde_json::json;
+
+#[tokio::test]
+async fn foreground_deletes_the_resources_then_the_finalizers() {
+    let env = Env::start("delete-fg").await;
+    let name = env.work_name("fg");
+    env.create_work(
+        &name,
+        json!({"workload": {"manifests": [
+            configmap(&env.ns, "a", json!({"k": "v"})),
+            job(&env.ns, "j"),
+        ]}}),
+    )
+    .await;
+    env.wait_work(&name, "Applied", |w| work_is(w, "Applied", "True"))
+        .await;
+    let cms = env.configmaps();
+    let jobs = env.spoke_api("batch", "v1", "Job", "jobs");
+    env.wait_object(&jobs, "j", "exists", |_| true).await;
+    env.delete_work(&name).await;
+    env.wait_work_gone(&name).await;
+    // The finalizer is removed only once the resources are gone.
+    assert!(cms.get_opt("a").await.expect("get").is_none());
+    assert!(jobs.get_opt("j").await.expect("get").is_none());
+    assert!(
+        env.applied_works()
+            .get_opt(&env.applied_name(&name))
+            .await
+            .expect("get")
+            .is_none(),
+        "AppliedManifestWork left behind"
+    );
+}
+
+#[tokio::test]
+async fn orphan_keeps_every_resource_without_our_owner() {
+    let env = Env::start("delete-orphan").await;
+    let name = env.work_name("orphan");
+    env.create_work(
+        &name,
+        json!({
+            "workload": {"manifests": [configmap(&env.ns, "kept", json!({"k": "v"}))]},
+            "deleteOption": {"propagationPolicy": "Orphan"}
+        }),
+    )
+    .await;
+    env.wait_work(&name, "Applied", |w| work_is(w, "Applied", "True"))
+        .await;
+    env.delete_work(&name).await;
+    env.wait_work_gone(&name).await;
+    let kept = env
+        .configmaps()
+        .get("kept")
+        .await
+        .expect("orphaned ConfigMap still exists");
+    assert!(kept.metadata.deletion_timestamp.is_none());
+    assert!(owners(&kept).is_empty(), "{:?}", owners(&kept));
+}
+
+#[tokio::test]
+async fn selectively_orphan_keeps_only_the_matched_resources() {
+    let env = Env::start("delete-selective").await;
+    let name = env.work_name("selective");
+    env.create_work(
+        &name,
+        json!({
+            "workload": {"manifests": [
+                configmap(&env.ns, "kept", json!({"k": "v"})),
+                configmap(&env.ns, "gone", json!({"k": "v"})),
+            ]},
+            "deleteOption": {"propagationPolicy": "SelectivelyOrphan", "selectivelyOrphans": {
+                "orphaningRules": [{"group": "", "resource": "configmaps", "name": "kept", "namespace": env.ns}]
+            }}
+        }),
+    )
+    .await;
+    env.wait_work(&name, "Applied", |w| work_is(w, "Applied", "True"))
+        .await;
+    let cms = env.configmaps();
+    let gone = env.wait_object(&cms, "gone", "applied", |_| true).await;
+    assert_eq!(owners(&gone), vec![env.applied_name(&name)]);
+    env.delete_work(&name).await;
+    env.wait_work_gone(&name).await;
+    env.wait_object_gone(&cms, "gone").await;
+    let kept = cms.get("kept").await.expect("orphaned ConfigMap");
+    assert!(owners(&kept).is_empty());
+}
+
+#[tokio::test]
+async fn the_work_shows_deleting_while_resources_wait_on_a_finalizer() {
+    let env = Env::start("delete-wait").await;
+    let name = env.work_name("wait");
+    let mut cm = configmap(&env.ns, "held", json!({"k": "v"}));
+    cm["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    env.create_work(&name, json!({"workload": {"manifests": [cm]}}))
+        .await;
+    env.wait_work(&name, "Applied", |w| work_is(w, "Applied", "True"))
+        .await;
+    env.delete_work(&name).await;
+    let work = env
+        .wait_work(&name, "Deleting True", |w| work_is(w, "Deleting", "True"))
+        .await;
+    assert_eq!(
+        work_condition(&work, "Deleting").map(|c| c.reason.as_str()),
+        Some("WorkDeleting")
+    );
+    // The resource cannot go away yet, so neither can the work.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    assert!(env.works().get_opt(&name).await.expect("get").is_some());
+    env.configmaps()
+        .patch(
+            "held",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("release the test finalizer");
+    env.wait_work_gone(&name).await;
+    assert!(
+        env.configmaps()
+            .get_opt("held")
+            .await
+            .expect("get")
+            .is_none()
+    );
+}

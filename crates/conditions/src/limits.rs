@@ -302,7 +302,7 @@ fn tick() -> bool {
         t.set(n);
         n
     });
-    if ticks % 64 == 0
+    if ticks.is_multiple_of(64)
         && let Some(deadline) = DEADLINE.with(|d| d.get())
         && Instant::now() > deadline
     {

@@ -109,7 +109,7 @@ mod tests {
     #[test]
     fn new_conditions_are_appended_and_others_kept() {
         let update = ConditionUpdate::new("Healthy", Status::False, "ConditionRuleEvaluated", "x");
-        let out = merge_conditions(&existing(), &[update.clone()], None, time(300));
+        let out = merge_conditions(&existing(), std::slice::from_ref(&update), None, time(300));
         assert_eq!(out.len(), 3);
         assert_eq!(out[2].type_, "Healthy");
         assert_eq!(out[2].last_transition_time, time(300));

@@ -104,12 +104,14 @@ impl Evaluator {
         if complete.is_empty() {
             return None;
         }
-        let scope = rules::ObjectScope::new(self, object);
-        Some(complete.iter().all(|rule| {
-            scope
-                .evaluate_rule(rule)
-                .is_some_and(|c| c.status == crate::Status::True)
-        }))
+        limits::with_stack(&self.limits, || {
+            let scope = rules::ObjectScope::new(self, object);
+            Some(complete.iter().all(|rule| {
+                scope
+                    .evaluate_rule(rule)
+                    .is_some_and(|c| c.status == crate::Status::True)
+            }))
+        })
     }
 
     /// One expression, for the CLI: the result converted to JSON, or an error saying what
@@ -137,7 +139,7 @@ impl Evaluator {
                 });
             }
         }
-        let value = self.run(&compiled, &ctx)?;
+        let value = limits::with_stack(&self.limits, || self.run(&compiled, &ctx))?;
         convert::value_to_json(&value)
     }
 
@@ -161,7 +163,12 @@ impl Evaluator {
     /// Runs a compiled expression within the evaluation budget.
     pub(crate) fn run(&self, expr: &IdedExpr, ctx: &Context<'_, '_>) -> Result<Value, EvalError> {
         let budget = Budget::start(&self.limits);
-        let result = Value::resolve(expr, ctx);
+        // cel is third-party code run on user input: a panic in it must not take the agent down.
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Value::resolve(expr, ctx)))
+                .map_err(|_| EvalError::Internal {
+                    message: "the CEL interpreter panicked".to_string(),
+                })?;
         // A stopped evaluation's result is meaningless, whatever it is.
         budget.finish()?;
         result.map_err(|e| EvalError::Runtime {

@@ -30,6 +30,25 @@ pub(crate) const BUDGET_FUNCTION: &str = "@budget";
 /// Stack of the thread that parses an expression.
 pub(crate) const PARSE_STACK_BYTES: usize = 256 * 1024 * 1024;
 
+/// Stack one syntax-tree level may take while evaluating (measured on nested list literals
+/// and `+` chains, the deepest-framed shapes; debug builds have much bigger frames).
+const STACK_PER_LEVEL: usize = if cfg!(debug_assertions) {
+    96 * 1024
+} else {
+    16 * 1024
+};
+/// Stack an evaluation needs besides its levels.
+const STACK_BASE: usize = 256 * 1024;
+
+/// Runs `f` (an evaluation) on the current stack when enough of it is left for an expression
+/// at the depth limit, and on a freshly allocated stack otherwise. The interpreter recurses once
+/// per level, and callers (e.g. tokio workers with 2 MiB) may not have room.
+pub(crate) fn with_stack<R>(limits: &Limits, f: impl FnOnce() -> R) -> R {
+    let needed =
+        STACK_BASE.saturating_add(limits.max_nesting_depth.saturating_mul(STACK_PER_LEVEL));
+    stacker::maybe_grow(needed, needed.saturating_mul(2), f)
+}
+
 /// Limits on expressions and evaluation.
 #[derive(Clone, Debug)]
 pub struct Limits {

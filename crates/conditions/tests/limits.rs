@@ -235,3 +235,59 @@ fn evaluator_is_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Evaluator>();
 }
+
+#[test]
+fn expressions_at_the_depth_limit_evaluate_on_a_small_stack() {
+    // Tokio worker threads have 2 MiB stacks; evaluation happens on the caller's thread.
+    let handle = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(|| {
+            let ev = Evaluator::new(Limits::default());
+            let depth = ev.limits().max_nesting_depth - 4;
+            let object = json!({"items": [1]});
+            let shapes = [
+                format!("{}1{} == 1", "(".repeat(depth), ")".repeat(depth)),
+                format!("{}true", "!".repeat(depth)),
+                format!("size({}1{}) == 1", "[".repeat(depth), "]".repeat(depth)),
+                format!("{}1 > 0", "1 + ".repeat(depth / 2)),
+                format!(
+                    "{}true{}",
+                    "object.items.all(x, ".repeat(depth / 4),
+                    ")".repeat(depth / 4)
+                ),
+            ];
+            for source in &shapes {
+                let result = ev.eval_expression(source, &Bindings::Object(&object));
+                assert!(result.is_ok(), "{source}: {result:?}");
+            }
+        })
+        .unwrap();
+    handle.join().expect("evaluation overflowed a 2 MiB stack");
+}
+
+#[test]
+fn comprehensions_over_maps_are_metered_too() {
+    let ev = Evaluator::new(Limits {
+        max_iterations: 50,
+        ..Limits::default()
+    });
+    let labels: serde_json::Map<String, serde_json::Value> =
+        (0..40).map(|i| (format!("k{i}"), json!(i))).collect();
+    let object = json!({"metadata": {"labels": labels}});
+    let one = "object.metadata.labels.exists(k, k == 'k39')";
+    assert_eq!(
+        ev.eval_expression(one, &Bindings::Object(&object)).unwrap(),
+        json!(true)
+    );
+    let nested = "object.metadata.labels.all(k, object.metadata.labels.all(j, k != '' && j != ''))";
+    let err = ev
+        .eval_expression(nested, &Bindings::Object(&object))
+        .unwrap_err();
+    assert!(matches!(err, EvalError::Timeout { .. }), "{err:?}");
+    let filtered = "object.metadata.labels.filter(k, object.metadata.labels[k] < 3).size()";
+    assert_eq!(
+        ev.eval_expression(filtered, &Bindings::Object(&object))
+            .unwrap(),
+        json!(3)
+    );
+}

@@ -13,16 +13,33 @@
 //!   starts with `ConditionRule`) so that every rule-made reason starts with `ConditionRule`,
 //!   which is how rule-made conditions are recognised (upstream OCM does the same).
 //! - Message precedence: a map result's `message`, else `messageExpression` (variables `object`
-//!   and `result`), else the rule's `message`, else the default "Manifest is <C>" / "Manifest is
-//!   not <C>" (for well-known rules, their own message). A failing `messageExpression` does not
+//!   and `result`), else the rule's `message`, else the default `"Manifest is <C>"` / `"Manifest is
+//!   not <C>"` (for well-known rules, their own message). A failing `messageExpression` does not
 //!   change the status (as upstream): the message then says what failed. Messages are capped at
 //!   32768 bytes.
 //! - Stale status (`status.observedGeneration` != `metadata.generation`, both integers): every
 //!   rule yields Unknown / [`reasons::CONDITION_RULE_STALE_STATUS`] without being evaluated.
-//! - Bounds: see [`Limits`]. Expressions are checked lexically before parsing, parsed on a
-//!   thread with a large stack, and their AST depth is checked before they are cached. At run
-//!   time each comprehension's range is wrapped so that every iteration is counted and the
-//!   deadline checked: a runaway evaluation stops itself and gives [`EvalError::Timeout`].
+//! - CEL environment: the standard library with optional types (`a.?b`, `optional.of`), the
+//!   `strings`, `lists`, `math` and `base64` extensions of cel 0.15, and the Kubernetes
+//!   libraries: `hasConditions(map)` (OCM: true iff the map's `conditions` is a non-empty list),
+//!   list `sum()`, `min()`, `max()`, `isSorted()`, `indexOf(x)`, `lastIndexOf(x)`, regex
+//!   `string.find(re)`, `string.findAll(re[, limit])`, and `quantity(s)`, `isQuantity(s)` with
+//!   `compareTo`, `isLessThan`, `isGreaterThan`, `add`, `sub` (quantity or int), `asInteger`,
+//!   `asApproximateFloat`, `isInteger`, `sign`. JSON integers are CEL `int`s. Not provided:
+//!   the Kubernetes `url` library.
+//! - Bounds ([`Limits`], defaults in parentheses): sources longer than `max_expression_len`
+//!   (10 KiB) or nested (brackets plus runs of unary operators) deeper than `max_nesting_depth`
+//!   (64) are rejected before parsing; parsing runs on a thread with a 256 MiB (virtual) stack
+//!   and the parsed tree's depth is checked against the same limit. Compiled expressions (and
+//!   compile errors) are cached, at most `cache_capacity` (4096), oldest evicted first.
+//!   At run time each comprehension's range is wrapped so that every iteration counts against
+//!   `max_iterations` (1,000,000) and the clock is read every 64 iterations against
+//!   `max_evaluation_time` (100 ms): a runaway evaluation stops itself (on the caller's thread,
+//!   no worker threads, nothing left running) and gives [`EvalError::Timeout`]. Trade-off: work
+//!   outside comprehensions is not metered; it is bounded by the expression size times the
+//!   input size (a single regex or list function call over the object). Evaluation runs on a
+//!   freshly allocated stack when the caller's thread has too little left for an expression at
+//!   the depth limit. A panic inside the interpreter becomes [`EvalError::Internal`].
 //!
 //! Deviations from the contract sketch: [`merge_conditions`] keeps conditions that are not in
 //! `updates`; [`replace_conditions`] drops them.

@@ -15,7 +15,7 @@ pub enum Availability<'a> {
     FetchFailed(&'a str),
 }
 
-/// `Applied`: True "Apply manifest complete", or False "Failed to apply manifest: <error>".
+/// `Applied`: True "Apply manifest complete", or False `"Failed to apply manifest: <error>"`.
 pub fn applied_condition(result: Result<(), &str>) -> ConditionUpdate {
     match result {
         Ok(()) => ConditionUpdate::new(
@@ -33,7 +33,7 @@ pub fn applied_condition(result: Result<(), &str>) -> ConditionUpdate {
     }
 }
 
-/// `Available`: True, False, or Unknown "Failed to fetch resource: <error>".
+/// `Available`: True, False, or Unknown `"Failed to fetch resource: <error>"`.
 pub fn available_condition(state: Availability) -> ConditionUpdate {
     match state {
         Availability::Exists => ConditionUpdate::new(

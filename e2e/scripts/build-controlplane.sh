@@ -2,14 +2,19 @@
 # Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok from the Go module
 # proxy into a cache under ~/.cache keyed by their versions. Prints the cache directory on stdout
 # (last line); progress and step timings go to stderr. A second run with the cache present builds
-# nothing.
+# nothing. kubectl (used by the scripts to create the node and install CRDs) is taken from PATH;
+# on a machine without one it is built from the same modules into the cache as well
+# (BUILD_KUBECTL=1 forces that).
 set -euo pipefail
 K8S=${K8S:-1.35.4}
 ETCD=${ETCD:-3.6.16}
 KWOK=${KWOK:-0.8.0}
 OUT=${TESTBIN_DIR:-$HOME/.cache/work-agent/testbins/k8s-$K8S-etcd-$ETCD-kwok-$KWOK}
 log() { printf '[build-controlplane] %s\n' "$*" >&2; }
-if [ -f "$OUT/.complete" ]; then
+need_kubectl() {
+  [ ! -x "$OUT/kubectl" ] && { [ "${BUILD_KUBECTL:-0}" = 1 ] || ! command -v kubectl >/dev/null; }
+}
+if [ -f "$OUT/.complete" ] && ! need_kubectl; then
   log "cached: $OUT"
   echo "$OUT"
   exit 0
@@ -26,6 +31,13 @@ step_done() { log "$1 took $(( $(date +%s) - step_start ))s"; }
 MINOR=$(echo "$K8S" | cut -d. -f2)
 SV="v0.${K8S#1.}"
 
+# kubectl only: the main binaries are cached, this machine just lacks kubectl.
+ONLY_KUBECTL=0
+[ -f "$OUT/.complete" ] && ONLY_KUBECTL=1
+KUBE_CMDS=(k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler)
+[ "$ONLY_KUBECTL" = 1 ] && KUBE_CMDS=()
+need_kubectl && KUBE_CMDS+=(k8s.io/kubernetes/cmd/kubectl)
+
 step "kube: resolving modules (k8s.io/kubernetes v$K8S)"
 mkdir "$W/kube"
 cd "$W/kube"
@@ -37,7 +49,9 @@ fi
   printf 'module local/kubebins\n\n'
   grep -E '^(go|godebug) ' "$KMOD"
   echo
-  printf 'tool (\n\tk8s.io/kubernetes/cmd/kube-apiserver\n\tk8s.io/kubernetes/cmd/kube-controller-manager\n\tk8s.io/kubernetes/cmd/kube-scheduler\n)\n\n'
+  printf 'tool (\n'
+  printf '\t%s\n' "${KUBE_CMDS[@]}"
+  printf ')\n\n'
   printf 'require k8s.io/kubernetes v%s\n\nreplace (\n' "$K8S"
   sed -n 's#^[[:space:]]*\(k8s.io/[a-z0-9-]*\) => \./staging/src/.*#\1#p' "$KMOD" |
     while read -r m; do printf '\t%s => %s %s\n' "$m" "$m" "$SV"; done
@@ -46,15 +60,19 @@ fi
 go mod tidy
 step_done "kube: module resolution"
 
-step "kube: building kube-apiserver, kube-controller-manager, kube-scheduler"
+step "kube: building ${KUBE_CMDS[*]##*/}"
 LD="-s -w"
 NOW=$(date -u +%Y-%m-%dT%H:%M:%SZ)
 for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   LD="$LD -X $p.gitVersion=v$K8S -X $p.gitMajor=1 -X $p.gitMinor=$MINOR -X $p.gitTreeState=clean -X $p.buildDate=$NOW"
 done
-go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="$LD" -o "$OUT/" \
-  k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kube-scheduler
+go build -trimpath -tags=selinux,notest,grpcnotrace -ldflags="$LD" -o "$OUT/" "${KUBE_CMDS[@]}"
 step_done "kube: build"
+if [ "$ONLY_KUBECTL" = 1 ]; then
+  "$OUT/kubectl" version --client >&2
+  echo "$OUT"
+  exit 0
+fi
 
 step "etcd v$ETCD"
 mkdir "$W/etcd"

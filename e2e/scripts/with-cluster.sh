@@ -39,6 +39,9 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 t0=$SECONDS
+# Logs and credentials of an earlier run would only confuse the post-mortem of this one.
+reap_agents
+rm -rf "$RUN_ROOT/agent-logs" "$RUN_ROOT/kubeconfigs"
 if ! "$HERE/test-clusters.sh" up >&2; then
   log "FAILED: the control planes did not start; see the log tail above and $RUN_ROOT/*/*.log"
   exit 1

@@ -61,7 +61,7 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
         .cloned()
         .collect();
     match set_finalizers(&ctx.works(), work, remaining).await {
-        Ok(()) => {}
+        Ok(_) => {}
         Err(kube::Error::Api(s)) if s.is_not_found() => {}
         Err(e) => return Err(Error::Hub(e)),
     }
@@ -136,7 +136,7 @@ pub async fn cleanup_applied(
         .collect();
     if remaining.len() != current.finalizers().len() {
         match set_finalizers(&api, &current, remaining).await {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(kube::Error::Api(s)) if s.is_not_found() => {}
             Err(e) => return Err(Error::Spoke(e)),
         }

@@ -33,9 +33,14 @@ pub async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Result<Act
     if work.metadata.deletion_timestamp.is_some() {
         return deletion::finalize_work(&work, &ctx).await;
     }
-    ensure_finalizer(&ctx.works(), work.as_ref(), MANIFEST_WORK_FINALIZER)
+    // The patched object (new resourceVersion) saves the status writer a conflict.
+    let work = match ensure_finalizer(&ctx.works(), work.as_ref(), MANIFEST_WORK_FINALIZER)
         .await
-        .map_err(Error::Hub)?;
+        .map_err(Error::Hub)?
+    {
+        Some(patched) => Arc::new(patched),
+        None => work,
+    };
     let Some(applied) = ensure_applied_work(&work, &ctx).await? else {
         // Its AppliedManifestWork is being deleted on the spoke: re-create it once it is gone.
         return Ok(Action::requeue(Duration::from_secs(1)));
@@ -143,29 +148,30 @@ async fn ttl_step(work: &ManifestWork, ctx: &Context) -> Result<Action, Error> {
     }
 }
 
-/// Adds a finalizer if missing (optimistic locking on resourceVersion).
+/// Adds a finalizer if missing (optimistic locking on resourceVersion); returns the patched
+/// object when it wrote.
 pub(super) async fn ensure_finalizer<K>(
     api: &Api<K>,
     obj: &K,
     finalizer: &str,
-) -> Result<(), kube::Error>
+) -> Result<Option<K>, kube::Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     if obj.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(());
+        return Ok(None);
     }
     let mut finalizers = obj.finalizers().to_vec();
     finalizers.push(finalizer.to_string());
-    set_finalizers(api, obj, finalizers).await
+    set_finalizers(api, obj, finalizers).await.map(Some)
 }
 
-/// Replaces the finalizer list (optimistic locking on resourceVersion).
+/// Replaces the finalizer list (optimistic locking on resourceVersion); returns the new object.
 pub(super) async fn set_finalizers<K>(
     api: &Api<K>,
     obj: &K,
     finalizers: Vec<String>,
-) -> Result<(), kube::Error>
+) -> Result<K, kube::Error>
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -181,7 +187,6 @@ where
         &Patch::Merge(&patch),
     )
     .await
-    .map(|_| ())
 }
 
 /// The work's AppliedManifestWork, created with its finalizer when missing. `None` while it is
@@ -198,10 +203,10 @@ async fn ensure_applied_work(
             Ok(None)
         }
         Some(amw) => {
-            ensure_finalizer(&api, &amw, APPLIED_MANIFEST_WORK_FINALIZER)
+            let patched = ensure_finalizer(&api, &amw, APPLIED_MANIFEST_WORK_FINALIZER)
                 .await
                 .map_err(Error::Spoke)?;
-            Ok(Some(amw))
+            Ok(Some(patched.unwrap_or(amw)))
         }
         None => {
             let amw = AppliedManifestWork {

@@ -372,3 +372,63 @@ async fn a_bad_manifest_fails_alone() {
             .is_some()
     );
 }
+
+#[tokio::test]
+async fn status_feedback_reports_well_known_and_json_path_values() {
+    let env = Env::start("apply-feedback").await;
+    let name = env.work_name("feedback");
+    env.create_work(
+        &name,
+        json!({
+            "workload": {"manifests": [
+                job(&env.ns, "fb"),
+                configmap(&env.ns, "fb", json!({"k": "v"})),
+            ]},
+            "manifestConfigs": [
+                {"resourceIdentifier": {"group": "batch", "resource": "jobs", "name": "fb", "namespace": env.ns},
+                 "feedbackRules": [{"type": "WellKnownStatus"}]},
+                {"resourceIdentifier": {"resource": "configmaps", "name": "fb", "namespace": env.ns},
+                 "feedbackRules": [{"type": "JSONPaths", "jsonPaths": [
+                     {"name": "value", "path": ".data.k"},
+                     {"name": "absent", "path": ".data.nothing"}]}]}
+            ]
+        }),
+    )
+    .await;
+    let work = env
+        .wait_work(&name, "Job feedback JobComplete=True", |w| {
+            feedback_value(w, 0, "JobComplete").is_some_and(|v| v.string.as_deref() == Some("True"))
+        })
+        .await;
+    assert!(manifest_is(&work, 0, "StatusFeedbackSynced", "True"));
+    assert_eq!(
+        feedback_value(&work, 0, "JobSucceeded").and_then(|v| v.integer),
+        Some(1)
+    );
+    assert_eq!(
+        feedback_value(&work, 1, "value").and_then(|v| v.string.clone()),
+        Some("v".to_string())
+    );
+    assert!(feedback_value(&work, 1, "absent").is_none());
+    assert!(manifest_is(&work, 1, "StatusFeedbackSynced", "True"));
+}
+
+fn feedback_value(
+    work: &work_api::ManifestWork,
+    ordinal: i32,
+    name: &str,
+) -> Option<work_api::FieldValue> {
+    work.status
+        .as_ref()?
+        .resource_status
+        .as_ref()?
+        .manifests
+        .iter()
+        .find(|m| m.resource_meta.ordinal == ordinal)?
+        .status_feedback
+        .as_ref()?
+        .values
+        .iter()
+        .find(|v| v.name == name)
+        .map(|v| v.field_value.clone())
+}

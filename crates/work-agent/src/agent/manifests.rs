@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 use work_api::{
     AppliedManifestResourceMeta, ConditionRule, DeleteOption, DeletePropagationPolicy,
-    ManifestCondition, ManifestConfigOption, ManifestResourceMeta, ManifestWorkStatus,
-    UpdateStrategy, condition_types,
+    FeedbackRule, ManifestCondition, ManifestConfigOption, ManifestResourceMeta,
+    ManifestWorkStatus, UpdateStrategy, condition_types,
 };
 
 /// Identity of a raw manifest, read from its own fields.
@@ -86,6 +86,8 @@ pub struct ManifestSettings {
     pub strategy: UpdateStrategy,
     /// Condition rules (empty when none).
     pub rules: Vec<ConditionRule>,
+    /// Status feedback rules (empty when none).
+    pub feedback_rules: Vec<FeedbackRule>,
 }
 
 /// For each setting, the first matching config that sets it wins.
@@ -115,6 +117,11 @@ pub fn settings_for(
             .iter()
             .find(|c| !c.condition_rules.is_empty())
             .map(|c| c.condition_rules.clone())
+            .unwrap_or_default(),
+        feedback_rules: matching
+            .iter()
+            .find(|c| !c.feedback_rules.is_empty())
+            .map(|c| c.feedback_rules.clone())
             .unwrap_or_default(),
     }
 }

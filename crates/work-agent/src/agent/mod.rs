@@ -7,6 +7,7 @@ pub mod config;
 pub mod context;
 pub mod deletion;
 pub mod error;
+pub mod feedback;
 pub mod manifests;
 pub mod reconcile;
 pub mod states;

@@ -13,7 +13,8 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use work_api::{
     APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestResourceMeta, AppliedManifestWork,
-    AppliedManifestWorkSpec, MANIFEST_WORK_FINALIZER, ManifestWork, UpdateStrategyType,
+    AppliedManifestWorkSpec, MANIFEST_WORK_FINALIZER, ManifestWork, StatusFeedbackResult,
+    UpdateStrategyType,
 };
 
 use super::context::Context;
@@ -21,7 +22,7 @@ use super::error::Error;
 use super::manifests::{self, ManifestId};
 use super::status::{self, DesiredStatus, ManifestDesired};
 use super::watches::ObjectKey;
-use super::{deletion, states};
+use super::{deletion, feedback, states};
 use crate::metrics::{ApplyLabels, RuleResultLabels, StrategyLabels};
 
 /// Delay before retrying a manifest whose apply failed for a reason that may pass by itself.
@@ -390,6 +391,7 @@ async fn apply_manifests(
                 slots[idx] = Some(ManifestDesired::Conditions {
                     meta,
                     updates: vec![conditions::applied_condition(Err(&msg))],
+                    feedback: None,
                 });
                 continue;
             }
@@ -412,6 +414,7 @@ async fn apply_manifests(
                 slots[idx] = Some(ManifestDesired::Conditions {
                     meta: manifests::resource_meta(idx, &id, ""),
                     updates: vec![conditions::applied_condition(Err(&msg))],
+                    feedback: None,
                 });
                 continue;
             }
@@ -461,6 +464,7 @@ async fn apply_manifests(
             ctx.watches.ensure(&resolved);
         }
         let mut updates = Vec::new();
+        let mut feedback = None;
         match result {
             Ok(done) => {
                 ctx.metrics
@@ -508,6 +512,23 @@ async fn apply_manifests(
                         updates.extend(rule_updates);
                     }
                 }
+                if !settings.feedback_rules.is_empty() {
+                    let (values, error) = match &done.object {
+                        Some(object) => feedback::collect(
+                            &settings.feedback_rules,
+                            &resolved.group,
+                            &resolved.version,
+                            &resolved.kind,
+                            object,
+                        ),
+                        None => (Vec::new(), Some("the resource does not exist".to_string())),
+                    };
+                    updates.push(conditions::feedback_condition(match &error {
+                        Some(e) => Err(e.as_str()),
+                        None => Ok(()),
+                    }));
+                    feedback = Some(StatusFeedbackResult { values });
+                }
             }
             Err(e) => {
                 ctx.metrics
@@ -525,7 +546,11 @@ async fn apply_manifests(
                 updates.push(conditions::applied_condition(Err(&msg)));
             }
         }
-        slots[idx] = Some(ManifestDesired::Conditions { meta, updates });
+        slots[idx] = Some(ManifestDesired::Conditions {
+            meta,
+            updates,
+            feedback,
+        });
     }
     out.desired.manifests = slots.into_iter().flatten().collect();
     out

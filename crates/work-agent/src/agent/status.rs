@@ -4,7 +4,7 @@ use conditions::{Condition, ConditionUpdate, Status, reasons};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use work_api::{
     ManifestCondition, ManifestResourceMeta, ManifestResourceStatus, ManifestWorkStatus,
-    condition_types,
+    StatusFeedbackResult, condition_types,
 };
 
 /// What one manifest's status should say.
@@ -16,6 +16,8 @@ pub enum ManifestDesired {
         meta: ManifestResourceMeta,
         /// The conditions now.
         updates: Vec<ConditionUpdate>,
+        /// Status feedback values, when the manifest has feedback rules.
+        feedback: Option<StatusFeedbackResult>,
     },
     /// Sticky: a completed manifest's entry is kept as it is (only its ordinal follows the spec).
     Keep(ManifestCondition),
@@ -47,7 +49,11 @@ pub fn build_status(
         .iter()
         .map(|d| match d {
             ManifestDesired::Keep(entry) => entry.clone(),
-            ManifestDesired::Conditions { meta, updates } => {
+            ManifestDesired::Conditions {
+                meta,
+                updates,
+                feedback,
+            } => {
                 let previous = old_manifests
                     .iter()
                     .find(|m| same_manifest(&m.resource_meta, meta))
@@ -55,7 +61,7 @@ pub fn build_status(
                     .unwrap_or_default();
                 ManifestCondition {
                     resource_meta: meta.clone(),
-                    status_feedback: None,
+                    status_feedback: feedback.clone(),
                     conditions: conditions::replace_conditions(
                         previous,
                         updates,
@@ -199,6 +205,7 @@ mod tests {
                     conditions::applied_condition(Ok(())),
                     update("Ready", status, reasons::CONDITION_RULE_EVALUATED),
                 ],
+                feedback: None,
             }],
             deleting: false,
         }

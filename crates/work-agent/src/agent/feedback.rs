@@ -1,0 +1,334 @@
+//! Status feedback (`feedbackRules`): values read from the live object with JSON paths, reported
+//! in `status.resourceStatus.manifests[].statusFeedback`. Pure.
+//!
+//! Paths are the subset of Kubernetes JSONPath that feedback rules use in practice: fields
+//! (`.status.readyReplicas`, `.metadata.labels['app']`), indexes (`.spec.containers[0].image`) and
+//! equality filters (`.status.conditions[?(@.type=="Ready")].status`). A path that finds nothing
+//! yields no value (not an error), as upstream.
+
+use serde_json::Value;
+use work_api::{FeedbackRule, FeedbackType, FeedbackValue, FieldValue, JsonPath, ValueType};
+
+/// Longest JSON text reported as a `JsonRaw` value.
+pub const MAX_JSON_RAW: usize = 1024;
+
+/// The well-known status paths of a kind (upstream's list).
+fn well_known_paths(group: &str, kind: &str) -> &'static [(&'static str, &'static str)] {
+    match (group, kind) {
+        ("apps", "Deployment") => &[
+            ("ReadyReplicas", ".status.readyReplicas"),
+            ("Replicas", ".status.replicas"),
+            ("AvailableReplicas", ".status.availableReplicas"),
+        ],
+        ("batch", "Job") => &[
+            (
+                "JobComplete",
+                r#".status.conditions[?(@.type=="Complete")].status"#,
+            ),
+            ("JobSucceeded", ".status.succeeded"),
+        ],
+        ("", "Pod") => &[
+            (
+                "PodReady",
+                r#".status.conditions[?(@.type=="Ready")].status"#,
+            ),
+            ("PodPhase", ".status.phase"),
+        ],
+        _ => &[],
+    }
+}
+
+/// The values the rules give on `object`, and the errors met (joined) if any.
+pub fn collect(
+    rules: &[FeedbackRule],
+    group: &str,
+    version: &str,
+    kind: &str,
+    object: &Value,
+) -> (Vec<FeedbackValue>, Option<String>) {
+    let mut values = Vec::new();
+    let mut errors = Vec::new();
+    for rule in rules {
+        match &rule.type_ {
+            FeedbackType::WellKnownStatus => {
+                let paths = well_known_paths(group, kind);
+                if paths.is_empty() {
+                    errors.push(format!(
+                        "no well-known status for kind {kind} in group {group:?}"
+                    ));
+                }
+                for (name, path) in paths {
+                    read_one(name, path, object, &mut values, &mut errors);
+                }
+            }
+            FeedbackType::JsonPaths => {
+                for JsonPath {
+                    name,
+                    version: want,
+                    path,
+                } in &rule.json_paths
+                {
+                    if want
+                        .as_deref()
+                        .is_some_and(|v| !v.is_empty() && v != version)
+                    {
+                        errors.push(format!("version of path {name} does not match {version}"));
+                        continue;
+                    }
+                    read_one(name, path, object, &mut values, &mut errors);
+                }
+            }
+            other => errors.push(format!("unknown feedback rule type {:?}", other.as_str())),
+        }
+    }
+    // One value per name: the first rule that produced it wins.
+    let mut seen = std::collections::BTreeSet::new();
+    values.retain(|v: &FeedbackValue| seen.insert(v.name.clone()));
+    let error = (!errors.is_empty()).then(|| errors.join("; "));
+    (values, error)
+}
+
+fn read_one(
+    name: &str,
+    path: &str,
+    object: &Value,
+    values: &mut Vec<FeedbackValue>,
+    errors: &mut Vec<String>,
+) {
+    match evaluate(path, object) {
+        Ok(found) => match to_field_value(found) {
+            Ok(Some(field_value)) => values.push(FeedbackValue {
+                name: name.to_string(),
+                field_value,
+            }),
+            Ok(None) => {}
+            Err(e) => errors.push(format!("{name}: {e}")),
+        },
+        Err(e) => errors.push(format!("{name}: invalid path {path:?}: {e}")),
+    }
+}
+
+fn to_field_value(found: Vec<&Value>) -> Result<Option<FieldValue>, String> {
+    let value = match found.as_slice() {
+        [] => return Ok(None),
+        [one] => (*one).clone(),
+        many => Value::Array(many.iter().map(|v| (*v).clone()).collect()),
+    };
+    let mut fv = FieldValue::default();
+    match value {
+        Value::Null => return Ok(None),
+        Value::Bool(b) => {
+            fv.type_ = ValueType::Boolean;
+            fv.boolean = Some(b);
+        }
+        Value::String(s) => {
+            fv.type_ = ValueType::String;
+            fv.string = Some(s);
+        }
+        Value::Number(n) if n.is_i64() => {
+            fv.type_ = ValueType::Integer;
+            fv.integer = n.as_i64();
+        }
+        other => {
+            let raw = serde_json::to_string(&other).map_err(|e| e.to_string())?;
+            if raw.len() > MAX_JSON_RAW {
+                return Err(format!("value longer than {MAX_JSON_RAW} characters"));
+            }
+            fv.type_ = ValueType::JsonRaw;
+            fv.json_raw = Some(raw);
+        }
+    }
+    Ok(Some(fv))
+}
+
+/// One step of a path.
+#[derive(Debug, PartialEq)]
+enum Step {
+    Field(String),
+    Index(usize),
+    All,
+    Filter { field: String, equals: String },
+}
+
+fn parse(path: &str) -> Result<Vec<Step>, String> {
+    let path = path.trim();
+    let path = path
+        .strip_prefix('{')
+        .and_then(|p| p.strip_suffix('}'))
+        .unwrap_or(path);
+    let path = path.strip_prefix('$').unwrap_or(path);
+    let mut steps = Vec::new();
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            let field = &r[..end];
+            if field.is_empty() {
+                return Err("empty field name".into());
+            }
+            steps.push(Step::Field(field.to_string()));
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']').ok_or("unclosed [")?;
+            // A filter can contain ']' only inside quotes, which we do not support in values.
+            let inner = r[..end].trim();
+            rest = &r[end + 1..];
+            if inner == "*" {
+                steps.push(Step::All);
+            } else if let Some(filter) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')'))
+            {
+                let (lhs, rhs) = filter
+                    .split_once("==")
+                    .ok_or("only == filters are supported")?;
+                let field = lhs
+                    .trim()
+                    .strip_prefix("@.")
+                    .ok_or("a filter must compare a field of @")?;
+                let equals =
+                    unquote(rhs.trim()).ok_or("a filter must compare with a quoted string")?;
+                steps.push(Step::Filter {
+                    field: field.to_string(),
+                    equals,
+                });
+            } else if let Some(key) = unquote(inner) {
+                steps.push(Step::Field(key));
+            } else {
+                let index = inner
+                    .parse::<usize>()
+                    .map_err(|_| format!("bad index {inner:?}"))?;
+                steps.push(Step::Index(index));
+            }
+        } else {
+            return Err(format!("unexpected {rest:?}"));
+        }
+    }
+    Ok(steps)
+}
+
+fn unquote(s: &str) -> Option<String> {
+    let s = s.trim();
+    for q in ['"', '\''] {
+        if s.len() >= 2 && s.starts_with(q) && s.ends_with(q) {
+            return Some(s[1..s.len() - 1].to_string());
+        }
+    }
+    None
+}
+
+/// Every value the path reaches (missing keys reach nothing).
+fn evaluate<'a>(path: &str, object: &'a Value) -> Result<Vec<&'a Value>, String> {
+    let mut current = vec![object];
+    for step in parse(path)? {
+        let mut next = Vec::new();
+        for v in current {
+            match &step {
+                Step::Field(f) => next.extend(v.get(f.as_str())),
+                Step::Index(i) => next.extend(v.get(*i)),
+                Step::All => next.extend(v.as_array().into_iter().flatten()),
+                Step::Filter { field, equals } => {
+                    next.extend(v.as_array().into_iter().flatten().filter(|item| {
+                        item.get(field.as_str()).and_then(Value::as_str) == Some(equals.as_str())
+                    }))
+                }
+            }
+        }
+        current = next;
+    }
+    Ok(current)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn job() -> Value {
+        json!({"status": {"succeeded": 1, "conditions": [
+            {"type": "Complete", "status": "True"}, {"type": "Failed", "status": "False"}]}})
+    }
+
+    #[test]
+    fn well_known_job_status() {
+        let rules = vec![FeedbackRule {
+            type_: FeedbackType::WellKnownStatus,
+            json_paths: vec![],
+        }];
+        let (values, err) = collect(&rules, "batch", "v1", "Job", &job());
+        assert_eq!(err, None);
+        assert_eq!(values.len(), 2);
+        assert_eq!(values[0].name, "JobComplete");
+        assert_eq!(values[0].field_value.string.as_deref(), Some("True"));
+        assert_eq!(values[1].field_value.type_, ValueType::Integer);
+        assert_eq!(values[1].field_value.integer, Some(1));
+        let (none, err) = collect(&rules, "", "v1", "ConfigMap", &json!({}));
+        assert!(none.is_empty());
+        assert!(err.is_some_and(|e| e.contains("ConfigMap")));
+    }
+
+    #[test]
+    fn json_paths_of_every_value_type() {
+        let obj = json!({"metadata": {"labels": {"app.kubernetes.io/name": "x"}},
+            "spec": {"ok": true, "list": [{"a": 1}, {"a": 2}], "obj": {"k": "v"}}});
+        let path = |name: &str, path: &str| JsonPath {
+            name: name.into(),
+            version: None,
+            path: path.into(),
+        };
+        let rules = vec![FeedbackRule {
+            type_: FeedbackType::JsonPaths,
+            json_paths: vec![
+                path("label", ".metadata.labels['app.kubernetes.io/name']"),
+                path("ok", ".spec.ok"),
+                path("first", ".spec.list[0].a"),
+                path("all", ".spec.list[*].a"),
+                path("obj", ".spec.obj"),
+                path("missing", ".spec.nothing.here"),
+            ],
+        }];
+        let (values, err) = collect(&rules, "", "v1", "Thing", &obj);
+        assert_eq!(err, None);
+        let by = |n: &str| values.iter().find(|v| v.name == n).map(|v| &v.field_value);
+        assert_eq!(by("label").and_then(|v| v.string.as_deref()), Some("x"));
+        assert_eq!(by("ok").and_then(|v| v.boolean), Some(true));
+        assert_eq!(by("first").and_then(|v| v.integer), Some(1));
+        assert_eq!(by("all").and_then(|v| v.json_raw.as_deref()), Some("[1,2]"));
+        assert_eq!(
+            by("obj").and_then(|v| v.json_raw.as_deref()),
+            Some(r#"{"k":"v"}"#)
+        );
+        assert!(by("missing").is_none());
+    }
+
+    #[test]
+    fn bad_paths_and_versions_are_errors_not_panics() {
+        let rules = vec![FeedbackRule {
+            type_: FeedbackType::JsonPaths,
+            json_paths: vec![
+                JsonPath {
+                    name: "a".into(),
+                    version: None,
+                    path: ".spec[".into(),
+                },
+                JsonPath {
+                    name: "b".into(),
+                    version: Some("v2".into()),
+                    path: ".spec".into(),
+                },
+                JsonPath {
+                    name: "c".into(),
+                    version: None,
+                    path: "[?(@.x>1)]".into(),
+                },
+            ],
+        }];
+        let (values, err) = collect(&rules, "", "v1", "Thing", &json!({"spec": 1}));
+        assert!(values.is_empty());
+        let err = err.expect("errors");
+        assert!(
+            err.contains("a: invalid path")
+                && err.contains("version of path b")
+                && err.contains("c: invalid path"),
+            "{err}"
+        );
+    }
+}

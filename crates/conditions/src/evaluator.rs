@@ -151,6 +151,8 @@ impl Evaluator {
     /// The compiled `source`, from the cache.
     pub(crate) fn compile(&self, source: &str) -> Compiled {
         let env = self.env()?;
+        // Checked before the cache so that oversized sources are never stored as keys.
+        limits::check_source(source, &self.limits)?;
         self.cache
             .get_or_compile(source, |source| compile_uncached(env, source, &self.limits))
     }
@@ -186,10 +188,9 @@ impl Evaluator {
     }
 }
 
-/// Checks, parses (on a thread with a large stack: the parser recurses), checks the depth of
-/// and meters `source`.
+/// Parses `source` (on a thread with a large stack: the parser recurses), checks its depth and
+/// meters its comprehensions.
 fn compile_uncached(env: &Env, source: &str, limits: &Limits) -> Compiled {
-    limits::check_source(source, limits)?;
     let parser = env.parser();
     let parsed = std::thread::scope(|scope| {
         std::thread::Builder::new()

@@ -92,7 +92,88 @@ pub(crate) fn check_source(source: &str, limits: &Limits) -> Result<(), EvalErro
             limit: limits.max_nesting_depth,
         });
     }
+    // Operator chains parse into trees as deep as they are long, and the parser is slow on
+    // them (about a millisecond per operator in debug builds): reject long ones unparsed. The
+    // estimate over-counts, hence the slack; the parsed tree is checked exactly afterwards.
+    let chain = chain_depth(source);
+    if chain > limits.max_nesting_depth.saturating_mul(CHAIN_SLACK) {
+        return Err(EvalError::TooDeep {
+            depth: chain,
+            limit: limits.max_nesting_depth,
+        });
+    }
     Ok(())
+}
+
+/// How much longer than the depth limit an operator chain may look before parsing.
+const CHAIN_SLACK: usize = 2;
+
+/// An over-estimate of the syntax-tree depth that operator chains add: binary operators,
+/// member selections and ternaries count one each, `&&`, `||` and `,` start a new chain (the
+/// parser balances logical chains), and a bracketed group adds its own deepest chain plus one to
+/// the chain it is in.
+fn chain_depth(source: &str) -> usize {
+    let bytes = source.as_bytes();
+    // (ops in the current chain, deepest chain closed so far) per open bracket
+    let mut frames: Vec<(usize, usize)> = vec![(0, 0)];
+    let mut max = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        let next = bytes.get(i + 1).copied();
+        let mut step = 1;
+        match c {
+            b'\'' | b'"' => {
+                i = skip_string(bytes, i);
+                continue;
+            }
+            b'(' | b'[' | b'{' => frames.push((0, 0)),
+            b')' | b']' | b'}' => {
+                if frames.len() > 1
+                    && let Some((ops, deepest)) = frames.pop()
+                    && let Some(top) = frames.last_mut()
+                {
+                    top.0 += ops.max(deepest) + 1;
+                }
+            }
+            b'&' | b'|' if next == Some(c) => {
+                step = 2;
+                if let Some(top) = frames.last_mut() {
+                    top.1 = top.1.max(top.0);
+                    top.0 = 0;
+                }
+            }
+            b',' => {
+                if let Some(top) = frames.last_mut() {
+                    top.1 = top.1.max(top.0);
+                    top.0 = 0;
+                }
+            }
+            b'.' if i > 0
+                && bytes[i - 1].is_ascii_digit()
+                && next.is_some_and(|n| n.is_ascii_digit()) => {}
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'<' | b'>' | b'.' | b'?' | b':' => {
+                if matches!(next, Some(b'=')) {
+                    step = 2;
+                }
+                if let Some(top) = frames.last_mut() {
+                    top.0 += 1;
+                }
+            }
+            b'=' | b'!' if next == Some(b'=') => {
+                step = 2;
+                if let Some(top) = frames.last_mut() {
+                    top.0 += 1;
+                }
+            }
+            _ => {}
+        }
+        if let Some(top) = frames.last() {
+            max = max.max(top.0);
+        }
+        i += step;
+    }
+    max
 }
 
 /// Deepest bracket nesting plus unary-operator run, outside string literals; stops counting
@@ -463,7 +544,30 @@ mod tests {
     }
 
     #[test]
+    fn long_operator_chains_are_rejected_unparsed() {
+        let chain = vec!["1"; 200].join(" + ");
+        assert!(matches!(
+            check_source(&chain, &Limits::default()),
+            Err(EvalError::TooDeep { .. })
+        ));
+        let selects = format!("object{}", ".a".repeat(200));
+        assert!(check_source(&selects, &Limits::default()).is_err());
+    }
+
+    #[test]
+    fn logical_chains_and_lists_do_not_add_up() {
+        let clauses = vec!["object.status.a.b == object.spec.c.d + 1"; 100].join(" && ");
+        assert!(check_source(&clauses, &Limits::default()).is_ok());
+        let list = format!("[{}]", vec!["1 + 2"; 500].join(", "));
+        assert!(check_source(&list, &Limits::default()).is_ok());
+        assert_eq!(chain_depth("a.b + (c.d * e)"), 5);
+        assert_eq!(chain_depth("1.5 + 2.25"), 1);
+        assert_eq!(chain_depth("'a.b.c.d' + x"), 1);
+    }
+
+    #[test]
     fn not_equal_is_not_unary() {
-        assert!(check_source("1 != 2 && 3 != 4", &limits(0)).is_ok());
+        assert_eq!(lexical_depth("1 != 2 && 3 != 4", 10), 0);
+        assert_eq!(lexical_depth("!(1 != 2)", 10), 1);
     }
 }

@@ -46,20 +46,28 @@ fn ten_thousand_deep_expressions_are_rejected_not_overflowed() {
 }
 
 #[test]
-fn deep_binary_chains_are_rejected_after_parsing_on_the_big_stack() {
-    // No brackets: only the parsed tree shows the depth.
+fn deep_binary_chains_are_rejected() {
+    // No brackets: long chains are caught by the lexical estimate, medium ones by the depth of
+    // the parsed tree (parsed on the big stack).
     let ev = Evaluator::new(Limits {
         max_expression_len: 100_000,
         ..Limits::default()
     });
-    for op in [" + ", " * ", " - "] {
-        let source = vec!["1"; 5_000].join(op);
-        let err = ev.check_expression(&source).unwrap_err();
-        assert!(matches!(err, EvalError::TooDeep { .. }), "{op}: {err:?}");
+    for op in [" + ", " * ", " - ", " == ", "."] {
+        for terms in [100, 5_000] {
+            let source = vec!["a"; terms].join(op);
+            let start = Instant::now();
+            let err = ev.check_expression(&source).unwrap_err();
+            assert!(
+                matches!(err, EvalError::TooDeep { .. }),
+                "{op} x{terms}: {err:?}"
+            );
+            assert!(start.elapsed() < Duration::from_secs(5), "{op} x{terms}");
+        }
     }
     // The parser balances chains of `&&` and `||`, so those are shallow and fine.
     for op in [" && ", " || "] {
-        let source = vec!["true"; 5_000].join(op);
+        let source = vec!["true"; 2_000].join(op);
         assert_eq!(
             ev.eval_expression(&source, &Bindings::Object(&json!({})))
                 .unwrap(),
@@ -290,4 +298,18 @@ fn comprehensions_over_maps_are_metered_too() {
             .unwrap(),
         json!(3)
     );
+}
+
+#[test]
+fn oversized_sources_are_not_cached() {
+    let ev = Evaluator::new(Limits::default());
+    let huge = "1 == 1 && ".repeat(10_000) + "true";
+    for _ in 0..3 {
+        assert!(matches!(
+            ev.check_expression(&huge),
+            Err(EvalError::TooLong { .. })
+        ));
+    }
+    assert_eq!(ev.cached_expressions(), 0);
+    assert_eq!(ev.compile_count(), 0);
 }

@@ -79,7 +79,9 @@ impl fmt::Display for Finding {
         } else {
             &self.path
         };
-        write!(f, "{path}: {severity}: {}", self.message)
+        // One finding per line, so tools can split the output; CEL errors span several lines.
+        let message: Vec<&str> = self.message.lines().map(str::trim).collect();
+        write!(f, "{path}: {severity}: {}", message.join(" "))
     }
 }
 

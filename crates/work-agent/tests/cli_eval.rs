@@ -1,0 +1,306 @@
+//! `work-agent eval` through the real binary: every exit code and output shape.
+
+#[path = "cli_common.rs"]
+mod common;
+
+use common::{fixture, run, run_with_stdin};
+use serde_json::{Value, json};
+
+fn json_line(stdout: &str) -> Value {
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one line, got {stdout:?}");
+    serde_json::from_str(lines[0]).expect("the line is JSON")
+}
+
+#[test]
+fn integer_arithmetic_on_object_fields_prints_the_value() {
+    let job = fixture("job-complete.yaml");
+    let r = run(&[
+        "eval",
+        "--expression",
+        "object.spec.completions + 1",
+        "--object",
+        &job,
+    ]);
+    assert_eq!((r.code, r.stdout.trim()), (0, "2"), "{}", r.stderr);
+}
+
+#[test]
+fn a_false_result_still_exits_zero() {
+    let job = fixture("job-running.json");
+    let r = run(&[
+        "eval",
+        "-e",
+        "has(object.status.succeeded)",
+        "--object",
+        &job,
+    ]);
+    assert_eq!((r.code, r.stdout.trim()), (0, "false"), "{}", r.stderr);
+}
+
+#[test]
+fn json_output_is_one_line_with_value_then_error() {
+    let job = fixture("job-complete.yaml");
+    let r = run(&[
+        "eval",
+        "-e",
+        "object.status.succeeded",
+        "--object",
+        &job,
+        "--output",
+        "json",
+    ]);
+    assert_eq!(r.code, 0);
+    assert_eq!(r.stdout, "{\"value\": 1, \"error\": null}\n");
+}
+
+#[test]
+fn toplevel_binding_exposes_each_field() {
+    let job = fixture("job-complete.yaml");
+    let expr = "status.conditions.exists(c, c.type == 'Complete' && c.status == 'True') && metadata.name == 'pi'";
+    let r = run(&[
+        "eval", "-e", expr, "--object", &job, "--bind", "toplevel", "--output", "json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stdout);
+    assert_eq!(json_line(&r.stdout), json!({"value": true, "error": null}));
+    // `object` is not bound in that mode.
+    let r = run(&[
+        "eval",
+        "-e",
+        "object.status",
+        "--object",
+        &job,
+        "--bind",
+        "toplevel",
+        "--output",
+        "json",
+    ]);
+    assert_ne!(r.code, 0);
+}
+
+#[test]
+fn a_map_result_is_printed_as_json() {
+    let job = fixture("job-complete.yaml");
+    let expr = "{'status': object.status.succeeded >= 1, 'reason': 'Counted', 'message': 'n=' + string(object.status.succeeded)}";
+    let r = run(&["eval", "-e", expr, "--object", &job, "--output", "json"]);
+    assert_eq!(r.code, 0);
+    assert_eq!(
+        json_line(&r.stdout),
+        json!({"value": {"status": true, "reason": "Counted", "message": "n=1"}, "error": null})
+    );
+}
+
+#[test]
+fn a_runtime_error_exits_one() {
+    let job = fixture("job-running.json");
+    let r = run(&[
+        "eval",
+        "-e",
+        "object.status.succeeded > 0",
+        "--object",
+        &job,
+        "--output",
+        "json",
+    ]);
+    assert_eq!(r.code, 1);
+    let line = json_line(&r.stdout);
+    assert_eq!(line["value"], Value::Null);
+    assert!(
+        line["error"].as_str().unwrap().contains("succeeded"),
+        "{line}"
+    );
+    // Text mode: nothing on stdout, the error on stderr.
+    let r = run(&[
+        "eval",
+        "-e",
+        "object.status.succeeded > 0",
+        "--object",
+        &job,
+    ]);
+    assert_eq!((r.code, r.stdout.as_str()), (1, ""));
+    assert!(r.stderr.starts_with("error: "), "{}", r.stderr);
+}
+
+#[test]
+fn a_compile_error_exits_two() {
+    let job = fixture("job-complete.yaml");
+    let r = run(&[
+        "eval",
+        "-e",
+        "object.status.((",
+        "--object",
+        &job,
+        "--output",
+        "json",
+    ]);
+    assert_eq!(r.code, 2);
+    let line = json_line(&r.stdout);
+    assert_eq!(line["value"], Value::Null);
+    assert!(
+        line["error"].as_str().unwrap().starts_with("compile error"),
+        "{line}"
+    );
+}
+
+#[test]
+fn bad_input_exits_two_with_a_json_error() {
+    for (object, needle) in [
+        (fixture("does-not-exist.yaml"), "does-not-exist.yaml"),
+        (fixture("not-yaml.yaml"), "not valid YAML"),
+        (fixture("two-objects.yaml"), "2 documents"),
+    ] {
+        let r = run(&[
+            "eval", "-e", "true", "--object", &object, "--output", "json",
+        ]);
+        assert_eq!(r.code, 2, "{object}");
+        let line = json_line(&r.stdout);
+        assert_eq!(line["value"], Value::Null);
+        assert!(line["error"].as_str().unwrap().contains(needle), "{line}");
+    }
+}
+
+#[test]
+fn usage_errors_exit_two() {
+    let job = fixture("job-complete.yaml");
+    assert_eq!(run(&["eval", "--object", &job]).code, 2);
+    assert_eq!(run(&["eval", "-e", "true"]).code, 2);
+    assert_eq!(
+        run(&["eval", "-e", "true", "--object", &job, "--bind", "nope"]).code,
+        2
+    );
+}
+
+#[test]
+fn the_object_can_come_from_stdin() {
+    let r = run_with_stdin(
+        &["eval", "-e", "object.spec.replicas * 2", "--object", "-"],
+        Some("spec: {replicas: 21}\n"),
+    );
+    assert_eq!((r.code, r.stdout.trim()), (0, "42"), "{}", r.stderr);
+}
+
+fn conditions_of(status: &Value) -> Vec<(String, String, String, String)> {
+    status["conditions"]
+        .as_array()
+        .expect("conditions list")
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+            (s("type"), s("status"), s("reason"), s("message"))
+        })
+        .collect()
+}
+
+#[test]
+fn work_mode_prints_the_manifest_status_as_yaml() {
+    let r = run(&[
+        "eval",
+        "--work",
+        &fixture("work-job.yaml"),
+        "--object",
+        &fixture("job-complete.yaml"),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let status: Value = serde_norway::from_str(&r.stdout).expect("YAML output");
+    assert_eq!(
+        status["resourceMeta"],
+        json!({"ordinal": 1, "group": "batch", "version": "v1", "kind": "Job",
+               "resource": "jobs", "name": "pi", "namespace": "default"})
+    );
+    let conditions = conditions_of(&status);
+    // The first matching config wins: the second config's NeverUsed rule does not appear.
+    let types: Vec<&str> = conditions.iter().map(|c| c.0.as_str()).collect();
+    assert_eq!(types, ["Complete", "Succeeded", "Broken"]);
+    assert_eq!(conditions[0].1, "True");
+    assert_eq!(conditions[0].2, "ConditionRuleEvaluated");
+    assert_eq!(
+        conditions[1],
+        (
+            "Succeeded".into(),
+            "True".into(),
+            "ConditionRuleEvaluated".into(),
+            "done".into()
+        )
+    );
+    assert_eq!(
+        (conditions[2].1.as_str(), conditions[2].2.as_str()),
+        ("False", "ConditionRuleExpressionError")
+    );
+    for c in status["conditions"].as_array().unwrap() {
+        assert_eq!(c["observedGeneration"], 4, "the work's generation");
+        assert!(c["lastTransitionTime"].is_string());
+    }
+}
+
+#[test]
+fn work_mode_json_output() {
+    let r = run(&[
+        "eval",
+        "--work",
+        &fixture("work-job.yaml"),
+        "--object",
+        &fixture("job-running.json"),
+        "--output",
+        "json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let status = json_line(&r.stdout);
+    let conditions = conditions_of(&status);
+    assert_eq!(conditions[0].0, "Complete");
+    assert_eq!(conditions[0].1, "False");
+    assert_eq!(conditions[1].3, "running");
+}
+
+#[test]
+fn work_mode_does_not_trust_stale_status() {
+    let r = run(&[
+        "eval",
+        "--work",
+        &fixture("work-job.yaml"),
+        "--object",
+        &fixture("job-stale.yaml"),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let status: Value = serde_norway::from_str(&r.stdout).unwrap();
+    for (type_, status, reason, _) in conditions_of(&status) {
+        assert_eq!(status, "Unknown", "{type_}");
+        assert!(reason.starts_with("ConditionRule"), "{reason}");
+    }
+}
+
+#[test]
+fn work_mode_with_no_matching_config_says_so() {
+    let r = run_with_stdin(
+        &["eval", "--work", &fixture("work-job.yaml"), "--object", "-"],
+        Some("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: default}\n"),
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let status: Value = serde_norway::from_str(&r.stdout).unwrap();
+    assert_eq!(status["resourceMeta"]["ordinal"], 0);
+    assert_eq!(status["resourceMeta"]["resource"], "configmaps");
+    assert_eq!(status["conditions"], json!([]));
+    assert!(r.stderr.contains("no manifestConfig"), "{}", r.stderr);
+}
+
+#[test]
+fn work_mode_bad_input_exits_two() {
+    let job = fixture("job-complete.yaml");
+    // A Job is not a ManifestWork... but it decodes leniently; a list does not.
+    let r = run(&[
+        "eval",
+        "--work",
+        &fixture("not-yaml.yaml"),
+        "--object",
+        &job,
+        "--output",
+        "json",
+    ]);
+    assert_eq!(r.code, 2);
+    assert_eq!(json_line(&r.stdout)["value"], Value::Null);
+    let r = run_with_stdin(
+        &["eval", "--work", &fixture("work-job.yaml"), "--object", "-"],
+        Some("kind: Job\n"),
+    );
+    assert_eq!(r.code, 2, "an object without apiVersion/name: {}", r.stdout);
+    assert!(r.stderr.contains("apiVersion"), "{}", r.stderr);
+}

@@ -1,0 +1,485 @@
+//! What `deploy/` promises, on real API servers: the manifests pass server-side validation, the
+//! agent works with exactly the hub Role from `deploy/hub/` (and that Role refuses other writes),
+//! and two agents with leader election never both run controllers.
+
+mod agent_common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agent_common::*;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use test_support::{
+    AgentProcess, TestCluster, apply_yaml, client_from_kubeconfig, free_port, parse_yaml_documents,
+    repo_root, service_account_kubeconfig, unique_name, wait_for,
+};
+use work_api::ManifestWork;
+
+// ------------------------------------------------------------------------------------------
+// Server-side validation of the kustomizations
+
+/// `kubectl kustomize DIR` (offline rendering, as documented).
+fn kustomize(dir: &str) -> String {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(repo_root().join(dir))
+        .output()
+        .unwrap_or_else(|e| panic!("running kubectl kustomize {dir} (is kubectl on PATH?): {e}"));
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("kustomize prints UTF-8")
+}
+
+/// `kubectl apply --dry-run=server -f -` of `yaml` against `kubeconfig`.
+fn server_dry_run(kubeconfig: &Path, yaml: &str) -> (bool, String) {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args([
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--dry-run=server",
+            "-f",
+            "-",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning kubectl");
+    child
+        .stdin
+        .take()
+        .expect("piped stdin")
+        .write_all(yaml.as_bytes())
+        .expect("writing to kubectl");
+    let out = child.wait_with_output().expect("kubectl finishes");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+async fn ensure_namespace(client: &Client, name: &str) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace decodes");
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+        Err(e) => panic!("creating namespace {name}: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn the_spoke_base_and_the_hub_role_pass_server_side_validation() {
+    let spoke = TestCluster::spoke().await;
+    // Dry-run does not create the Namespace the other objects go into.
+    ensure_namespace(&spoke.client, "open-cluster-management-agent").await;
+    let (ok, out) = server_dry_run(&spoke.kubeconfig, &kustomize("deploy/base"));
+    assert!(ok, "deploy/base on the spoke:\n{out}");
+    for kind in [
+        "deployment.apps/work-agent",
+        "role.rbac.authorization.k8s.io/work-agent",
+    ] {
+        assert!(out.contains(kind), "{kind} missing from:\n{out}");
+    }
+
+    let hub = TestCluster::hub().await;
+    ensure_namespace(&hub.client, "cluster1").await;
+    let (ok, out) = server_dry_run(&hub.kubeconfig, &kustomize("deploy/hub"));
+    assert!(ok, "deploy/hub on the hub:\n{out}");
+}
+
+#[tokio::test]
+async fn the_examples_are_accepted_by_our_crd_and_the_upstream_one() {
+    for hub in [TestCluster::hub().await, TestCluster::hub_upstream().await] {
+        ensure_namespace(&hub.client, "cluster1").await;
+        let dir = repo_root().join("deploy/examples");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .expect("deploy/examples exists")
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        files.sort();
+        assert!(files.len() >= 4, "examples: {files:?}");
+        for f in files {
+            let yaml = std::fs::read_to_string(&f).expect("example readable");
+            let (ok, out) = server_dry_run(&hub.kubeconfig, &yaml);
+            assert!(ok, "{} on {}:\n{out}", f.display(), hub.server_url);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// The agent with exactly the hub Role of deploy/hub
+
+/// The Role and RoleBinding of `deploy/hub`, moved into `cluster`, applied as admin.
+async fn apply_hub_rbac(hub: &TestCluster, cluster: &str) {
+    for file in ["deploy/hub/role.yaml", "deploy/hub/rolebinding.yaml"] {
+        let text = std::fs::read_to_string(repo_root().join(file)).expect("hub RBAC file");
+        for mut doc in parse_yaml_documents(&text).expect("hub RBAC parses") {
+            doc["metadata"]["namespace"] = json!(cluster);
+            if let Some(subjects) = doc.get_mut("subjects").and_then(Value::as_array_mut) {
+                for s in subjects {
+                    s["namespace"] = json!(cluster);
+                }
+            }
+            let yaml = serde_json::to_string(&doc).expect("JSON is YAML");
+            apply_yaml(&hub.client, &yaml)
+                .await
+                .unwrap_or_else(|e| panic!("applying {file}: {e}"));
+        }
+    }
+}
+
+fn forbidden<T: std::fmt::Debug>(what: &str, r: Result<T, kube::Error>) {
+    match r {
+        Err(kube::Error::Api(s)) if s.is_forbidden() => {}
+        other => panic!("{what}: expected 403 Forbidden, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn the_agent_works_with_exactly_the_hub_role_and_that_role_refuses_other_writes() {
+    let hub = TestCluster::hub().await;
+    let spoke = TestCluster::spoke().await;
+    let cluster = hub.namespace("rbac").await;
+    let ns = spoke.namespace("rbac").await;
+    apply_hub_rbac(&hub, &cluster).await;
+    let sa_kubeconfig = service_account_kubeconfig(&hub, &cluster, "work-agent").await;
+    let agent = AgentProcess::start(agent_args(&sa_kubeconfig, &spoke.kubeconfig, &cluster, &[]));
+    let log = agent.log_path().display().to_string();
+
+    // Apply, status, completion, TTL delete and its Event: everything the agent does.
+    let works: Api<ManifestWork> = Api::namespaced(hub.client.clone(), &cluster);
+    let name = unique_name("rbac");
+    let work: ManifestWork = serde_json::from_value(json!({
+        "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": {"name": name, "namespace": cluster},
+        "spec": {
+            "workload": {"manifests": [configmap(&ns, "cm", json!({"a": "1"})), job(&ns, "j")]},
+            "manifestConfigs": [{
+                "resourceIdentifier": {"group": "batch", "resource": "jobs", "name": "j", "namespace": ns},
+                "conditionRules": [{"type": "WellKnownConditions", "condition": "Complete"}]
+            }],
+            "deleteOption": {"ttlSecondsAfterFinished": 3},
+        },
+    }))
+    .expect("work decodes");
+    works
+        .create(&PostParams::default(), &work)
+        .await
+        .expect("admin creates the work");
+    let seen = wait_for(
+        &format!("work {name} Applied, Available and Complete (agent log {log})"),
+        TIMEOUT,
+        || {
+            let works = works.clone();
+            let name = name.clone();
+            async move {
+                match works.get_opt(&name).await {
+                    Ok(Some(w))
+                        if work_is(&w, "Applied", "True")
+                            && work_is(&w, "Available", "True")
+                            && work_is(&w, "Complete", "True") =>
+                    {
+                        Ok(w)
+                    }
+                    Ok(Some(w)) => Err(format!("{:?}", w.status)),
+                    Ok(None) => Err("gone too early".into()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        },
+    )
+    .await;
+    assert!(
+        seen.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == work_api::MANIFEST_WORK_FINALIZER)),
+        "the agent added its finalizer"
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(spoke.client.clone(), &ns);
+    assert!(cms.get_opt("cm").await.expect("read cm").is_some());
+    wait_for(
+        &format!("work {name} deleted by TTL (agent log {log})"),
+        TIMEOUT,
+        || {
+            let works = works.clone();
+            let name = name.clone();
+            async move { works.get_opt(&name).await.ok()?.is_none().then_some(()) }
+        },
+    )
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(hub.client.clone(), &cluster);
+    let recorded = events.list(&ListParams::default()).await.expect("events");
+    assert!(
+        recorded
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(gc::EVENT_REASON)),
+        "no TTL Event recorded with the Role's rights (agent log {log})"
+    );
+    let log_text = agent.log();
+    assert!(
+        !log_text.contains("forbidden") && !log_text.contains("Forbidden"),
+        "the agent hit a permission error with the documented Role:\n{log_text}"
+    );
+
+    // And nothing more: the same identity may not create works, touch Secrets, or other namespaces.
+    let sa = client_from_kubeconfig(&sa_kubeconfig)
+        .await
+        .expect("ServiceAccount client");
+    let sa_works: Api<ManifestWork> = Api::namespaced(sa.clone(), &cluster);
+    let mut intruder = work.clone();
+    intruder.metadata.name = Some(unique_name("intruder"));
+    forbidden(
+        "creating a ManifestWork",
+        sa_works.create(&PostParams::default(), &intruder).await,
+    );
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "s"}, "stringData": {"k": "v"}}))
+            .expect("secret decodes");
+    Api::<Secret>::namespaced(hub.client.clone(), &cluster)
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("admin creates a Secret");
+    let sa_secrets: Api<Secret> = Api::namespaced(sa.clone(), &cluster);
+    forbidden("reading a Secret", sa_secrets.get("s").await);
+    forbidden(
+        "deleting a Secret",
+        sa_secrets.delete("s", &DeleteParams::default()).await,
+    );
+    let other: Api<ManifestWork> = Api::namespaced(sa, "default");
+    forbidden(
+        "listing ManifestWorks of another namespace",
+        other.list(&ListParams::default()).await,
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// Leader election
+
+/// Agent args with leader election on, the Lease in `lease_ns`.
+fn elected_args(
+    hub: &TestCluster,
+    spoke: &TestCluster,
+    cluster: &str,
+    lease_ns: &str,
+) -> Vec<String> {
+    let mut args = agent_args(&hub.kubeconfig, &spoke.kubeconfig, cluster, &[]);
+    for a in &mut args {
+        if a == "--leader-elect=false" {
+            *a = "--leader-elect=true".into();
+        }
+    }
+    args.extend(["--lease-namespace".to_string(), lease_ns.to_string()]);
+    args
+}
+
+/// Starts one candidate with its own identity prefix and its own HTTP port.
+fn start_candidate(args: &[String], pod: &str) -> AgentProcess {
+    let mut args = args.to_vec();
+    if let Some(at) = args.iter().position(|a| a == "--http-address") {
+        args[at + 1] = format!("127.0.0.1:{}", free_port());
+    }
+    AgentProcess::start_with_env(args, [("POD_NAME", pod)])
+}
+
+async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
+    leases
+        .get_opt(name)
+        .await
+        .ok()??
+        .spec?
+        .holder_identity
+        .filter(|h| !h.is_empty())
+}
+
+const LEADING: &str = "leading; starting controllers";
+const APPLIED: &str = "applied manifest";
+
+struct Pair {
+    hub: TestCluster,
+    spoke: TestCluster,
+    cluster: String,
+    ns: String,
+    a: AgentProcess,
+    b: AgentProcess,
+    leases: Api<Lease>,
+    lease: String,
+}
+
+impl Pair {
+    async fn start(prefix: &str) -> Pair {
+        let hub = TestCluster::hub().await;
+        let spoke = TestCluster::spoke().await;
+        let cluster = hub.namespace(prefix).await;
+        let ns = spoke.namespace(prefix).await;
+        let args = elected_args(&hub, &spoke, &cluster, &ns);
+        let a = start_candidate(&args, "agent-a");
+        let b = start_candidate(&args, "agent-b");
+        let leases = Api::namespaced(spoke.client.clone(), &ns);
+        let lease = format!("work-agent-{cluster}");
+        Pair {
+            hub,
+            spoke,
+            cluster,
+            ns,
+            a,
+            b,
+            leases,
+            lease,
+        }
+    }
+
+    /// Which candidate holds the Lease: 'a' or 'b'.
+    async fn leader(&self) -> char {
+        let leases = self.leases.clone();
+        let lease = self.lease.clone();
+        let h = wait_for("a Lease holder", TIMEOUT, || {
+            let leases = leases.clone();
+            let lease = lease.clone();
+            async move { holder(&leases, &lease).await }
+        })
+        .await;
+        if h.starts_with("agent-a_") {
+            'a'
+        } else if h.starts_with("agent-b_") {
+            'b'
+        } else {
+            panic!("unexpected holder {h}")
+        }
+    }
+
+    fn agent(&mut self, which: char) -> &mut AgentProcess {
+        if which == 'a' {
+            &mut self.a
+        } else {
+            &mut self.b
+        }
+    }
+
+    async fn create_configmap_work(&self, cm: &str) -> String {
+        let works: Api<ManifestWork> = Api::namespaced(self.hub.client.clone(), &self.cluster);
+        let name = unique_name("le");
+        let work: ManifestWork = serde_json::from_value(json!({
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+            "metadata": {"name": name, "namespace": self.cluster},
+            "spec": {"workload": {"manifests": [configmap(&self.ns, cm, json!({"k": "v"}))]}},
+        }))
+        .expect("work decodes");
+        works
+            .create(&PostParams::default(), &work)
+            .await
+            .expect("create work");
+        name
+    }
+
+    async fn wait_configmap(&self, cm: &str) {
+        let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+            Api::namespaced(self.spoke.client.clone(), &self.ns);
+        let logs = format!(
+            "{} {}",
+            self.a.log_path().display(),
+            self.b.log_path().display()
+        );
+        wait_for(
+            &format!("ConfigMap {cm} applied (agent logs {logs})"),
+            TIMEOUT,
+            || {
+                let cms = cms.clone();
+                async move { cms.get_opt(cm).await.ok()?.map(|_| ()) }
+            },
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn of_two_agents_only_the_leader_applies_and_the_other_takes_over_when_it_stops() {
+    let mut pair = Pair::start("le-stop").await;
+    let first = pair.leader().await;
+    let second = if first == 'a' { 'b' } else { 'a' };
+    pair.create_configmap_work("one").await;
+    pair.wait_configmap("one").await;
+    let standby_log = pair.agent(second).log();
+    assert!(pair.agent(first).log().contains(LEADING));
+    assert!(
+        !standby_log.contains(LEADING) && !standby_log.contains(APPLIED),
+        "the standby ran controllers:\n{standby_log}"
+    );
+
+    // A graceful stop releases the Lease: the standby takes over within a few retry periods.
+    let stopped = Instant::now();
+    pair.agent(first).stop();
+    let leases = pair.leases.clone();
+    let lease = pair.lease.clone();
+    let prefix = format!("agent-{second}_");
+    wait_for("the standby holds the Lease", TIMEOUT, || {
+        let (leases, lease, prefix) = (leases.clone(), lease.clone(), prefix.clone());
+        async move {
+            holder(&leases, &lease)
+                .await
+                .filter(|h| h.starts_with(&prefix))
+        }
+    })
+    .await;
+    let took = stopped.elapsed();
+    assert!(
+        took < Duration::from_secs(12),
+        "takeover after a graceful stop took {took:?} (the Lease was not released?)"
+    );
+    pair.create_configmap_work("two").await;
+    pair.wait_configmap("two").await;
+    assert!(pair.agent(second).log().contains(LEADING));
+}
+
+#[tokio::test]
+async fn a_killed_leader_is_replaced_only_after_its_lease_expires() {
+    let mut pair = Pair::start("le-kill").await;
+    let first = pair.leader().await;
+    let second = if first == 'a' { 'b' } else { 'a' };
+    pair.create_configmap_work("one").await;
+    pair.wait_configmap("one").await;
+
+    let killed = Instant::now();
+    pair.agent(first).kill();
+    let leases = pair.leases.clone();
+    let lease = pair.lease.clone();
+    let prefix = format!("agent-{second}_");
+    wait_for("the standby holds the Lease", TIMEOUT, || {
+        let (leases, lease, prefix) = (leases.clone(), lease.clone(), prefix.clone());
+        async move {
+            holder(&leases, &lease)
+                .await
+                .filter(|h| h.starts_with(&prefix))
+        }
+    })
+    .await;
+    let took = killed.elapsed();
+    // Lease 15 s; the standby counts from the last renewal it saw (at most one retry period, 2 s,
+    // before the kill). Taking over sooner would mean two writers.
+    assert!(
+        took >= Duration::from_secs(12),
+        "the standby took over {took:?} after the kill, before the 15 s lease could expire"
+    );
+    pair.create_configmap_work("two").await;
+    pair.wait_configmap("two").await;
+}

@@ -548,3 +548,88 @@ fn from_dynamic(object: &DynamicObject) -> Result<Value, ApplyError> {
     serde_json::to_value(object)
         .map_err(|e| ApplyError::InvalidManifest(format!("cannot encode the live object: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn live(uid: &str, owners: &[&str], rv: &str) -> Value {
+        let refs: Vec<Value> = owners
+            .iter()
+            .map(|o| json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "AppliedManifestWork", "name": o, "uid": o}))
+            .collect();
+        json!({"metadata": {"name": "x", "uid": uid, "resourceVersion": rv, "ownerReferences": refs}})
+    }
+
+    fn meta(uid: &str) -> AppliedManifestResourceMeta {
+        AppliedManifestResourceMeta {
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            name: "x".into(),
+            uid: uid.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn owned_only_with_our_reference_and_the_recorded_uid() {
+        let obj = live("u1", &["ours", "theirs"], "1");
+        assert_eq!(
+            owned_uid(&obj, &meta("u1"), "ours")
+                .ok()
+                .flatten()
+                .as_deref(),
+            Some("u1")
+        );
+        assert_eq!(
+            owned_uid(&obj, &meta(""), "ours").ok().flatten().as_deref(),
+            Some("u1"),
+            "no recorded uid: the live one"
+        );
+        assert_eq!(
+            owned_uid(&obj, &meta("u0"), "ours").ok().flatten(),
+            None,
+            "recreated object"
+        );
+        assert_eq!(
+            owned_uid(&obj, &meta("u1"), "stranger").ok().flatten(),
+            None,
+            "not our reference"
+        );
+        assert_eq!(
+            owned_uid(&obj, &meta("u1"), "").ok().flatten(),
+            None,
+            "an empty owner uid owns nothing"
+        );
+        let no_uid = json!({"metadata": {"name": "x"}});
+        assert_eq!(owned_uid(&no_uid, &meta(""), "ours").ok().flatten(), None);
+    }
+
+    #[test]
+    fn outcome_follows_the_resource_version() {
+        assert_eq!(
+            changed_outcome(&live("u", &[], "1"), &live("u", &[], "1")),
+            ApplyOutcome::Unchanged
+        );
+        assert_eq!(
+            changed_outcome(&live("u", &[], "1"), &live("u", &[], "2")),
+            ApplyOutcome::Updated
+        );
+    }
+
+    #[test]
+    fn outcome_names_are_distinct() {
+        let all = [
+            ApplyOutcome::Created,
+            ApplyOutcome::Updated,
+            ApplyOutcome::Unchanged,
+            ApplyOutcome::CompleteBeforeUpdate,
+            ApplyOutcome::ReadOnly,
+            ApplyOutcome::CreateOnlyExists,
+        ];
+        let names: std::collections::BTreeSet<&str> =
+            all.iter().map(ApplyOutcome::as_str).collect();
+        assert_eq!(names.len(), all.len());
+    }
+}

@@ -201,3 +201,39 @@ fn the_shipped_examples_lint_clean_of_errors() {
     assert!(!r.stdout.contains(": error: "), "{}", r.stdout);
     assert_eq!(r.code, 0, "{}", r.stdout);
 }
+
+#[test]
+fn the_examples_in_the_authoring_guide_lint_without_errors() {
+    let guide = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/authoring.md");
+    let text = std::fs::read_to_string(&guide).expect("docs/authoring.md");
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```yaml") => current = Some(String::new()),
+            (Some(block), "```") => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), l) => {
+                block.push_str(l);
+                block.push('\n');
+            }
+            _ => {}
+        }
+    }
+    assert!(blocks.len() >= 6, "found {} yaml blocks", blocks.len());
+    let dir = scratch("lint-guide");
+    for (i, block) in blocks.iter().enumerate() {
+        let path = dir.join(format!("example-{i}.yaml"));
+        std::fs::write(&path, block).unwrap();
+        let path = path.display().to_string();
+        let r = run(&["lint", &path]);
+        assert_eq!(
+            r.code, 0,
+            "example {i} of docs/authoring.md:\n{}{}",
+            r.stdout, block
+        );
+        assert!(!r.stdout.contains(": error: "), "{}", r.stdout);
+    }
+}

@@ -293,13 +293,36 @@ fn elected_args(
     args
 }
 
-/// Starts one candidate with its own identity prefix and its own HTTP port.
-fn start_candidate(args: &[String], pod: &str) -> AgentProcess {
+/// Starts one candidate with its own identity prefix and its own HTTP address (returned).
+fn start_candidate(args: &[String], pod: &str) -> (AgentProcess, String) {
     let mut args = args.to_vec();
+    let addr = format!("127.0.0.1:{}", free_port());
     if let Some(at) = args.iter().position(|a| a == "--http-address") {
-        args[at + 1] = format!("127.0.0.1:{}", free_port());
+        args[at + 1] = addr.clone();
     }
-    AgentProcess::start_with_env(args, [("POD_NAME", pod)])
+    (
+        AgentProcess::start_with_env(args, [("POD_NAME", pod)]),
+        addr,
+    )
+}
+
+/// `GET path` over plain HTTP/1.1; the whole response (status line, headers, body).
+async fn http_get(addr: String, path: &'static str) -> String {
+    tokio::task::spawn_blocking(move || -> std::io::Result<String> {
+        use std::io::{Read, Write};
+        let mut conn = std::net::TcpStream::connect(&addr)?;
+        conn.set_read_timeout(Some(Duration::from_secs(10)))?;
+        write!(
+            conn,
+            "GET {path} HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut out = String::new();
+        conn.read_to_string(&mut out)?;
+        Ok(out)
+    })
+    .await
+    .expect("http task")
+    .unwrap_or_else(|e| format!("(no answer: {e})"))
 }
 
 async fn holder(leases: &Api<Lease>, name: &str) -> Option<String> {
@@ -322,6 +345,8 @@ struct Pair {
     ns: String,
     a: AgentProcess,
     b: AgentProcess,
+    a_addr: String,
+    b_addr: String,
     leases: Api<Lease>,
     lease: String,
 }
@@ -333,8 +358,8 @@ impl Pair {
         let cluster = hub.namespace(prefix).await;
         let ns = spoke.namespace(prefix).await;
         let args = elected_args(&hub, &spoke, &cluster, &ns);
-        let a = start_candidate(&args, "agent-a");
-        let b = start_candidate(&args, "agent-b");
+        let (a, a_addr) = start_candidate(&args, "agent-a");
+        let (b, b_addr) = start_candidate(&args, "agent-b");
         let leases = Api::namespaced(spoke.client.clone(), &ns);
         let lease = format!("work-agent-{cluster}");
         Pair {
@@ -344,6 +369,8 @@ impl Pair {
             ns,
             a,
             b,
+            a_addr,
+            b_addr,
             leases,
             lease,
         }
@@ -365,6 +392,14 @@ impl Pair {
             'b'
         } else {
             panic!("unexpected holder {h}")
+        }
+    }
+
+    fn addr(&self, which: char) -> String {
+        if which == 'a' {
+            self.a_addr.clone()
+        } else {
+            self.b_addr.clone()
         }
     }
 
@@ -425,6 +460,23 @@ async fn of_two_agents_only_the_leader_applies_and_the_other_takes_over_when_it_
         !standby_log.contains(LEADING) && !standby_log.contains(APPLIED),
         "the standby ran controllers:\n{standby_log}"
     );
+
+    // Both are ready: the standby runs no controllers, and a rolling update waits for readiness.
+    for which in [first, second] {
+        let addr = pair.addr(which);
+        wait_for(&format!("agent {which} /readyz is 200"), TIMEOUT, || {
+            let addr = addr.clone();
+            async move {
+                let reply = http_get(addr, "/readyz").await;
+                if reply.starts_with("HTTP/1.1 200") {
+                    Ok(())
+                } else {
+                    Err(reply)
+                }
+            }
+        })
+        .await;
+    }
 
     // A graceful stop releases the Lease: the standby takes over within a few retry periods.
     let stopped = Instant::now();

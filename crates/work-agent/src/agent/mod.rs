@@ -93,11 +93,15 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         LeaderHandle::always_leader()
     };
     let mut leading = leader.subscribe();
+    // A standby runs no controllers, so it is ready without synced caches; otherwise the new pod
+    // of a rolling update, waiting for the old leader's Lease, never gets ready.
+    readiness.set_standby(true);
     tokio::select! {
         _ = wait_true(stop_rx.clone()) => { leader.shutdown().await; return Ok(()); }
         r = leading.wait_for(|l| *l) => if r.is_err() { return Err(RunError::LostLeadership); },
     }
     tracing::info!(cluster = %config.cluster_name, hub_hash = %config.hub_hash, "leading; starting controllers");
+    readiness.set_standby(false);
 
     let (trigger_tx, trigger_rx) = mpsc::unbounded_channel();
     let resolver = applier::Resolver::new(clients.spoke.clone());

@@ -428,6 +428,43 @@ async fn server_side_apply_uses_the_field_manager_and_owner() {
         data(&env.live_cm("ssa").await.expect("exists"), "a").as_deref(),
         Some("2")
     );
+
+    // Drift is noticed although the patch is unchanged: a spoke edit (which takes the field
+    // over, so repairing it needs `force`) and a lost ownerReference.
+    spoke_edit(&env, "ssa", "a", "drifted").await;
+    let manifest = env.cm("ssa", json!({"a": "2"}));
+    let repaired = env
+        .apply(&manifest, &ssa(true, Vec::new()), Some(&owner))
+        .await
+        .expect("repair drift");
+    assert_eq!(repaired.outcome, ApplyOutcome::Updated);
+    assert_eq!(
+        data(&env.live_cm("ssa").await.expect("exists"), "a").as_deref(),
+        Some("2")
+    );
+    env.configmaps()
+        .patch(
+            "ssa",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"ownerReferences": null}})),
+        )
+        .await
+        .expect("drop owner");
+    let reowned = env
+        .apply(&manifest, &ssa(true, Vec::new()), Some(&owner))
+        .await
+        .expect("re-own");
+    assert_eq!(reowned.outcome, ApplyOutcome::Updated);
+    assert_eq!(
+        owner_uids(&env.live_cm("ssa").await.expect("exists")),
+        vec![owner.uid.clone()]
+    );
+    let settled = env
+        .apply(&manifest, &ssa(true, Vec::new()), Some(&owner))
+        .await
+        .expect("settled");
+    assert_eq!(settled.outcome, ApplyOutcome::Unchanged);
+    assert_eq!(rv(&settled), rv(&reowned));
     env.cleanup().await;
 }
 

@@ -9,13 +9,14 @@ use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
     PropagationPolicy,
 };
-use serde_json::Value;
+use serde_json::{Value, json};
 use work_api::{AppliedManifestResourceMeta, ConditionRule, UpdateStrategy, UpdateStrategyType};
 
 use crate::ignore::{plan_ignore_fields, read_record, write_record};
 use crate::manifest::{
-    Target, clean_manifest, content_hash, create_body, is_noop_update, meta_str,
-    owner_references_of, owner_references_patch, update_body,
+    MANIFEST_HASH_ANNOTATION, Target, annotation, clean_manifest, content_hash, create_body,
+    is_noop_update, meta_str, owner_references_of, owner_references_patch, set_annotation,
+    update_body,
 };
 use crate::owner::{has_owner_reference, merge_owner_references, remove_owner_reference};
 use crate::{ApplyError, ResolvedResource, Resolver};
@@ -401,6 +402,16 @@ impl Applier {
         )?;
         let mut patch = plan.patch;
         write_record(&mut patch, &plan.record)?;
+        let hash = content_hash(&json!({
+            "patch": patch, "fieldManager": config.field_manager(), "force": config.force
+        }));
+        set_annotation(&mut patch, MANIFEST_HASH_ANNOTATION, &hash);
+        if let Some(live) = &live
+            && ssa_is_noop(&patch, live, &hash, req.owner.as_ref())?
+        {
+            // Same patch as last time and nothing drifted: the server would change nothing.
+            return Ok((ApplyOutcome::Unchanged, Some(live.clone())));
+        }
         let mut params = PatchParams::apply(config.field_manager());
         params.force = config.force;
         let applied = api
@@ -466,6 +477,24 @@ impl Applier {
 /// Whether the manifest's `Complete` rules pass on the live object (the pre-update check).
 fn complete_on_spoke(rules: &[ConditionRule], live: &Value) -> bool {
     conditions::Evaluator::shared().is_complete(rules, live) == Some(true)
+}
+
+/// Whether a server-side apply of `patch` would change nothing: the live object carries the hash
+/// of this very patch (so no field was dropped from it since), every field of the patch has its
+/// value on the spoke, and our ownerReference is in place.
+fn ssa_is_noop(
+    patch: &Value,
+    live: &Value,
+    hash: &str,
+    owner: Option<&OwnerReference>,
+) -> Result<bool, ApplyError> {
+    if annotation(live, MANIFEST_HASH_ANNOTATION) != Some(hash) || !is_noop_update(patch, live) {
+        return Ok(false);
+    }
+    Ok(match owner {
+        Some(owner) => has_owner_reference(&owner_references_of(live)?, &owner.uid),
+        None => true,
+    })
 }
 
 /// The live UID when `live` is the object we applied and carries our ownerReference.

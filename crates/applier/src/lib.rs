@@ -11,6 +11,11 @@
 //! - Update writes the annotation [`MANIFEST_HASH_ANNOTATION`] (a hash of the manifest) so that a
 //!   manifest dropping a field is noticed; a no-op update (no field of the manifest differs from
 //!   the live object, and the hash matches) sends nothing.
+//! - ServerSideApply also writes [`MANIFEST_HASH_ANNOTATION`] (a hash of the apply patch, field
+//!   manager and force) and skips the request when the live object carries that hash, has every
+//!   field of the patch and our ownerReference (what the server would treat as a no-op anyway).
+//!   A spoke edit of a field takes that field over from our manager (it is how server-side apply
+//!   works), so repairing such drift without `force` is a conflict error.
 //! - ServerSideApply sends ownerReferences in a separate merge patch, not in the apply patch (two
 //!   works sharing an object apply with the same field manager and would drop each other's entry).
 //! - `ignoreFields` keep a field by sending the spoke's value rather than dropping the field (a

@@ -387,6 +387,12 @@ pub(crate) fn annotation<'a>(object: &'a Value, key: &str) -> Option<&'a str> {
         .and_then(Value::as_str)
 }
 
+/// Sets one annotation on a request body.
+pub(crate) fn set_annotation(body: &mut Value, key: &str, value: &str) {
+    string_map_mut(metadata_mut(body), "annotations")
+        .insert(key.into(), Value::String(value.into()));
+}
+
 /// `metadata` as a map, created (or replaced when not an object; `Target::of` rejects those).
 pub(crate) fn metadata_mut(body: &mut Value) -> &mut Map<String, Value> {
     if !body.is_object() {

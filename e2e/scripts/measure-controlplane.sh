@@ -30,6 +30,7 @@ rss_table() {
   done
 }
 
+echo "## $(nproc) cores; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "## warm start, $ROUNDS rounds each (binaries cached)"
 for kind in full minimal; do
   for i in $(seq 1 "$ROUNDS"); do
@@ -61,3 +62,5 @@ if WORK_AGENT_BIN=${WORK_AGENT_BIN:-/bin/true} cargo test -q -p e2e --test smoke
 else
   echo "(smoke tests failed; RSS after tests not measured)"
 fi
+echo
+echo "## load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -53,5 +53,10 @@ case " ${test_args[*]-} " in
   *" --test-threads"*) ;;
   *) test_args+=("--test-threads=${E2E_TEST_THREADS:-3}") ;;
 esac
-log "cargo test -p e2e ${cargo_args[*]-} -- ${test_args[*]}"
+# Every test binary runs even when an earlier one failed: one failure must not hide the others.
+case " ${cargo_args[*]-} " in
+  *" --fail-fast"* | *" --no-fail-fast"*) ;;
+  *) cargo_args+=(--no-fail-fast) ;;
+esac
+log "cargo test -p e2e ${cargo_args[*]} -- ${test_args[*]}"
 exec "$CARGO" test -p e2e "${cargo_args[@]}" -- "${test_args[@]}"

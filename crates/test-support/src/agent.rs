@@ -10,6 +10,12 @@ use crate::Error;
 
 /// Names the agent binary (set by `e2e/scripts/run-integration.sh`).
 pub const AGENT_BIN_ENV: &str = "WORK_AGENT_BIN";
+/// Variables of the test environment that the spawned agent must not inherit.
+const HARNESS_ENV: [&str; 3] = [
+    crate::HUB_KUBECONFIG_ENV,
+    crate::HUB_UPSTREAM_KUBECONFIG_ENV,
+    crate::SPOKE_KUBECONFIG_ENV,
+];
 /// How long [`AgentProcess::stop`] waits after SIGTERM before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
@@ -63,9 +69,7 @@ impl AgentProcess {
         let pid_path = dir.join(format!("{name}.pid"));
         let log = File::create(&log_path).map_err(|e| Error::io(&log_path, e))?;
         let log_err = log.try_clone().map_err(|e| Error::io(&log_path, e))?;
-        let child = Command::new(&bin)
-            .args(args)
-            .envs(envs)
+        let child = command(&bin, args, envs)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log_err)
@@ -167,6 +171,25 @@ impl Drop for AgentProcess {
     }
 }
 
+/// The agent's command line and environment.
+fn command<I, S, E, K, V>(bin: &Path, args: I, envs: E) -> Command
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+    E: IntoIterator<Item = (K, V)>,
+    K: AsRef<OsStr>,
+    V: AsRef<OsStr>,
+{
+    let mut cmd = Command::new(bin);
+    // The harness's kubeconfig variables share their names with the agent's env-backed flags;
+    // inherited, they would silently fill in any flag a test left out. Explicit `envs` still apply.
+    for var in HARNESS_ENV {
+        cmd.env_remove(var);
+    }
+    cmd.args(args).envs(envs);
+    cmd
+}
+
 fn agent_bin() -> Result<PathBuf, Error> {
     match std::env::var_os(AGENT_BIN_ENV) {
         Some(p) if !p.is_empty() => {
@@ -194,6 +217,35 @@ fn current_test_name() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn harness_kubeconfig_variables_are_not_inherited_unless_given() {
+        let cmd = command(
+            Path::new("/bin/agent"),
+            ["run"],
+            [(crate::HUB_KUBECONFIG_ENV, "/explicit")],
+        );
+        let envs: Vec<(String, Option<String>)> = cmd
+            .get_envs()
+            .map(|(k, v)| {
+                let v = v.map(|v| v.to_string_lossy().into_owned());
+                (k.to_string_lossy().into_owned(), v)
+            })
+            .collect();
+        let get = |k: &str| {
+            envs.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+        };
+        assert_eq!(
+            get(crate::HUB_KUBECONFIG_ENV),
+            Some(Some("/explicit".into()))
+        );
+        assert_eq!(get(crate::SPOKE_KUBECONFIG_ENV), Some(None));
+        assert_eq!(get(crate::HUB_UPSTREAM_KUBECONFIG_ENV), Some(None));
+        let args: Vec<_> = cmd.get_args().collect();
+        assert_eq!(args, ["run"]);
+    }
 
     #[test]
     fn log_name_comes_from_the_test_thread() {

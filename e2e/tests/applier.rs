@@ -788,6 +788,18 @@ async fn errors_carry_the_reason() {
     assert!(matches!(err, ApplyError::Api { .. }), "{err:?}");
     assert!(err.to_string().contains("ConfigMap"), "{err}");
 
+    let int_label = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "lbl", "namespace": env.ns, "labels": {"n": 1}}});
+    let err = env
+        .apply(&int_label, &update, None)
+        .await
+        .expect_err("int label");
+    assert!(
+        err.to_string()
+            .starts_with("invalid manifest: metadata: invalid type: integer"),
+        "{err}"
+    );
+
     let no_ns = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
     let err = env
         .apply(&no_ns, &update, None)

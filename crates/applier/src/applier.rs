@@ -570,7 +570,10 @@ fn post_params() -> PostParams {
 }
 
 fn to_dynamic(body: &Value) -> Result<DynamicObject, ApplyError> {
-    serde_json::from_value(body.clone()).map_err(|e| ApplyError::InvalidManifest(e.to_string()))
+    // Only apiVersion, kind and metadata are typed (the rest stays raw JSON), so a decoding
+    // error is about one of them; Target::of already checked apiVersion and kind.
+    serde_json::from_value(body.clone())
+        .map_err(|e| ApplyError::InvalidManifest(format!("metadata: {e}")))
 }
 
 fn from_dynamic(object: &DynamicObject) -> Result<Value, ApplyError> {

@@ -57,23 +57,28 @@ pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_norway::
 }
 
 fn finish(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let is_manifest_work = crd.spec.names.kind == "ManifestWork";
     for version in &mut crd.spec.versions {
-        let Some(schema) = version
-            .schema
-            .as_mut()
-            .and_then(|s| s.open_api_v3_schema.take())
-        else {
+        let Some(props) = version.schema.as_mut() else {
             continue;
         };
-        // Round-trip through JSON: the schema is easier to edit as a tree than as typed props.
-        let Ok(mut tree) = serde_json::to_value(&schema) else {
+        // Edit the schema as a JSON tree: easier than as typed props. Both conversions are of
+        // values we generated, so a failure (never seen) leaves the schema as generated.
+        let Some(mut tree) = props
+            .open_api_v3_schema
+            .as_ref()
+            .and_then(|s| serde_json::to_value(s).ok())
+        else {
             continue;
         };
         clean(&mut tree);
         set_rule_condition_default(&mut tree);
-        let finished = serde_json::from_value(tree).unwrap_or(schema);
-        if let Some(s) = version.schema.as_mut() {
-            s.open_api_v3_schema = Some(finished);
+        if is_manifest_work && let Value::Object(root) = &mut tree {
+            // Upstream does not require spec, and ManifestWorkSpec decodes a missing one as empty.
+            root.remove("required");
+        }
+        if let Ok(finished) = serde_json::from_value(tree) {
+            props.open_api_v3_schema = Some(finished);
         }
     }
     crd

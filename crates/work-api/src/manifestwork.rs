@@ -9,7 +9,7 @@ use crate::ConditionRule;
 use crate::string_enum::string_enum;
 
 /// Spec of a ManifestWork: what to apply on the spoke and how.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "work.open-cluster-management.io",
     version = "v1",
@@ -35,6 +35,33 @@ pub struct ManifestWorkSpec {
     /// Identity the agent applies the manifests as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub executor: Option<ManifestWorkExecutor>,
+}
+
+/// A ManifestWork without `spec` (or with `spec: null`) is valid under the upstream CRD, so it
+/// decodes as an empty spec: one odd object must not fail a whole list or watch. The derived
+/// root type asks a missing field for `deserialize_option`, which is what makes this work.
+impl<'de> Deserialize<'de> for ManifestWorkSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Repr {
+            #[serde(default)]
+            workload: ManifestsTemplate,
+            #[serde(default)]
+            delete_option: Option<DeleteOption>,
+            #[serde(default)]
+            manifest_configs: Vec<ManifestConfigOption>,
+            #[serde(default)]
+            executor: Option<ManifestWorkExecutor>,
+        }
+        let repr = Option::<Repr>::deserialize(d)?;
+        Ok(repr.map_or_else(Self::default, |r| Self {
+            workload: r.workload,
+            delete_option: r.delete_option,
+            manifest_configs: r.manifest_configs,
+            executor: r.executor,
+        }))
+    }
 }
 
 /// The list of raw manifests.

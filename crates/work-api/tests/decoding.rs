@@ -178,3 +178,17 @@ fn hub_hash_and_applied_name() {
         format!("{hash}-w")
     );
 }
+
+#[test]
+fn a_work_without_spec_decodes_as_empty() {
+    for yaml in [
+        "metadata: {name: w, namespace: c1}\n",
+        "metadata: {name: w, namespace: c1}\nspec: null\n",
+        "metadata: {name: w, namespace: c1}\nspec: {}\nstatus: {}\n",
+    ] {
+        let work = decode(yaml);
+        assert_eq!(work.spec, work_api::ManifestWorkSpec::default(), "{yaml}");
+    }
+    // A spec of the wrong shape is still an error.
+    assert!(serde_norway::from_str::<ManifestWork>("metadata: {name: w}\nspec: [1]\n").is_err());
+}

@@ -432,3 +432,43 @@ fn feedback_value(
         .find(|v| v.name == name)
         .map(|v| v.field_value.clone())
 }
+
+#[tokio::test]
+async fn namespaces_and_crds_are_applied_before_what_needs_them() {
+    let env = Env::start("apply-order").await;
+    let name = env.work_name("order");
+    let ns = test_support::unique_name("order-ns");
+    let group = format!("{}.example.com", test_support::unique_name("g"));
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    });
+    // Listed in the "wrong" order: the objects before the namespace and the CRD they need.
+    env.create_work(
+        &name,
+        json!({"workload": {"manifests": [
+            {"apiVersion": format!("{group}/v1"), "kind": "Widget",
+             "metadata": {"name": "w", "namespace": ns}, "spec": {"size": 1}},
+            configmap(&ns, "in-new-ns", json!({"k": "v"})),
+            crd,
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+        ]}}),
+    )
+    .await;
+    let work = env
+        .wait_work(&name, "every manifest applied", |w| {
+            (0..4).all(|i| manifest_is(w, i, "Applied", "True"))
+        })
+        .await;
+    assert!(work_is(&work, "Available", "True"));
+    env.delete_work(&name).await;
+    env.wait_work_gone(&name).await;
+}

@@ -161,8 +161,12 @@ async fn still_terminating(
         Err(e) => return Err(e.into()),
     };
     let namespace = (!res.namespace.is_empty()).then_some(res.namespace.as_str());
-    let Some(live) = ctx.applier.get(&resolved, namespace, &res.name).await? else {
-        return Ok(false);
+    let live = match ctx.applier.get(&resolved, namespace, &res.name).await {
+        Ok(Some(live)) => live,
+        Ok(None) => return Ok(false),
+        // Also a type whose CRD went away with the work (the discovery cache still has it).
+        Err(e) if e.is_not_found() => return Ok(false),
+        Err(e) => return Err(e.into()),
     };
     let uid = live.pointer("/metadata/uid").and_then(|v| v.as_str());
     let deleting = live.pointer("/metadata/deletionTimestamp").is_some();

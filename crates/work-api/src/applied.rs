@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 /// Spec of an AppliedManifestWork.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "work.open-cluster-management.io",
     version = "v1",
@@ -25,6 +25,27 @@ pub struct AppliedManifestWorkSpec {
     pub agent_id: String,
     /// Name of the ManifestWork on the hub.
     pub manifest_work_name: String,
+}
+
+/// Like [`crate::ManifestWorkSpec`]: a missing or null spec (valid under the upstream CRD)
+/// decodes as an empty one instead of failing a whole list.
+impl<'de> Deserialize<'de> for AppliedManifestWorkSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Repr {
+            hub_hash: String,
+            #[serde(default, rename = "agentID")]
+            agent_id: String,
+            manifest_work_name: String,
+        }
+        let repr = Option::<Repr>::deserialize(d)?;
+        Ok(repr.map_or_else(Self::default, |r| Self {
+            hub_hash: r.hub_hash,
+            agent_id: r.agent_id,
+            manifest_work_name: r.manifest_work_name,
+        }))
+    }
 }
 
 /// Status of an AppliedManifestWork.

@@ -57,7 +57,6 @@ pub fn crd_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_norway::
 }
 
 fn finish(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
-    let is_manifest_work = crd.spec.names.kind == "ManifestWork";
     for version in &mut crd.spec.versions {
         let Some(props) = version.schema.as_mut() else {
             continue;
@@ -73,8 +72,8 @@ fn finish(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
         };
         clean(&mut tree);
         set_rule_condition_default(&mut tree);
-        if is_manifest_work && let Value::Object(root) = &mut tree {
-            // Upstream does not require spec, and ManifestWorkSpec decodes a missing one as empty.
+        if let Value::Object(root) = &mut tree {
+            // Upstream does not require spec, and both specs decode a missing one as empty.
             root.remove("required");
         }
         if let Ok(finished) = serde_json::from_value(tree) {

@@ -112,3 +112,124 @@ fn schema_is_structural_enough_for_the_api_server() {
         });
     }
 }
+
+fn upstream(file: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/upstream-crds")
+        .join(file);
+    let text = std::fs::read_to_string(path).expect("vendored upstream CRD");
+    let crd: Value = serde_norway::from_str(&text).expect("YAML");
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+}
+
+fn ours(kind: &str) -> Value {
+    let crd = work_api::crds()
+        .into_iter()
+        .find(|c| c.spec.names.kind == kind)
+        .unwrap();
+    serde_json::to_value(crd).unwrap()["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+}
+
+/// Restrictions we add on purpose (task and semantics §1), by schema path and keyword.
+const DELIBERATE: &[(&str, &str)] = &[
+    ("spec.deleteOption.ttlSecondsAfterFinished", "minimum"),
+    ("spec.manifestConfigs", "maxItems"),
+    ("spec.manifestConfigs.conditionRules", "maxItems"),
+    ("spec.manifestConfigs.conditionRules.condition", "maxLength"),
+];
+
+/// Everything an upstream node accepts, ours accepts: same type, no extra required field, a
+/// superset of enum values, no new pattern or bound unless listed in [`DELIBERATE`].
+fn assert_accepts_at_least(up: &Value, ours: &Value, path: &str, problems: &mut Vec<String>) {
+    let untyped_open = ours.get("type").is_none()
+        && ours.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    if !untyped_open && up.get("type") != ours.get("type") {
+        problems.push(format!(
+            "{path}: type {:?} vs ours {:?}",
+            up.get("type"),
+            ours.get("type")
+        ));
+    }
+    let strings = |v: Option<&Value>| -> Vec<String> {
+        v.and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let up_required = strings(up.get("required"));
+    for r in strings(ours.get("required")) {
+        if !up_required.contains(&r) {
+            problems.push(format!("{path}: we require {r}, upstream does not"));
+        }
+    }
+    if ours.get("enum").is_some() {
+        let our_enum = strings(ours.get("enum"));
+        for v in strings(up.get("enum")) {
+            if !our_enum.contains(&v) {
+                problems.push(format!("{path}: enum lacks {v}"));
+            }
+        }
+        if up.get("enum").is_none() {
+            problems.push(format!("{path}: enum added"));
+        }
+    }
+    for key in [
+        "pattern",
+        "maxLength",
+        "minLength",
+        "maxItems",
+        "minimum",
+        "maximum",
+    ] {
+        if let Some(v) = ours.get(key)
+            && up.get(key) != Some(v)
+            && !DELIBERATE.contains(&(path, key))
+        {
+            problems.push(format!("{path}: {key} {v} (upstream {:?})", up.get(key)));
+        }
+    }
+    if let (Some(up_props), Some(our_props)) = (
+        up.get("properties").and_then(Value::as_object),
+        ours.get("properties").and_then(Value::as_object),
+    ) {
+        for (name, up_child) in up_props {
+            let child_path = if path.is_empty() {
+                name.clone()
+            } else {
+                format!("{path}.{name}")
+            };
+            match our_props.get(name) {
+                Some(our_child) => {
+                    assert_accepts_at_least(up_child, our_child, &child_path, problems)
+                }
+                // Standard fields the API server handles itself.
+                None if ["apiVersion", "kind", "metadata"].contains(&name.as_str()) => {}
+                None => problems.push(format!("{child_path}: missing (pruned on our CRD)")),
+            }
+        }
+    }
+    if let (Some(up_items), Some(our_items)) = (up.get("items"), ours.get("items")) {
+        assert_accepts_at_least(up_items, our_items, path, problems);
+    }
+}
+
+#[test]
+fn our_schemas_accept_whatever_upstream_accepts() {
+    for (file, kind) in [
+        (
+            "0000_00_work.open-cluster-management.io_manifestworks.crd.yaml",
+            "ManifestWork",
+        ),
+        (
+            "0000_01_work.open-cluster-management.io_appliedmanifestworks.crd.yaml",
+            "AppliedManifestWork",
+        ),
+    ] {
+        let mut problems = Vec::new();
+        assert_accepts_at_least(&upstream(file), &ours(kind), "", &mut problems);
+        assert!(problems.is_empty(), "{kind}: {problems:#?}");
+    }
+}

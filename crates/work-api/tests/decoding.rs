@@ -192,3 +192,14 @@ fn a_work_without_spec_decodes_as_empty() {
     // A spec of the wrong shape is still an error.
     assert!(serde_norway::from_str::<ManifestWork>("metadata: {name: w}\nspec: [1]\n").is_err());
 }
+
+#[test]
+fn an_applied_manifest_work_without_spec_decodes_as_empty() {
+    let amw: AppliedManifestWork = serde_norway::from_str("metadata: {name: x}\n").unwrap();
+    assert_eq!(amw.spec, work_api::AppliedManifestWorkSpec::default());
+    // Within a spec, hubHash and manifestWorkName stay required, as upstream.
+    assert!(
+        serde_norway::from_str::<AppliedManifestWork>("metadata: {name: x}\nspec: {hubHash: h}\n")
+            .is_err()
+    );
+}

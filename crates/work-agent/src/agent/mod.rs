@@ -235,8 +235,10 @@ async fn run_controller(
                     | watcher::Event::Delete(a)
                     | watcher::Event::InitApply(a),
                 ) => {
-                    let mine =
-                        a.spec.hub_hash == config.hub_hash && a.spec.agent_id == config.agent_id;
+                    // Not filtered on agentID: a restart with another --agent-id still owns
+                    // its works. A name that maps to a work not in our namespace is dropped by
+                    // the controller (it is not in the store).
+                    let mine = a.spec.hub_hash == config.hub_hash;
                     let work = a
                         .metadata
                         .name

@@ -217,6 +217,18 @@ mod tests {
         );
         let out = aggregate_work_conditions(&[]);
         assert_eq!(get(&out, "Available").status, Status::Unknown);
+        // A manifest with no Available condition yet keeps the work from being available.
+        let none: [Condition; 0] = [];
+        let out = aggregate_work_conditions(&[&t, &none]);
+        let a = get(&out, "Available");
+        assert_eq!(
+            (a.status, a.reason.as_str(), a.message.as_str()),
+            (
+                Status::Unknown,
+                "ResourcesStatusUnknown",
+                "1 of 2 resources have no availability yet"
+            )
+        );
     }
 
     #[test]

@@ -34,9 +34,18 @@ cleanup() {
   "$HERE/test-clusters.sh" down || log "WARNING: stopping the control planes reported an error"
   exit "$rc"
 }
+CMD_PID=""
+# A signal stops CMD's whole process group (cargo and the test binaries) before the cleanup.
+on_signal() {
+  if [ -n "$CMD_PID" ]; then
+    kill -TERM -- "-$CMD_PID" 2>/dev/null || true
+    wait "$CMD_PID" 2>/dev/null || true
+  fi
+  exit "$1"
+}
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'on_signal 130' INT
+trap 'on_signal 143' TERM
 
 t0=$SECONDS
 # Logs and credentials of an earlier run would only confuse the post-mortem of this one.
@@ -50,10 +59,17 @@ log "control planes ready in $((SECONDS - t0))s"
 # shellcheck disable=SC1091
 . "$RUN_ROOT/clusters.env"
 
+# CMD runs in its own process group, in the background, so that a signal to this script is
+# handled at once (bash defers traps while a foreground command runs) and reaches all of CMD.
+set -m
+"$@" &
+CMD_PID=$!
+set +m
 set +e
-"$@"
+wait "$CMD_PID"
 rc=$?
 set -e
+CMD_PID=""
 if [ "$rc" != 0 ]; then
   log "command failed (exit $rc): $*"
   log "control-plane logs: $RUN_ROOT/{hub,hub-upstream,spoke}/*.log; agent logs: $RUN_ROOT/agent-logs/"

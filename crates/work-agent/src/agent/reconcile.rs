@@ -98,12 +98,30 @@ pub async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Result<Act
         .is_some_and(|s| manifests::work_is_complete(Some(s)))
     {
         // The status write re-queues the work through the watch; TTL is handled then.
-        return Ok(Action::requeue(ctx.config.status_sync_period));
+        return Ok(Action::requeue(resync_after(&ctx, &name)));
     }
     if outcome.has_readonly {
         return Ok(Action::requeue(ctx.config.readonly_resync));
     }
-    Ok(Action::requeue(ctx.config.status_sync_period))
+    Ok(Action::requeue(resync_after(&ctx, &name)))
+}
+
+/// The safety-net resync period plus a per-work spread of up to 10 %, so that works created
+/// together do not all resync at the same moment.
+fn resync_after(ctx: &Context, work: &str) -> Duration {
+    let period = ctx.config.status_sync_period;
+    spread(period, work)
+}
+
+fn spread(period: Duration, key: &str) -> Duration {
+    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let max_extra = period.as_millis() as u64 / 10;
+    if max_extra == 0 {
+        return period;
+    }
+    period + Duration::from_millis(hash % max_extra)
 }
 
 fn record_completion(work: &ManifestWork, ctx: &Context) {
@@ -379,7 +397,10 @@ async fn apply_manifests(
         };
 
     for idx in applier::apply_order(&raw) {
-        let manifest = &raw[idx];
+        // apply_order returns a permutation of the indexes; anything else is skipped, not a panic.
+        let Some(manifest) = raw.get(idx) else {
+            continue;
+        };
         let id = match manifests::identify(manifest) {
             Ok(id) => id,
             Err(e) => {
@@ -388,11 +409,15 @@ async fn apply_manifests(
                     ..Default::default()
                 };
                 let msg = e.to_string();
-                slots[idx] = Some(ManifestDesired::Conditions {
-                    meta,
-                    updates: vec![conditions::applied_condition(Err(&msg))],
-                    feedback: None,
-                });
+                slots_set(
+                    &mut slots,
+                    idx,
+                    ManifestDesired::Conditions {
+                        meta,
+                        updates: vec![conditions::applied_condition(Err(&msg))],
+                        feedback: None,
+                    },
+                );
                 continue;
             }
         };
@@ -402,7 +427,7 @@ async fn apply_manifests(
             kept.resource_meta.ordinal = i32::try_from(idx).unwrap_or(i32::MAX);
             out.applied
                 .extend(carry_over(&id, Some(kept.resource_meta.resource.as_str())));
-            slots[idx] = Some(ManifestDesired::Keep(kept));
+            slots_set(&mut slots, idx, ManifestDesired::Keep(kept));
             continue;
         }
         let resolved = match ctx.resolver.resolve(&id.api_version, &id.kind).await {
@@ -411,11 +436,15 @@ async fn apply_manifests(
                 out.transient_failure |= e.is_transient();
                 out.applied.extend(carry_over(&id, None));
                 let msg = e.to_string();
-                slots[idx] = Some(ManifestDesired::Conditions {
-                    meta: manifests::resource_meta(idx, &id, ""),
-                    updates: vec![conditions::applied_condition(Err(&msg))],
-                    feedback: None,
-                });
+                slots_set(
+                    &mut slots,
+                    idx,
+                    ManifestDesired::Conditions {
+                        meta: manifests::resource_meta(idx, &id, ""),
+                        updates: vec![conditions::applied_condition(Err(&msg))],
+                        feedback: None,
+                    },
+                );
                 continue;
             }
         };
@@ -546,12 +575,42 @@ async fn apply_manifests(
                 updates.push(conditions::applied_condition(Err(&msg)));
             }
         }
-        slots[idx] = Some(ManifestDesired::Conditions {
-            meta,
-            updates,
-            feedback,
-        });
+        slots_set(
+            &mut slots,
+            idx,
+            ManifestDesired::Conditions {
+                meta,
+                updates,
+                feedback,
+            },
+        );
     }
     out.desired.manifests = slots.into_iter().flatten().collect();
     out
+}
+
+fn slots_set(slots: &mut [Option<ManifestDesired>], idx: usize, desired: ManifestDesired) {
+    if let Some(slot) = slots.get_mut(idx) {
+        *slot = Some(desired);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resync_spread_stays_within_ten_percent_and_differs_per_work() {
+        let period = Duration::from_secs(300);
+        let a = spread(period, "work-a");
+        let b = spread(period, "work-b");
+        for d in [a, b] {
+            assert!(d >= period && d < period + Duration::from_secs(30), "{d:?}");
+        }
+        assert_ne!(a, b);
+        assert_eq!(
+            spread(Duration::from_millis(5), "x"),
+            Duration::from_millis(5)
+        );
+    }
 }

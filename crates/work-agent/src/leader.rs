@@ -418,7 +418,9 @@ impl Elector {
                 match self.api.create(&PostParams::default(), &lease).await {
                     Ok(_) => Ok(Attempt::Held),
                     // Another candidate created it first.
-                    Err(kube::Error::Api(s)) if s.is_already_exists() => Ok(Attempt::NotHeld),
+                    Err(kube::Error::Api(s)) if s.is_already_exists() || s.is_conflict() => {
+                        Ok(Attempt::NotHeld)
+                    }
                     Err(e) => Err(e),
                 }
             }
@@ -639,5 +641,190 @@ mod tests {
         let a = default_identity();
         std::thread::sleep(Duration::from_millis(2));
         assert_ne!(a, default_identity());
+    }
+}
+
+/// The elector task against a scripted Lease API: safety when the API server goes away, and
+/// release on shutdown.
+#[cfg(test)]
+mod elector_tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper::{Request, Response, StatusCode};
+    use serde_json::{Value, json};
+
+    const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/ns/leases";
+
+    #[derive(Default)]
+    struct FakeApi {
+        lease: Option<Value>,
+        version: u64,
+        /// Every request fails with 503 while set: the API server is unreachable.
+        down: bool,
+        /// Holders written by PUT/POST, in order.
+        writes: Vec<Option<String>>,
+    }
+
+    fn status(code: u16, reason: &str) -> Value {
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+               "reason": reason})
+    }
+
+    fn handle(api: &mut FakeApi, method: &str, path: &str, mut body: Value) -> (u16, Value) {
+        if api.down {
+            return (503, status(503, "ServiceUnavailable"));
+        }
+        let item = format!("{LEASES}/lease");
+        match (method, path) {
+            ("GET", p) if p == item => match &api.lease {
+                Some(l) => (200, l.clone()),
+                None => (404, status(404, "NotFound")),
+            },
+            ("POST", LEASES) if api.lease.is_none() => {
+                api.version += 1;
+                body["metadata"]["resourceVersion"] = json!(api.version.to_string());
+                api.writes.push(holder_of(&body));
+                api.lease = Some(body.clone());
+                (201, body)
+            }
+            ("PUT", p) if p == item => {
+                let current = api
+                    .lease
+                    .as_ref()
+                    .map(|l| l["metadata"]["resourceVersion"].clone());
+                if current != Some(body["metadata"]["resourceVersion"].clone()) {
+                    return (409, status(409, "Conflict"));
+                }
+                api.version += 1;
+                body["metadata"]["resourceVersion"] = json!(api.version.to_string());
+                api.writes.push(holder_of(&body));
+                api.lease = Some(body.clone());
+                (200, body)
+            }
+            ("POST", LEASES) => (409, status(409, "AlreadyExists")),
+            _ => (405, status(405, "MethodNotAllowed")),
+        }
+    }
+
+    fn holder_of(lease: &Value) -> Option<String> {
+        lease["spec"]["holderIdentity"].as_str().map(str::to_owned)
+    }
+
+    fn client(api: Arc<Mutex<FakeApi>>) -> Client {
+        let svc = tower::service_fn(move |req: Request<kube::client::Body>| {
+            let api = api.clone();
+            async move {
+                let method = req.method().to_string();
+                let path = req.uri().path().to_owned();
+                let raw = req.into_body().collect().await?.to_bytes();
+                let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
+                let (code, reply) = {
+                    let mut api = api.lock().map_err(|_| "fake API lock poisoned")?;
+                    handle(&mut api, &method, &path, body)
+                };
+                let resp = Response::builder()
+                    .status(StatusCode::from_u16(code)?)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(reply.to_string())))?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(resp)
+            }
+        });
+        Client::new(svc, "ns")
+    }
+
+    fn fast_config() -> LeaderConfig {
+        LeaderConfig {
+            // Short, with a margin of a second between renew deadline and expiry so a busy
+            // test machine does not blur the two.
+            lease_duration: Duration::from_millis(3000),
+            renew_deadline: Duration::from_millis(2000),
+            retry_period: Duration::from_millis(200),
+            ..LeaderConfig::new("ns", "lease", "me")
+        }
+    }
+
+    async fn wait_signal(rx: &mut watch::Receiver<bool>, want: bool) -> Instant {
+        tokio::time::timeout(Duration::from_secs(10), rx.wait_for(|v| *v == want))
+            .await
+            .expect("leadership signal in time")
+            .expect("elector alive");
+        Instant::now()
+    }
+
+    #[tokio::test]
+    async fn a_leader_that_cannot_renew_stops_leading_before_its_lease_expires() {
+        let api = Arc::new(Mutex::new(FakeApi::default()));
+        let config = fast_config();
+        let handle = spawn(client(api.clone()), config.clone()).expect("valid config");
+        let mut rx = handle.subscribe();
+        wait_signal(&mut rx, true).await;
+
+        // The API server disappears right after a renewal.
+        let last_write = {
+            let mut a = api.lock().expect("not poisoned");
+            a.down = true;
+            Instant::now()
+        };
+        let stepped_down = wait_signal(&mut rx, false).await;
+        let after = stepped_down - last_write;
+        // Someone else may take over lease_duration after our last renewal: we must be out by then.
+        assert!(
+            after < config.lease_duration,
+            "still leading {after:?} after the last renewal"
+        );
+        // And not at the first failed attempt: short outages are ridden out. (The last renewal
+        // was up to one retry period before the outage began.)
+        assert!(
+            after + 2 * config.retry_period >= config.renew_deadline,
+            "stepped down after {after:?}"
+        );
+
+        // Back online: it leads again (it still holds the Lease record).
+        api.lock().expect("not poisoned").down = false;
+        wait_signal(&mut rx, true).await;
+        handle.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn shutdown_releases_the_lease_and_a_foreign_lease_is_respected() {
+        let api = Arc::new(Mutex::new(FakeApi::default()));
+        let handle = spawn(client(api.clone()), fast_config()).expect("valid config");
+        let mut rx = handle.subscribe();
+        wait_signal(&mut rx, true).await;
+        handle.shutdown().await;
+        let writes = api.lock().expect("not poisoned").writes.clone();
+        assert_eq!(writes.first(), Some(&Some("me".to_owned())));
+        assert_eq!(
+            writes.last(),
+            Some(&None),
+            "the Lease was not released: {writes:?}"
+        );
+
+        // Someone else renews the Lease continuously: a second candidate never leads.
+        let mut other = fast_config();
+        other.identity = "other".into();
+        let holder = spawn(client(api.clone()), other).expect("valid config");
+        let mut holder_rx = holder.subscribe();
+        wait_signal(&mut holder_rx, true).await;
+        let candidate = spawn(client(api.clone()), fast_config()).expect("valid config");
+        tokio::time::sleep(fast_config().lease_duration * 2).await;
+        assert!(
+            !candidate.is_leader(),
+            "took a Lease that was being renewed"
+        );
+        assert!(holder.is_leader());
+
+        // Once the holder shuts down (and releases), the candidate takes over at once.
+        holder.shutdown().await;
+        let mut rx = candidate.subscribe();
+        let start = Instant::now();
+        wait_signal(&mut rx, true).await;
+        // Without the release it would wait out the whole lease duration.
+        let took = start.elapsed();
+        assert!(took < fast_config().lease_duration, "{took:?}");
+        candidate.shutdown().await;
     }
 }

@@ -30,8 +30,9 @@ pub(crate) const BUDGET_FUNCTION: &str = "@budget";
 /// Stack of the thread that parses an expression.
 pub(crate) const PARSE_STACK_BYTES: usize = 256 * 1024 * 1024;
 
-/// Stack one syntax-tree level may take while evaluating (measured on nested list literals
-/// and `+` chains, the deepest-framed shapes; debug builds have much bigger frames).
+/// Stack one syntax-tree level may take while evaluating. Measured on nested list literals and
+/// `+` chains (the deepest-framed shapes) at depth 64: under 128 KiB in total in release builds,
+/// 2-4 MiB in debug builds; these constants leave room to spare.
 const STACK_PER_LEVEL: usize = if cfg!(debug_assertions) {
     96 * 1024
 } else {

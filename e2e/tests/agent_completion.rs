@@ -258,3 +258,38 @@ async fn a_spoke_status_change_reaches_the_hub_from_the_watch() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn metrics_count_applies_evaluations_and_completions() {
+    let env = Env::start("metrics").await;
+    let name = env.work_name("metrics");
+    env.create_work(
+        &name,
+        json!({
+            "workload": {"manifests": [job(&env.ns, "m")]},
+            "manifestConfigs": [job_complete_config(&env.ns, "m")]
+        }),
+    )
+    .await;
+    env.wait_work(&name, "Complete", |w| work_is(w, "Complete", "True"))
+        .await;
+    let port = env.http_port;
+    let text = test_support::wait_for("metrics show the completion", TIMEOUT, || async move {
+        match http_get(port, "/metrics").await {
+            Ok(t) if t.contains("work_agent_completions_total 1") => Ok(t),
+            Ok(t) => Err(t),
+            Err(e) => Err(e),
+        }
+    })
+    .await;
+    for expected in [
+        r#"work_agent_applies_total{strategy="Update",result="created"} 1"#,
+        r#"work_agent_rule_evaluations_total{result="true"}"#,
+        r#"work_agent_works{state="complete"} 1"#,
+        "work_agent_time_to_complete_seconds_count 1",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in\n{text}");
+    }
+    let ready = http_get(port, "/readyz").await;
+    assert!(ready.is_ok(), "{ready:?}");
+}

@@ -31,11 +31,24 @@ pub struct Env {
     pub ns: String,
     /// The agent process.
     pub agent: AgentProcess,
+    /// Port of the agent's `/metrics`, `/healthz`, `/readyz`.
+    pub http_port: u16,
     extra_args: Vec<String>,
 }
 
 /// Arguments to run the agent for `cluster` against the two control planes.
 pub fn agent_args(hub: &Path, spoke: &Path, cluster: &str, extra: &[String]) -> Vec<String> {
+    agent_args_on(hub, spoke, cluster, free_port(), extra)
+}
+
+/// [`agent_args`] with a given metrics/health port.
+pub fn agent_args_on(
+    hub: &Path,
+    spoke: &Path,
+    cluster: &str,
+    port: u16,
+    extra: &[String],
+) -> Vec<String> {
     let mut args: Vec<String> = [
         "run",
         "--spoke-cluster-name",
@@ -45,7 +58,7 @@ pub fn agent_args(hub: &Path, spoke: &Path, cluster: &str, extra: &[String]) -> 
         "--spoke-kubeconfig",
         &spoke.display().to_string(),
         "--http-address",
-        &format!("127.0.0.1:{}", free_port()),
+        &format!("127.0.0.1:{port}"),
         "--leader-elect=false",
         "--log-level",
         "debug,kube=info,hyper=info,hyper_util=info,rustls=info,tower=info",
@@ -69,10 +82,12 @@ impl Env {
         let cluster = hub.namespace(prefix).await;
         let ns = spoke.namespace(prefix).await;
         let extra_args: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
-        let agent = AgentProcess::start(agent_args(
+        let http_port = free_port();
+        let agent = AgentProcess::start(agent_args_on(
             &hub.kubeconfig,
             &spoke.kubeconfig,
             &cluster,
+            http_port,
             &extra_args,
         ));
         Env {
@@ -81,16 +96,18 @@ impl Env {
             cluster,
             ns,
             agent,
+            http_port,
             extra_args,
         }
     }
 
     /// Starts the agent again (after `agent.kill()`).
     pub fn restart_agent(&mut self) {
-        self.agent = AgentProcess::start(agent_args(
+        self.agent = AgentProcess::start(agent_args_on(
             &self.hub.kubeconfig,
             &self.spoke.kubeconfig,
             &self.cluster,
+            self.http_port,
             &self.extra_args,
         ));
     }
@@ -372,4 +389,31 @@ pub fn data(obj: &DynamicObject) -> BTreeMap<String, String> {
 /// resourceVersion of an object.
 pub fn rv(obj: &DynamicObject) -> String {
     obj.metadata.resource_version.clone().unwrap_or_default()
+}
+
+/// GET `path` from the agent's HTTP listener (plain HTTP/1.0 over a socket); the body.
+pub async fn http_get(port: u16, path: &str) -> Result<String, String> {
+    let path = path.to_string();
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut stream =
+            std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
+        stream
+            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
+            .map_err(|e| e.to_string())?;
+        let mut out = String::new();
+        stream.read_to_string(&mut out).map_err(|e| e.to_string())?;
+        if !out.starts_with("HTTP/1.1 200") && !out.starts_with("HTTP/1.0 200") {
+            return Err(out.lines().next().unwrap_or_default().to_string());
+        }
+        Ok(out
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default())
+    })
+    .await
+    .map_err(|e| e.to_string())?
 }

@@ -11,6 +11,15 @@ export RUN_ROOT=${RUN_ROOT:-$ROOT/.run}
 log() { printf '[with-cluster] %s\n' "$*" >&2; }
 [ $# -ge 1 ] || { sed -n '2,7p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
+# One run per RUN_ROOT at a time: a second run would share (and at its end stop) the first run's
+# control planes and reap its agents. Taken before any trap, so a waiting run cleans up nothing.
+mkdir -p "$RUN_ROOT"
+exec 8>"$RUN_ROOT/.with-cluster.lock"
+if ! flock -n 8; then
+  log "another with-cluster.sh run is using $RUN_ROOT; waiting for it (or set RUN_ROOT to run side by side)"
+  flock 8
+fi
+
 # Agents spawned by test-support write "PID BINARY" files here; a test process killed hard cannot
 # reap its agent, so the cleanup does (only pids that still run that binary).
 reap_agents() {
@@ -51,7 +60,7 @@ t0=$SECONDS
 # Logs and credentials of an earlier run would only confuse the post-mortem of this one.
 reap_agents
 rm -rf "$RUN_ROOT/agent-logs" "$RUN_ROOT/kubeconfigs"
-if ! "$HERE/test-clusters.sh" up >&2; then
+if ! "$HERE/test-clusters.sh" up 8>&- >&2; then
   log "FAILED: the control planes did not start; see the log tail above and $RUN_ROOT/*/*.log"
   exit 1
 fi
@@ -62,7 +71,7 @@ log "control planes ready in $((SECONDS - t0))s"
 # CMD runs in its own process group, in the background, so that a signal to this script is
 # handled at once (bash defers traps while a foreground command runs) and reaches all of CMD.
 set -m
-"$@" &
+"$@" 8>&- &
 CMD_PID=$!
 set +m
 set +e

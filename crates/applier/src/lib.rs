@@ -8,9 +8,15 @@
 //!   [`plan_ignore_fields`] and the path parsers.
 //!
 //! Behaviour worth knowing (beyond the contract):
-//! - Update writes the annotation [`MANIFEST_HASH_ANNOTATION`] (a hash of the manifest) so that a
-//!   manifest dropping a field is noticed; a no-op update (no field of the manifest differs from
-//!   the live object, and the hash matches) sends nothing.
+//! - Update replaces the object with the live object with the manifest laid over it (objects
+//!   merged key by key, lists replaced), so fields the server generated or defaulted survive (a
+//!   Job's selector, a Service's clusterIP; a plain PUT of the manifest is refused for a Job).
+//!   Fields an earlier manifest set and the current one drops are removed, using the list kept in
+//!   [`APPLIED_FIELDS_ANNOTATION`] (not stored above 32 KiB; then drops are not noticed). The
+//!   annotation [`MANIFEST_HASH_ANNOTATION`] (a hash of the manifest) makes any manifest change
+//!   an update; a no-op update (hash matches, no field of the manifest differs on the spoke)
+//!   sends nothing. Values the server normalises (`cpu: 0.5` -> `500m`) defeat the local no-op
+//!   check; the PUT then changes nothing and the outcome is still `Unchanged`.
 //! - ServerSideApply also writes [`MANIFEST_HASH_ANNOTATION`] (a hash of the apply patch, field
 //!   manager and force) and skips the request when the live object carries that hash, has every
 //!   field of the patch and our ownerReference (what the server would treat as a no-op anyway).
@@ -50,7 +56,9 @@ pub use ignore::{
     parse_json_pointer, plan_ignore_fields,
 };
 pub use kube::api::PropagationPolicy;
-pub use manifest::{MANIFEST_HASH_ANNOTATION, content_hash, is_noop_update};
+pub use manifest::{
+    APPLIED_FIELDS_ANNOTATION, MANIFEST_HASH_ANNOTATION, content_hash, is_noop_update,
+};
 pub use order::apply_order;
 pub use owner::{
     AGENT_LABEL, agent_label_value, has_owner_reference, merge_owner_references, owner_reference,

@@ -13,6 +13,13 @@ use crate::owner::merge_owner_references;
 /// that drops a field is noticed even though the live object still has it.
 pub const MANIFEST_HASH_ANNOTATION: &str = "work.open-cluster-management.io/manifest-hash";
 
+/// Annotation listing (as JSON pointers) the fields the manifest last written with the Update
+/// strategy set, so fields a later manifest drops are removed from the object.
+pub const APPLIED_FIELDS_ANNOTATION: &str = "work.open-cluster-management.io/applied-fields";
+
+/// Above this size the applied field list is not stored (annotations share a 256 KiB budget).
+const MAX_APPLIED_FIELDS_BYTES: usize = 32 * 1024;
+
 /// Metadata fields the API server populates; never sent and never compared.
 const SERVER_METADATA: &[&str] = &[
     "resourceVersion",
@@ -183,15 +190,19 @@ pub(crate) fn create_body(
         set_owner_references(meta, &merge_owner_references(&existing, owner))?;
     }
     if let Some(hash) = manifest_hash {
-        string_map_mut(meta, "annotations")
-            .insert(MANIFEST_HASH_ANNOTATION.into(), Value::String(hash.into()));
+        let fields = applied_fields(&body);
+        record_applied(&mut body, hash, &fields);
     }
     Ok(body)
 }
 
-/// The body to replace `live` with under the Update strategy: the manifest's fields, with labels,
-/// annotations, ownerReferences and finalizers merged into the live ones (others' entries kept)
-/// and the live resourceVersion for optimistic locking.
+/// The body to replace `live` with under the Update strategy: the live object with the
+/// manifest laid over it (objects merged key by key, lists and scalars replaced), minus the fields
+/// an earlier manifest set and this one no longer does; labels, annotations, ownerReferences and
+/// finalizers of others are kept; the live resourceVersion gives optimistic locking.
+///
+/// Starting from the live object keeps what the server generated or defaulted (a Job's selector
+/// and template labels, a Service's clusterIP): a PUT without them is refused or changes them.
 pub(crate) fn update_body(
     manifest: &Value,
     live: &Value,
@@ -200,70 +211,153 @@ pub(crate) fn update_body(
     owner: Option<&OwnerReference>,
     manifest_hash: &str,
 ) -> Result<Value, ApplyError> {
-    let mut body = clean_manifest(manifest, namespaced, labels);
+    let mut ours = clean_manifest(manifest, namespaced, labels);
+    let fields = applied_fields(&ours);
+    let mut body = live.clone();
     let live_meta = live.get("metadata").and_then(Value::as_object);
-    let meta = metadata_mut(&mut body);
-
-    for key in ["labels", "annotations"] {
-        let ours = meta.remove(key);
-        let mut merged = live_meta
-            .and_then(|m| m.get(key))
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        if let Some(Value::Object(ours)) = ours {
-            merged.extend(ours);
-        }
-        if key == "annotations" {
-            merged.insert(
-                MANIFEST_HASH_ANNOTATION.into(),
-                Value::String(manifest_hash.into()),
-            );
-        }
-        if !merged.is_empty() {
-            meta.insert(key.into(), Value::Object(merged));
+    {
+        let meta = metadata_mut(&mut body);
+        for key in SERVER_METADATA {
+            if *key != "resourceVersion" {
+                meta.remove(*key);
+            }
         }
     }
+    let previous = annotation(live, APPLIED_FIELDS_ANNOTATION)
+        .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
+        .unwrap_or_default();
+    for pointer in previous.iter().filter(|p| !fields.contains(*p)) {
+        remove_pointer(&mut body, pointer);
+    }
 
+    // Lists of metadata are merged, not replaced by the overlay.
     let mut refs = match live_meta {
         Some(m) => owner_references_of_meta(m)?,
         None => Vec::new(),
     };
-    for r in owner_references_of_meta(meta)? {
+    let ours_meta = metadata_mut(&mut ours);
+    for r in owner_references_of_meta(ours_meta)? {
         refs = merge_owner_references(&refs, &r);
     }
     if let Some(owner) = owner {
         refs = merge_owner_references(&refs, owner);
     }
-    set_owner_references(meta, &refs)?;
-
     let mut finalizers: Vec<Value> = live_meta
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    if let Some(Value::Array(ours)) = meta.get("finalizers") {
-        for f in ours {
-            if !finalizers.contains(f) {
-                finalizers.push(f.clone());
+    if let Some(Value::Array(theirs)) = ours_meta.remove("finalizers") {
+        for f in theirs {
+            if !finalizers.contains(&f) {
+                finalizers.push(f);
             }
         }
     }
+    ours_meta.remove("ownerReferences");
+
+    overlay(&mut body, &ours);
+    let meta = metadata_mut(&mut body);
+    set_owner_references(meta, &refs)?;
     if finalizers.is_empty() {
         meta.remove("finalizers");
     } else {
         meta.insert("finalizers".into(), Value::Array(finalizers));
     }
-
-    if let Some(rv) = live_meta.and_then(|m| m.get("resourceVersion")) {
-        meta.insert("resourceVersion".into(), rv.clone());
-    }
-
-    // A kind without a status subresource would lose its status on a PUT without one.
-    if let (Some(obj), Some(status)) = (body.as_object_mut(), live.get("status")) {
-        obj.entry("status").or_insert_with(|| status.clone());
-    }
+    record_applied(&mut body, manifest_hash, &fields);
     Ok(body)
+}
+
+/// Lays `top` over `base`: objects merge key by key (a `null` removes the key), anything else
+/// replaces.
+fn overlay(base: &mut Value, top: &Value) {
+    match (base, top) {
+        (Value::Object(base), Value::Object(top)) => {
+            for (k, v) in top {
+                if v.is_null() {
+                    base.remove(k);
+                } else if let Some(slot) = base.get_mut(k) {
+                    overlay(slot, v);
+                } else {
+                    base.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        (base, top) => *base = top.clone(),
+    }
+}
+
+/// JSON pointers of every object key a cleaned manifest sets (descending into objects, not into
+/// lists, which are replaced whole), leaving out identity, status and metadata other than labels
+/// and annotations.
+pub(crate) fn applied_fields(manifest: &Value) -> Vec<String> {
+    fn walk(value: &Value, prefix: &str, out: &mut Vec<String>) {
+        if let Value::Object(map) = value {
+            for (k, v) in map {
+                let pointer = format!("{prefix}/{}", k.replace('~', "~0").replace('/', "~1"));
+                out.push(pointer.clone());
+                walk(v, &pointer, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let Some(obj) = manifest.as_object() else {
+        return out;
+    };
+    for (k, v) in obj {
+        match k.as_str() {
+            "apiVersion" | "kind" | "status" => {}
+            "metadata" => {
+                for key in ["labels", "annotations"] {
+                    if let Some(map) = v.get(key) {
+                        walk(map, &format!("/metadata/{key}"), &mut out);
+                    }
+                }
+            }
+            _ => {
+                let pointer = format!("/{}", k.replace('~', "~0").replace('/', "~1"));
+                out.push(pointer.clone());
+                walk(v, &pointer, &mut out);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Removes the object key at an RFC 6901 pointer, if present.
+fn remove_pointer(doc: &mut Value, pointer: &str) {
+    let Some((parent, last)) = pointer.rsplit_once('/') else {
+        return;
+    };
+    let unescape = |t: &str| t.replace("~1", "/").replace("~0", "~");
+    let parent = if parent.is_empty() {
+        Some(doc)
+    } else {
+        doc.pointer_mut(parent)
+    };
+    if let Some(Value::Object(map)) = parent {
+        map.remove(&unescape(last));
+    }
+}
+
+/// Writes the manifest hash and (when small enough to be a reasonable annotation) the applied
+/// field list.
+fn record_applied(body: &mut Value, manifest_hash: &str, fields: &[String]) {
+    let annotations = string_map_mut(metadata_mut(body), "annotations");
+    annotations.insert(
+        MANIFEST_HASH_ANNOTATION.into(),
+        Value::String(manifest_hash.into()),
+    );
+    match serde_json::to_string(fields) {
+        Ok(text) if text.len() <= MAX_APPLIED_FIELDS_BYTES => {
+            annotations.insert(APPLIED_FIELDS_ANNOTATION.into(), Value::String(text));
+        }
+        // Too big (or unencodable): fields this manifest drops later are then not removed.
+        _ => {
+            annotations.remove(APPLIED_FIELDS_ANNOTATION);
+        }
+    }
 }
 
 /// Whether replacing `live` with `desired` would change nothing we care about: every field of
@@ -479,6 +573,91 @@ mod tests {
         })
     }
 
+    /// Marks `live` as last written from `deployment()` with these labels.
+    fn record_fields(live: &mut Value, labels: &BTreeMap<String, String>) {
+        let fields = applied_fields(&clean_manifest(&deployment(), true, labels));
+        live["metadata"]["annotations"][APPLIED_FIELDS_ANNOTATION] =
+            json!(serde_json::to_string(&fields).unwrap_or_default());
+    }
+
+    #[test]
+    fn update_body_keeps_server_generated_fields_and_removes_dropped_ones() {
+        let job = |extra: Value| {
+            let mut m = json!({"apiVersion": "batch/v1", "kind": "Job",
+                "metadata": {"name": "j", "namespace": "ns", "labels": {"keep": "1"}},
+                "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}});
+            overlay(&mut m, &extra);
+            m
+        };
+        let previous =
+            job(json!({"spec": {"parallelism": 2}, "metadata": {"labels": {"old": "x"}}}));
+        let mut live = job(json!({
+            "metadata": {"uid": "u", "resourceVersion": "5", "managedFields": [{}],
+                         "labels": {"old": "x", "server": "y"}},
+            "spec": {"parallelism": 2, "selector": {"matchLabels": {"controller-uid": "u"}},
+                     "template": {"metadata": {"labels": {"controller-uid": "u"}}}}
+        }));
+        let fields = applied_fields(&clean_manifest(&previous, true, &BTreeMap::new()));
+        live["metadata"]["annotations"] =
+            json!({APPLIED_FIELDS_ANNOTATION: serde_json::to_string(&fields).unwrap_or_default()});
+
+        let body = update_body(&job(json!({})), &live, true, &BTreeMap::new(), None, "h2")
+            .unwrap_or_default();
+        assert_eq!(
+            body["spec"]["selector"],
+            json!({"matchLabels": {"controller-uid": "u"}})
+        );
+        assert_eq!(
+            body["spec"]["template"]["metadata"]["labels"],
+            json!({"controller-uid": "u"})
+        );
+        assert!(
+            body["spec"].get("parallelism").is_none(),
+            "dropped by the manifest"
+        );
+        assert_eq!(
+            body["metadata"]["labels"],
+            json!({"keep": "1", "server": "y"})
+        );
+        assert_eq!(body["metadata"]["resourceVersion"], json!("5"));
+        assert!(body["metadata"].get("managedFields").is_none());
+        let now = annotation(&body, APPLIED_FIELDS_ANNOTATION).unwrap_or_default();
+        assert!(
+            now.contains("/spec/template") && !now.contains("parallelism"),
+            "{now}"
+        );
+    }
+
+    #[test]
+    fn applied_fields_cover_object_keys_but_not_identity_status_or_list_items() {
+        let m = json!({"apiVersion": "v1", "kind": "X", "status": {"a": 1},
+                       "metadata": {"name": "n", "labels": {"a/b": "1"}},
+                       "spec": {"list": [{"x": 1}], "m": {"k~": 1}}});
+        assert_eq!(
+            applied_fields(&m),
+            [
+                "/metadata/labels/a~1b",
+                "/spec",
+                "/spec/list",
+                "/spec/m",
+                "/spec/m/k~0"
+            ]
+        );
+    }
+
+    #[test]
+    fn overlay_merges_objects_and_replaces_the_rest() {
+        let mut base = json!({"a": {"b": 1, "c": 2}, "l": [1, 2], "s": "x", "gone": 1});
+        overlay(
+            &mut base,
+            &json!({"a": {"c": 3}, "l": [3], "s": {"o": 1}, "gone": null}),
+        );
+        assert_eq!(
+            base,
+            json!({"a": {"b": 1, "c": 3}, "l": [3], "s": {"o": 1}})
+        );
+    }
+
     #[test]
     fn target_reads_identity() {
         let t = Target::of(&deployment()).ok();
@@ -623,6 +802,7 @@ mod tests {
         let mut live = live_deployment();
         live["metadata"]["annotations"][MANIFEST_HASH_ANNOTATION] = json!("h1");
         live["metadata"]["labels"]["agent"] = json!("a1");
+        record_fields(&mut live, &labels(&[("agent", "a1")]));
         let desired = update_body(
             &deployment(),
             &live,
@@ -639,6 +819,7 @@ mod tests {
     fn not_noop_when_a_field_differs_or_is_missing() {
         let mut live = live_deployment();
         live["metadata"]["annotations"][MANIFEST_HASH_ANNOTATION] = json!("h1");
+        record_fields(&mut live, &BTreeMap::new());
         let desired = update_body(&deployment(), &live, true, &BTreeMap::new(), None, "h1")
             .unwrap_or_default();
         assert!(is_noop_update(&desired, &live));

@@ -475,3 +475,80 @@ async fn namespaces_and_crds_are_applied_before_what_needs_them() {
     env.delete_work(&name).await;
     env.wait_work_gone(&name).await;
 }
+
+#[tokio::test]
+async fn an_executor_without_permission_gets_applied_false_until_granted() {
+    let env = Env::start("apply-executor").await;
+    let sa: k8s_openapi::api::core::v1::ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "deployer"}})).expect("sa");
+    kube::Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(
+        env.spoke.client.clone(),
+        &env.ns,
+    )
+    .create(&PostParams::default(), &sa)
+    .await
+    .expect("create ServiceAccount");
+    let name = env.work_name("executor");
+    env.create_work(
+        &name,
+        json!({
+            "workload": {"manifests": [configmap(&env.ns, "by-executor", json!({"k": "v"}))]},
+            "executor": {"subject": {"type": "ServiceAccount",
+                "serviceAccount": {"namespace": env.ns, "name": "deployer"}}}
+        }),
+    )
+    .await;
+    let work = env
+        .wait_work(&name, "Applied False: not allowed", |w| {
+            manifest_is(w, 0, "Applied", "False")
+        })
+        .await;
+    let applied = manifest_condition(&work, 0, "Applied").expect("Applied");
+    assert!(
+        applied.message.contains("not allowed"),
+        "{}",
+        applied.message
+    );
+    assert!(
+        env.configmaps()
+            .get_opt("by-executor")
+            .await
+            .expect("get")
+            .is_none()
+    );
+
+    // Grant the ServiceAccount what it needs: the agent notices without any edit of the work.
+    let rbac = format!(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: cm-writer, namespace: {ns}}}
+rules:
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [create, update, patch, get, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: cm-writer, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: cm-writer}}
+subjects:
+- {{kind: ServiceAccount, name: deployer, namespace: {ns}}}
+"#,
+        ns = env.ns
+    );
+    test_support::apply_yaml(&env.spoke.client, &rbac)
+        .await
+        .expect("grant");
+    env.wait_work(&name, "Applied True once granted", |w| {
+        manifest_is(w, 0, "Applied", "True")
+    })
+    .await;
+    assert!(
+        env.configmaps()
+            .get_opt("by-executor")
+            .await
+            .expect("get")
+            .is_some()
+    );
+}

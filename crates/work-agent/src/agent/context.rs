@@ -7,6 +7,7 @@ use kube::runtime::events::Recorder;
 use work_api::{AppliedManifestWork, ManifestWork};
 
 use super::config::AgentConfig;
+use super::executor::ExecutorCheck;
 use super::states::WorkStates;
 use super::status_writer::StatusWriter;
 use super::watches::Watches;
@@ -36,6 +37,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// Per-work state for the gauges.
     pub states: WorkStates,
+    /// Permission checks of `spec.executor`.
+    pub executor: ExecutorCheck,
 }
 
 impl Context {

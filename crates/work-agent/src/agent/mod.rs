@@ -7,6 +7,7 @@ pub mod config;
 pub mod context;
 pub mod deletion;
 pub mod error;
+pub mod executor;
 pub mod feedback;
 pub mod manifests;
 pub mod reconcile;
@@ -124,6 +125,7 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
             gc::event_reporter(std::env::var("POD_NAME").ok()),
         ),
         states: states::WorkStates::default(),
+        executor: executor::ExecutorCheck::new(clients.spoke.clone()),
         hub: clients.hub,
         spoke: clients.spoke,
         config,

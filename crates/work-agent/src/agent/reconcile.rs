@@ -22,7 +22,7 @@ use super::error::Error;
 use super::manifests::{self, ManifestId};
 use super::status::{self, DesiredStatus, ManifestDesired};
 use super::watches::ObjectKey;
-use super::{deletion, feedback, states};
+use super::{deletion, executor, feedback, states};
 use crate::metrics::{ApplyLabels, RuleResultLabels, StrategyLabels};
 
 /// Delay before retrying a manifest whose apply failed for a reason that may pass by itself.
@@ -463,6 +463,40 @@ async fn apply_manifests(
             &id.namespace,
             &id.name,
         );
+        // ReadOnly only reads, which the agent does with its own identity.
+        let permitted = if readonly {
+            Ok(())
+        } else {
+            ctx.executor
+                .check(
+                    work.spec.executor.as_ref(),
+                    &executor::Target {
+                        group: resolved.group.clone(),
+                        version: resolved.version.clone(),
+                        resource: resolved.plural.clone(),
+                        namespace: id.namespace.clone(),
+                        name: id.name.clone(),
+                    },
+                    !orphan,
+                )
+                .await
+        };
+        if let Err(msg) = permitted {
+            // Re-checked soon: a grant of the missing permission takes effect without an edit.
+            out.transient_failure = true;
+            out.applied
+                .extend(carry_over(&id, Some(resolved.plural.as_str())));
+            slots_set(
+                &mut slots,
+                idx,
+                ManifestDesired::Conditions {
+                    meta: manifests::resource_meta(idx, &id, &resolved.plural),
+                    updates: vec![conditions::applied_condition(Err(&msg))],
+                    feedback: None,
+                },
+            );
+            continue;
+        }
         let complete_rules = manifests::complete_rules(&settings.rules);
         let strategy = strategy_label(&settings.strategy.type_);
         let started = Instant::now();

@@ -2,7 +2,7 @@
 
 /// Why a manifest could not be applied, read or deleted.
 ///
-/// The `Display` text is meant for the `Applied` condition ("Failed to apply manifest: <error>"), so
+/// The `Display` text is meant for the `Applied` condition (`Failed to apply manifest: <error>`), so
 /// API errors carry the server's reason and message verbatim.
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {

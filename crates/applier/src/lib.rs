@@ -8,7 +8,7 @@
 //!   [`plan_ignore_fields`] and the path parsers.
 //!
 //! Behaviour worth knowing (beyond the contract):
-//! - Update replaces the object with the live object with the manifest laid over it (objects
+//! - Update sends (PUT) the live object with the manifest laid over it (objects
 //!   merged key by key, lists replaced), so fields the server generated or defaulted survive (a
 //!   Job's selector, a Service's clusterIP; a plain PUT of the manifest is refused for a Job).
 //!   Fields an earlier manifest set and the current one drops are removed, using the list kept in
@@ -29,6 +29,10 @@
 //!   hashes of the applied values in the annotation [`IGNORE_FIELDS_ANNOTATION`]. A manifest that
 //!   asks for a new value of an `OnSpokeChange` field is applied (as upstream). jq expressions are
 //!   supported only as plain paths (`.a.b`, `.a[0]`, `.a[]`, `.a["k"]`); others give an error.
+//! - 409s of Update (stale resourceVersion, create races), of ownerReference patches and of
+//!   deletes are retried from a fresh read (backon: up to 5 retries, 20-500 ms with jitter);
+//!   a server-side apply field conflict is not retried and comes back with `is_conflict()`.
+//! - An `ignoreFields` condition this agent does not know is treated like `OnSpokePresent`.
 //! - A namespaced manifest without `metadata.namespace` is an error (no defaulting to `default`).
 //! - `delete_owned`/`release` treat a resource type that is no longer served as already gone.
 //!

@@ -11,6 +11,7 @@ use cel::objects::{Key, OptionalValue};
 
 use crate::EvalError;
 use crate::k8s_functions::quantity::Quantity;
+use crate::k8s_functions::url::Url;
 
 /// A JSON value as a CEL value that borrows its strings. Integers become `int` (or `uint`
 /// above `i64::MAX`), so `object.spec.replicas + 1` works.
@@ -70,6 +71,8 @@ pub(crate) fn value_to_json(value: &Value) -> Result<serde_json::Value, EvalErro
         Value::Opaque(o) => {
             if let Some(q) = o.downcast_ref::<Quantity>() {
                 serde_json::Value::String(q.to_string())
+            } else if let Some(url) = o.downcast_ref::<Url>() {
+                serde_json::Value::String(url.as_str().to_string())
             } else if let Some(opt) = o.downcast_ref::<OptionalValue>() {
                 match opt.value() {
                     Some(v) => value_to_json(v)?,

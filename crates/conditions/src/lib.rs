@@ -25,8 +25,9 @@
 //!   list `sum()`, `min()`, `max()`, `isSorted()`, `indexOf(x)`, `lastIndexOf(x)`, regex
 //!   `string.find(re)`, `string.findAll(re[, limit])`, and `quantity(s)`, `isQuantity(s)` with
 //!   `compareTo`, `isLessThan`, `isGreaterThan`, `add`, `sub` (quantity or int), `asInteger`,
-//!   `asApproximateFloat`, `isInteger`, `sign`. JSON integers are CEL `int`s. Not provided:
-//!   the Kubernetes `url` library.
+//!   `asApproximateFloat`, `isInteger`, `sign`, and `url(s)`, `isURL(s)` with `getScheme`,
+//!   `getHost`, `getHostname`, `getPort`, `getEscapedPath`, `getQuery`. JSON integers are
+//!   CEL `int`s.
 //! - Bounds ([`Limits`], defaults in parentheses): sources longer than `max_expression_len`
 //!   (10 KiB) or nested (brackets plus runs of unary operators) deeper than `max_nesting_depth`
 //!   (64) are rejected before parsing; parsing runs on a thread with a 256 MiB (virtual) stack

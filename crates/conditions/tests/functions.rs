@@ -201,3 +201,19 @@ fn errors_are_classified() {
             .is_compile_error()
     );
 }
+
+#[test]
+fn url_helpers() {
+    let u = "url('https://example.com:8443/api/v1?watch=true&label=a&label=b')";
+    assert_eq!(ok(&format!("{u}.getScheme()")), json!("https"));
+    assert_eq!(ok(&format!("{u}.getHost()")), json!("example.com:8443"));
+    assert_eq!(ok(&format!("{u}.getHostname()")), json!("example.com"));
+    assert_eq!(ok(&format!("{u}.getPort()")), json!("8443"));
+    assert_eq!(ok(&format!("{u}.getEscapedPath()")), json!("/api/v1"));
+    assert_eq!(ok(&format!("{u}.getQuery()['label']")), json!(["a", "b"]));
+    assert_eq!(ok("isURL('https://example.com')"), json!(true));
+    assert_eq!(ok("isURL('/healthz')"), json!(true));
+    assert_eq!(ok("isURL('example.com')"), json!(false));
+    assert_eq!(ok("url('/healthz')"), json!("/healthz"));
+    assert!(eval("url('not a url')").is_err());
+}

@@ -1,9 +1,10 @@
 //! The Kubernetes CEL libraries users expect, written against cel 0.15's overload API:
-//! `hasConditions` (OCM), list helpers, regex `find`/`findAll`, and `quantity`.
+//! `hasConditions` (OCM), list helpers, regex `find`/`findAll`, `quantity` and `url`.
 
 pub(crate) mod lists;
 pub(crate) mod quantity;
 pub(crate) mod regex;
+pub(crate) mod url;
 
 use cel::common::types::DYN_TYPE;
 use cel::common::value::{CowVal, Val};
@@ -73,5 +74,6 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     lists::register(env)?;
     regex::register(env)?;
     quantity::register(env)?;
+    url::register(env)?;
     Ok(())
 }

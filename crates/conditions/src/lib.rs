@@ -34,7 +34,7 @@
 //!   and the parsed tree's depth is checked against the same limit. Compiled expressions (and
 //!   compile errors) are cached, at most `cache_capacity` (4096), oldest evicted first.
 //!   At run time each comprehension's range is wrapped so that every iteration counts against
-//!   `max_iterations` (1,000,000) and the clock is read every 64 iterations against
+//!   `max_iterations` (1,000,000) and the clock is read at every iteration against
 //!   `max_evaluation_time` (100 ms): a runaway evaluation stops itself (on the caller's thread,
 //!   no worker threads, nothing left running) and gives [`EvalError::Timeout`]. Trade-off: work
 //!   outside comprehensions is not metered; it is bounded by the expression size times the

@@ -313,3 +313,24 @@ fn oversized_sources_are_not_cached() {
     assert_eq!(ev.cached_expressions(), 0);
     assert_eq!(ev.compile_count(), 0);
 }
+
+#[test]
+fn slow_iteration_bodies_are_stopped_at_the_deadline() {
+    // Few iterations, each building and sorting a big list: the deadline is checked per
+    // iteration, not only after many of them.
+    let ev = Evaluator::new(Limits {
+        max_evaluation_time: Duration::from_millis(50),
+        ..Limits::default()
+    });
+    let source = "lists.range(1000).all(i, lists.range(200000).sort().size() > 0)";
+    let start = Instant::now();
+    let err = ev
+        .eval_expression(source, &Bindings::Object(&json!({})))
+        .unwrap_err();
+    assert!(matches!(err, EvalError::Timeout { .. }), "{err:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        start.elapsed()
+    );
+}

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use cel::common::types::DYN_TYPE;
 use cel::{Context, DeclarationError, Env, extensions};
 
+use crate::budget::{BUDGET_FUNCTION, budget};
 use crate::k8s_functions;
-use crate::limits::{BUDGET_FUNCTION, budget};
 
 /// The standard library, optional types, the strings, lists, math and encoders extensions,
 /// the Kubernetes functions and the internal metering function.

@@ -5,8 +5,9 @@ use std::sync::{Arc, OnceLock};
 use cel::{Context, Env, IdedExpr, Value};
 use work_api::ConditionRule;
 
+use crate::budget::{self, Budget};
 use crate::cache::{Cache, Compiled};
-use crate::limits::{self, Budget, Limits, PARSE_STACK_BYTES};
+use crate::limits::{self, Limits, PARSE_STACK_BYTES};
 use crate::{ConditionUpdate, EvalError, cel_env, convert, rules};
 
 /// Variables bound for [`Evaluator::eval_expression`].
@@ -208,7 +209,7 @@ fn compile_uncached(env: &Env, source: &str, limits: &Limits) -> Compiled {
                         limit: limits.max_nesting_depth,
                     });
                 }
-                limits::meter_comprehensions(&mut expr);
+                budget::meter_comprehensions(&mut expr);
                 Ok(expr)
             })
             .map_err(|e| EvalError::Internal {

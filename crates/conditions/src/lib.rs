@@ -46,6 +46,7 @@
 //! `updates`; [`replace_conditions`] drops them.
 
 mod aggregate;
+mod budget;
 mod cache;
 mod cel_env;
 mod convert;

@@ -184,7 +184,7 @@ down() {
     rm -f "$RUN/etcd-data-dir"
   fi
   # Logs stay for post-mortems; credentials and endpoints go.
-  rm -rf "$RUN/pki" "$RUN/admin.kubeconfig" "$RUN/apiserver" "$RUN/endpoints"
+  rm -rf "$RUN/pki" "$RUN/admin.kubeconfig" "$RUN/apiserver" "$RUN/endpoints" "$RUN/mode"
 }
 
 create_node() {
@@ -211,7 +211,8 @@ kcm_working() {
 
 up() {
   local minimal=$1 t0=$SECONDS
-  if status; then
+  # Reuse only a control plane of the requested kind (a minimal one lacks the controllers).
+  if status && [ "$(cat "$RUN/mode" 2>/dev/null)" = "minimal=$minimal" ]; then
     log "already running"
     echo "$RUN/admin.kubeconfig"
     return 0
@@ -224,6 +225,7 @@ up() {
   command -v python3 >/dev/null || die "python3 is required (free port lookup)"
   mkdir -p "$RUN" "$RUN/apiserver"
   rm -f "$RUN"/*.log
+  echo "minimal=$minimal" >"$RUN/mode"
 
   local etcd_port peer_port api_port data
   etcd_port=$(free_port)

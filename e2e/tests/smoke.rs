@@ -394,6 +394,13 @@ async fn crds_are_installed_as_the_harness_contract_says() {
             "{name} on hub-upstream"
         );
     }
+    // The Rust installer is idempotent and reports what it installed (the scripts used kubectl).
+    let mut installed = upstream
+        .install_crds(&upstream_crds_dir())
+        .await
+        .expect("re-installing the upstream CRDs");
+    installed.sort();
+    assert_eq!(installed, names);
 
     // Our generated CRDs: every one on the hub, the AppliedManifestWork one on the spoke.
     let hub = TestCluster::hub().await;

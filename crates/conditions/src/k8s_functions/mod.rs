@@ -48,6 +48,17 @@ pub(crate) fn arity<'a, const N: usize>(
     })
 }
 
+/// The string in `v`, or an error naming `function`.
+pub(crate) fn string_arg<'a>(function: &str, v: &'a Value) -> Result<&'a str, ExecutionError> {
+    match v {
+        Value::String(s) => Ok(s.as_str()),
+        _ => Err(ExecutionError::function_error(
+            function,
+            "expected a string",
+        )),
+    }
+}
+
 value_overload!(has_conditions_overload, has_conditions);
 
 /// OCM's `hasConditions(status)`: true when `status` is a map whose `conditions` is a

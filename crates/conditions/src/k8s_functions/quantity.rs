@@ -12,7 +12,7 @@ use cel::common::types::{DYN_TYPE, STRING_TYPE};
 use cel::objects::Opaque;
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::{arity, value_overload};
+use super::{arity, string_arg, value_overload};
 
 const NANOS_PER_UNIT: i128 = 1_000_000_000;
 /// Largest magnitude accepted, so that sums cannot overflow `i128`.
@@ -243,16 +243,6 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     )?;
     env.add_member_overload("sign", "quantity.sign", d(), vec![], sign_overload)?;
     Ok(())
-}
-
-fn string_arg<'a>(function: &str, v: &'a Value) -> Result<&'a str, ExecutionError> {
-    match v {
-        Value::String(s) => Ok(s.as_str()),
-        _ => Err(ExecutionError::function_error(
-            function,
-            "expected a string",
-        )),
-    }
 }
 
 fn quantity(args: &[Value]) -> Result<Value, ExecutionError> {

@@ -11,7 +11,7 @@ use cel::common::types::{DYN_TYPE, STRING_TYPE};
 use cel::objects::{Key, Map, Opaque};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::{arity, value_overload};
+use super::{arity, string_arg, value_overload};
 
 /// A parsed URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -156,16 +156,6 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         env.add_member_overload(name, &format!("url.{name}"), DYN_TYPE, vec![], f)?;
     }
     Ok(())
-}
-
-fn string_arg<'a>(function: &str, v: &'a Value) -> Result<&'a str, ExecutionError> {
-    match v {
-        Value::String(s) => Ok(s.as_str()),
-        _ => Err(ExecutionError::function_error(
-            function,
-            "expected a string",
-        )),
-    }
 }
 
 fn url(args: &[Value]) -> Result<Value, ExecutionError> {

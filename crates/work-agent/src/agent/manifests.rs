@@ -179,14 +179,7 @@ pub fn completed_entry<'a>(
     status: Option<&'a ManifestWorkStatus>,
     id: &ManifestId,
 ) -> Option<&'a ManifestCondition> {
-    status?
-        .resource_status
-        .as_ref()?
-        .manifests
-        .iter()
-        .find(|m| {
-            same_object(&m.resource_meta, id) && is_true(&m.conditions, condition_types::COMPLETE)
-        })
+    existing_entry(status, id).filter(|m| is_true(&m.conditions, condition_types::COMPLETE))
 }
 
 /// The existing status entry of this object, if any.

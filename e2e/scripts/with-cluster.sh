@@ -20,14 +20,24 @@ if ! flock -n 8; then
   flock 8
 fi
 
-# Agents spawned by test-support write "PID BINARY" files here; a test process killed hard cannot
-# reap its agent, so the cleanup does (only pids that still run that binary).
+# Agents spawned by test-support write "PID TEST_PID BINARY" files here; a test process killed
+# hard cannot reap its agent, so the cleanup does (only pids that still run that binary). An agent
+# whose parent is still the test that started it is left alone: that test is alive (another run,
+# e.g. run-integration.sh started by hand against other control planes, may share this
+# directory) and stops its agent itself. Killing such agents once made two gc tests time out.
 reap_agents() {
-  local f pid bin exe
+  local f pid parent bin exe ppid
   for f in "$RUN_ROOT"/agent-logs/*.pid; do
     [ -e "$f" ] || continue
-    read -r pid bin <"$f" || true
+    read -r pid parent bin <"$f" || true
+    case "$parent" in
+      '' | *[!0-9]*) bin="$parent${bin:+ $bin}"; parent="" ;; # old "PID BINARY" format
+    esac
     exe=$(readlink "/proc/${pid:-0}/exe" 2>/dev/null || true)
+    ppid=$(awk '/^PPid:/ {print $2}' "/proc/${pid:-0}/status" 2>/dev/null || true)
+    if [ -n "$parent" ] && [ "$ppid" = "$parent" ]; then
+      continue
+    fi
     if [ -n "$pid" ] && [ -n "$bin" ] && [ "${exe% (deleted)}" = "$bin" ]; then
       log "killing leftover agent pid $pid ($f)"
       kill -KILL "$pid" 2>/dev/null || true

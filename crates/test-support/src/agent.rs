@@ -75,8 +75,10 @@ impl AgentProcess {
             .stderr(log_err)
             .spawn()
             .map_err(|e| Error::io(&bin, e))?;
-        // with-cluster.sh reaps agents a hard-killed test left behind, checking the binary.
-        let pid_line = format!("{} {}\n", child.id(), bin.display());
+        // with-cluster.sh reaps agents a hard-killed test left behind, checking the binary. It
+        // leaves alone an agent whose parent is still this test process: that test still runs
+        // (perhaps in another run sharing the directory) and will stop its agent itself.
+        let pid_line = format!("{} {} {}\n", child.id(), std::process::id(), bin.display());
         std::fs::write(&pid_path, pid_line).map_err(|e| Error::io(&pid_path, e))?;
         Ok(Self {
             child,

@@ -17,7 +17,9 @@ CLUSTER=cluster1
 AGENT_PID=""
 STARTED=()
 
-say() { printf '\033[1m[demo %s]\033[0m %s\n' "$(date -u +%H:%M:%S.%3N)" "$*"; }
+# Bold only on a terminal, so logs and CI output stay plain text.
+if [ -t 1 ]; then BOLD=$'\033[1m' PLAIN=$'\033[0m'; else BOLD='' PLAIN=''; fi
+say() { printf '%s[demo %s]%s %s\n' "$BOLD" "$(date -u +%H:%M:%S.%3N)" "$PLAIN" "$*"; }
 die() { say "FAILED: $*"; exit 1; }
 
 cleanup() {

@@ -395,6 +395,22 @@ impl Pair {
         }
     }
 
+    /// Waits until candidate `which` ('a' or 'b') holds the Lease.
+    async fn wait_holder(&self, which: char) {
+        let leases = self.leases.clone();
+        let lease = self.lease.clone();
+        let prefix = format!("agent-{which}_");
+        wait_for(&format!("agent {which} holds the Lease"), TIMEOUT, || {
+            let (leases, lease, prefix) = (leases.clone(), lease.clone(), prefix.clone());
+            async move {
+                holder(&leases, &lease)
+                    .await
+                    .filter(|h| h.starts_with(&prefix))
+            }
+        })
+        .await;
+    }
+
     fn addr(&self, which: char) -> String {
         if which == 'a' {
             self.a_addr.clone()
@@ -481,18 +497,7 @@ async fn of_two_agents_only_the_leader_applies_and_the_other_takes_over_when_it_
     // A graceful stop releases the Lease: the standby takes over within a few retry periods.
     let stopped = Instant::now();
     pair.agent(first).stop();
-    let leases = pair.leases.clone();
-    let lease = pair.lease.clone();
-    let prefix = format!("agent-{second}_");
-    wait_for("the standby holds the Lease", TIMEOUT, || {
-        let (leases, lease, prefix) = (leases.clone(), lease.clone(), prefix.clone());
-        async move {
-            holder(&leases, &lease)
-                .await
-                .filter(|h| h.starts_with(&prefix))
-        }
-    })
-    .await;
+    pair.wait_holder(second).await;
     let took = stopped.elapsed();
     assert!(
         took < Duration::from_secs(12),
@@ -513,18 +518,7 @@ async fn a_killed_leader_is_replaced_only_after_its_lease_expires() {
 
     let killed = Instant::now();
     pair.agent(first).kill();
-    let leases = pair.leases.clone();
-    let lease = pair.lease.clone();
-    let prefix = format!("agent-{second}_");
-    wait_for("the standby holds the Lease", TIMEOUT, || {
-        let (leases, lease, prefix) = (leases.clone(), lease.clone(), prefix.clone());
-        async move {
-            holder(&leases, &lease)
-                .await
-                .filter(|h| h.starts_with(&prefix))
-        }
-    })
-    .await;
+    pair.wait_holder(second).await;
     let took = killed.elapsed();
     // Lease 15 s; the standby counts from the last renewal it saw (at most one retry period, 2 s,
     // before the kill). Taking over sooner would mean two writers.

@@ -440,18 +440,7 @@ async fn namespaces_and_crds_are_applied_before_what_needs_them() {
     let name = env.work_name("order");
     let ns = test_support::unique_name("order-ns");
     let group = format!("{}.example.com", test_support::unique_name("g"));
-    let crd = json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("widgets.{group}")},
-        "spec": {
-            "group": group,
-            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
-            "scope": "Namespaced",
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-        }
-    });
+    let crd = widget_crd(&group);
     // Listed in the "wrong" order: the objects before the namespace and the CRD they need.
     env.create_work(
         &name,

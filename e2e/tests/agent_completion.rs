@@ -8,13 +8,6 @@ use agent_common::*;
 use kube::api::{DeleteParams, PropagationPolicy};
 use serde_json::json;
 
-fn job_complete_config(ns: &str, name: &str) -> serde_json::Value {
-    json!({
-        "resourceIdentifier": {"group": "batch", "resource": "jobs", "name": name, "namespace": ns},
-        "conditionRules": [{"type": "WellKnownCompletions"}]
-    })
-}
-
 #[tokio::test]
 async fn a_job_run_to_completion_completes_the_work_and_is_never_touched_again() {
     let env = Env::start("complete-job").await;

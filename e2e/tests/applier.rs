@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use applier::{
-    AGENT_LABEL, Applied, Applier, ApplyError, ApplyOutcome, ApplyRequest, DeleteOutcome, Resolver,
-    owner_reference,
+    AGENT_LABEL, Applied, Applier, ApplyError, ApplyOutcome, ApplyRequest, CompleteCheck,
+    DeleteOutcome, Resolver, owner_reference,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -23,6 +23,20 @@ use work_api::{
 };
 
 const TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The pre-update check as the agent makes it: the manifest's `Complete` rules on the live object.
+struct CompleteRules(Vec<ConditionRule>);
+
+impl CompleteCheck for CompleteRules {
+    fn is_complete<'a>(
+        &'a self,
+        live: &'a Value,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
+        Box::pin(
+            async move { conditions::Evaluator::shared().is_complete(&self.0, live) == Some(true) },
+        )
+    }
+}
 
 struct Env {
     spoke: TestCluster,
@@ -94,13 +108,15 @@ impl Env {
         owner: Option<&OwnerReference>,
         rules: &[ConditionRule],
     ) -> Result<Applied, ApplyError> {
+        let check = CompleteRules(rules.to_vec());
         self.applier
             .apply(ApplyRequest {
                 manifest,
                 strategy,
                 owner: owner.cloned(),
                 labels: &self.labels,
-                complete_rules: rules,
+                complete_check: (!rules.is_empty()).then_some(&check as &dyn CompleteCheck),
+                cached: None,
             })
             .await
     }

@@ -78,7 +78,8 @@ async fn run(
                         strategy: &strategy,
                         owner: None,
                         labels,
-                        complete_rules: &[],
+                        complete_check: None,
+                        cached: None,
                     })
                     .await?;
                 samples.push(started.elapsed());

@@ -1,6 +1,8 @@
 //! The I/O half: reads and writes objects on the spoke with each update strategy.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use backon::{ExponentialBuilder, Retryable};
@@ -10,22 +12,33 @@ use kube::api::{
     PropagationPolicy,
 };
 use serde_json::{Value, json};
-use work_api::{AppliedManifestResourceMeta, ConditionRule, UpdateStrategy, UpdateStrategyType};
+use work_api::{AppliedManifestResourceMeta, UpdateStrategy, UpdateStrategyType};
 
 use crate::ignore::{plan_ignore_fields, read_record, write_record};
 use crate::manifest::{
     MANIFEST_HASH_ANNOTATION, Target, annotation, clean_manifest, content_hash, create_body,
     is_noop_update, meta_str, owner_references_of, owner_references_patch, set_annotation,
-    update_body,
+    set_apply_owner_references, update_body,
 };
-use crate::owner::{has_owner_reference, merge_owner_references, remove_owner_reference};
+use crate::owner::{has_owner_reference, remove_owner_reference};
 use crate::{ApplyError, ResolvedResource, Resolver};
 
 /// Field manager for the agent's own (non-apply) writes.
 const WRITER: &str = "work-agent";
 
+/// Decides whether a manifest is already complete on its live object (the check before any
+/// update). The agent supplies it, so the applier does not evaluate rules itself; it may run the
+/// evaluation wherever it likes (the agent uses the blocking pool).
+pub trait CompleteCheck: Send + Sync {
+    /// Whether the manifest's `Complete` rules pass on `live` (false when it has none).
+    fn is_complete<'a>(
+        &'a self,
+        live: &'a Value,
+    ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
+}
+
 /// One manifest to apply.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct ApplyRequest<'a> {
     /// The raw object from the ManifestWork.
     pub manifest: &'a Value,
@@ -36,8 +49,56 @@ pub struct ApplyRequest<'a> {
     pub owner: Option<OwnerReference>,
     /// Labels added to the object (for filtered watches).
     pub labels: &'a BTreeMap<String, String>,
-    /// The manifest's condition rules; those for `Complete` gate every update.
-    pub complete_rules: &'a [ConditionRule],
+    /// Whether the manifest is complete on the live object: when it is, no update is written.
+    /// None: the manifest has no `Complete` rules.
+    pub complete_check: Option<&'a dyn CompleteCheck>,
+    /// What the caller's watch cache says about the live object: `None`, not known (the applier
+    /// reads it); `Some(None)`, absent (a create is sent without a read); `Some(Some(object))`,
+    /// that object (an update carries its resourceVersion). Used for the first attempt only: a
+    /// conflict (a stale cache) is retried from a fresh read.
+    pub cached: Option<Option<&'a Value>>,
+}
+
+/// The live object for each attempt: the caller's cached view the first time, a read after.
+struct LiveSource<'a> {
+    cached: std::sync::Mutex<Option<Option<&'a Value>>>,
+}
+
+impl<'a> LiveSource<'a> {
+    fn new(cached: Option<Option<&'a Value>>) -> Self {
+        Self {
+            cached: std::sync::Mutex::new(cached),
+        }
+    }
+
+    async fn read(
+        &self,
+        api: &Api<DynamicObject>,
+        target: &Target,
+    ) -> Result<Option<Value>, ApplyError> {
+        let cached = self
+            .cached
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        match cached {
+            Some(known) => Ok(known.cloned()),
+            None => get_value(api, target).await,
+        }
+    }
+}
+
+impl std::fmt::Debug for ApplyRequest<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApplyRequest")
+            .field("manifest", &self.manifest)
+            .field("strategy", &self.strategy)
+            .field("owner", &self.owner)
+            .field("labels", &self.labels)
+            .field("complete_check", &self.complete_check.is_some())
+            .field("cached", &self.cached)
+            .finish()
+    }
 }
 
 /// What applying one manifest did.
@@ -129,7 +190,7 @@ impl Applier {
     }
 
     /// Applies one manifest with its strategy. Before ANY update of an existing object (Update and
-    /// ServerSideApply), evaluates `complete_rules` on the live object; if the manifest is
+    /// ServerSideApply), asks `complete_check` about the live object; if the manifest is
     /// complete, nothing is written and the outcome is `CompleteBeforeUpdate`.
     pub async fn apply(&self, req: ApplyRequest<'_>) -> Result<Applied, ApplyError> {
         let target = Target::of(req.manifest)?;
@@ -308,8 +369,9 @@ impl Applier {
         req: &ApplyRequest<'_>,
     ) -> Result<(ApplyOutcome, Option<Value>), ApplyError> {
         let hash = content_hash(req.manifest);
+        let source = LiveSource::new(req.cached);
         let attempt = || async {
-            let Some(live) = get_value(api, target).await? else {
+            let Some(live) = source.read(api, target).await? else {
                 let body = create_body(
                     req.manifest,
                     resource.namespaced,
@@ -320,7 +382,7 @@ impl Applier {
                 let created = create(api, target, &body).await?;
                 return Ok((ApplyOutcome::Created, Some(created)));
             };
-            if complete_on_spoke(req.complete_rules, &live) {
+            if complete_on_spoke(req.complete_check, &live).await {
                 return Ok((ApplyOutcome::CompleteBeforeUpdate, Some(live)));
             }
             let body = update_body(
@@ -356,7 +418,7 @@ impl Applier {
         target: &Target,
         req: &ApplyRequest<'_>,
     ) -> Result<(ApplyOutcome, Option<Value>), ApplyError> {
-        if let Some(live) = get_value(api, target).await? {
+        if let Some(live) = LiveSource::new(req.cached).read(api, target).await? {
             return Ok((ApplyOutcome::CreateOnlyExists, Some(live)));
         }
         let body = create_body(
@@ -387,9 +449,9 @@ impl Applier {
         req: &ApplyRequest<'_>,
     ) -> Result<(ApplyOutcome, Option<Value>), ApplyError> {
         let config = req.strategy.server_side_apply.clone().unwrap_or_default();
-        let live = get_value(api, target).await?;
+        let live = LiveSource::new(req.cached).read(api, target).await?;
         if let Some(live) = &live
-            && complete_on_spoke(req.complete_rules, live)
+            && complete_on_spoke(req.complete_check, live).await
         {
             return Ok((ApplyOutcome::CompleteBeforeUpdate, Some(live.clone())));
         }
@@ -402,6 +464,7 @@ impl Applier {
         )?;
         let mut patch = plan.patch;
         write_record(&mut patch, &plan.record)?;
+        set_apply_owner_references(&mut patch, live.as_ref(), req.owner.as_ref())?;
         let hash = content_hash(&json!({
             "patch": patch, "fieldManager": config.field_manager(), "force": config.force
         }));
@@ -418,65 +481,21 @@ impl Applier {
             .patch(&target.name, &params, &Patch::Apply(&patch))
             .await
             .map_err(|e| ApplyError::from_kube("apply", target.describe(), e))?;
-        let mut applied = from_dynamic(&applied)?;
-        if let Some(owner) = &req.owner {
-            // Owner references are written apart from the apply patch: two works sharing the
-            // object apply with the same field manager, and each would drop the other's entry.
-            applied = self.ensure_owner(api, target, applied, owner).await?;
-        }
+        let applied = from_dynamic(&applied)?;
         let outcome = match &live {
             None => ApplyOutcome::Created,
             Some(live) => changed_outcome(live, &applied),
         };
         Ok((outcome, Some(applied)))
     }
-
-    /// Adds `owner` to the object's ownerReferences unless present (merge patch, conditional on
-    /// resourceVersion; conflicts retried from a fresh read).
-    async fn ensure_owner(
-        &self,
-        api: &Api<DynamicObject>,
-        target: &Target,
-        current: Value,
-        owner: &OwnerReference,
-    ) -> Result<Value, ApplyError> {
-        let add = |live: Value| async move {
-            let refs = owner_references_of(&live)?;
-            if has_owner_reference(&refs, &owner.uid) {
-                return Ok(live);
-            }
-            let merged = merge_owner_references(&refs, owner);
-            let patch = owner_references_patch(&merged, meta_str(&live, "resourceVersion"))?;
-            let patched = api
-                .patch(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|e| ApplyError::from_kube("patch", target.describe(), e))?;
-            from_dynamic(&patched)
-        };
-        match add(current).await {
-            Err(e) if e.is_conflict() => {}
-            other => return other,
-        }
-        let fresh = || async {
-            let live = get_value(api, target)
-                .await?
-                .ok_or_else(|| ApplyError::Api {
-                    verb: "patch",
-                    target: target.describe(),
-                    code: 404,
-                    reason: "NotFound".into(),
-                    message: "the object was deleted while its ownerReference was being added"
-                        .into(),
-                })?;
-            add(live).await
-        };
-        fresh.retry(self.retry).when(ApplyError::is_conflict).await
-    }
 }
 
 /// Whether the manifest's `Complete` rules pass on the live object (the pre-update check).
-fn complete_on_spoke(rules: &[ConditionRule], live: &Value) -> bool {
-    conditions::Evaluator::shared().is_complete(rules, live) == Some(true)
+async fn complete_on_spoke(check: Option<&dyn CompleteCheck>, live: &Value) -> bool {
+    match check {
+        Some(check) => check.is_complete(live).await,
+        None => false,
+    }
 }
 
 /// Whether a server-side apply of `patch` would change nothing: the live object carries the hash
@@ -532,7 +551,7 @@ async fn set_owner_references(
 ) -> Result<(), ApplyError> {
     let patch = owner_references_patch(refs, resource_version)?;
     match api
-        .patch(&target.name, &PatchParams::default(), &Patch::Merge(&patch))
+        .patch(&target.name, &patch_params(), &Patch::Merge(&patch))
         .await
     {
         Ok(_) => Ok(()),
@@ -560,6 +579,15 @@ async fn create(
         .await
         .map_err(|e| ApplyError::from_kube("create", target.describe(), e))?;
     from_dynamic(&created)
+}
+
+/// Merge patches (ownerReferences) name the agent's field manager too, so no write of ours shows
+/// up as `unknown` in `managedFields`.
+fn patch_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(WRITER.to_string()),
+        ..PatchParams::default()
+    }
 }
 
 fn post_params() -> PostParams {

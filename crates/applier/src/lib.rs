@@ -22,8 +22,11 @@
 //!   field of the patch and our ownerReference (what the server would treat as a no-op anyway).
 //!   A spoke edit of a field takes that field over from our manager (it is how server-side apply
 //!   works), so repairing such drift without `force` is a conflict error.
-//! - ServerSideApply sends ownerReferences in a separate merge patch, not in the apply patch (two
-//!   works sharing an object apply with the same field manager and would drop each other's entry).
+//! - ServerSideApply sends ownerReferences in the apply patch itself, together with the references
+//!   of every other AppliedManifestWork already on the object (two works sharing an object apply
+//!   with the same field manager; leaving the other's entry out would drop it). So one request
+//!   writes the object and `managedFields` names only the configured field manager. Every other
+//!   write (creates, updates, ownerReference merge patches) names `work-agent` too.
 //! - `ignoreFields` keep a field by sending the spoke's value rather than dropping the field (a
 //!   dropped field that our manager owned would be deleted by the server); `OnSpokeChange` stores
 //!   hashes of the applied values in the annotation [`IGNORE_FIELDS_ANNOTATION`]. A manifest that
@@ -53,7 +56,7 @@ mod order;
 mod owner;
 mod resolver;
 
-pub use applier::{Applied, Applier, ApplyOutcome, ApplyRequest, DeleteOutcome};
+pub use applier::{Applied, Applier, ApplyOutcome, ApplyRequest, CompleteCheck, DeleteOutcome};
 pub use error::ApplyError;
 pub use ignore::{
     IGNORE_FIELDS_ANNOTATION, IgnorePlan, Segment, parse_jq_path, parse_json_path,

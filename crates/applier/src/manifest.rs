@@ -21,6 +21,9 @@ pub const APPLIED_FIELDS_ANNOTATION: &str = "work.open-cluster-management.io/app
 const MAX_APPLIED_FIELDS_BYTES: usize = 32 * 1024;
 
 /// Metadata fields the API server populates; never sent and never compared.
+/// Kind of the owners the agent writes (AppliedManifestWork).
+const APPLIED_MANIFEST_WORK_KIND: &str = "AppliedManifestWork";
+
 const SERVER_METADATA: &[&str] = &[
     "resourceVersion",
     "uid",
@@ -447,6 +450,30 @@ fn set_owner_references(
         .map_err(|e| ApplyError::InvalidManifest(format!("metadata.ownerReferences: {e}")))?;
     meta.insert("ownerReferences".into(), value);
     Ok(())
+}
+
+/// Puts the ownerReferences a server-side apply patch must carry: the manifest's own, those of
+/// every AppliedManifestWork already on the live object (two works sharing an object apply with
+/// the same field manager; leaving the other's entry out would make the server drop it), and
+/// `owner`. Written in the apply itself, so no second write (and no second manager) is needed.
+pub(crate) fn set_apply_owner_references(
+    patch: &mut Value,
+    live: Option<&Value>,
+    owner: Option<&OwnerReference>,
+) -> Result<(), ApplyError> {
+    let mut refs = owner_references_of(patch)?;
+    if let Some(live) = live {
+        for other in owner_references_of(live)? {
+            if other.kind == APPLIED_MANIFEST_WORK_KIND && !refs.iter().any(|r| r.uid == other.uid)
+            {
+                refs.push(other);
+            }
+        }
+    }
+    if let Some(owner) = owner {
+        refs = merge_owner_references(&refs, owner);
+    }
+    set_owner_references(metadata_mut(patch), &refs)
 }
 
 /// A JSON merge patch setting ownerReferences, conditional on `resource_version`.

@@ -76,15 +76,13 @@ fn available(manifests: &[&[Condition]]) -> ConditionUpdate {
             reasons::RESOURCES_STATUS_UNKNOWN,
             format!("{unknown} of {total} resources have unknown status"),
         )
-    } else if available == 0 || available < total {
+    } else if available == 0 {
+        // Upstream's words (and its trailing space), for a work with no manifest reporting.
         ConditionUpdate::new(
             AVAILABLE,
             Status::Unknown,
             reasons::RESOURCES_STATUS_UNKNOWN,
-            format!(
-                "{} of {total} resources have no availability yet",
-                total - available
-            ),
+            "cannot get any available resource ",
         )
     } else {
         ConditionUpdate::new(
@@ -215,20 +213,18 @@ mod tests {
             (a.status, a.reason.as_str()),
             (Status::Unknown, "ResourcesStatusUnknown")
         );
+        let a = get(&out, "Available");
+        assert_eq!(a.message, "1 of 2 resources have unknown status");
         let out = aggregate_work_conditions(&[]);
-        assert_eq!(get(&out, "Available").status, Status::Unknown);
-        // A manifest with no Available condition yet keeps the work from being available.
-        let none: [Condition; 0] = [];
-        let out = aggregate_work_conditions(&[&t, &none]);
         let a = get(&out, "Available");
         assert_eq!(
-            (a.status, a.reason.as_str(), a.message.as_str()),
-            (
-                Status::Unknown,
-                "ResourcesStatusUnknown",
-                "1 of 2 resources have no availability yet"
-            )
+            (a.status, a.message.as_str()),
+            (Status::Unknown, "cannot get any available resource ")
         );
+        // As upstream: a manifest without an Available condition does not count.
+        let none: [Condition; 0] = [];
+        let out = aggregate_work_conditions(&[&t, &none]);
+        assert_eq!(get(&out, "Available").status, Status::True);
     }
 
     #[test]

@@ -1,9 +1,11 @@
 //! Pure evaluation of ManifestWork condition rules (CEL and well-known) and condition aggregation.
 //!
 //! Plain data in, conditions out: nothing here does I/O. The agent and the CLI call
-//! [`Evaluator`] for per-manifest rule conditions, the builders ([`applied_condition`],
-//! [`available_condition`], [`feedback_condition`]) for the agent's own manifest conditions,
-//! [`aggregate_work_conditions`] for the work level and [`merge_conditions`] to write them.
+//! [`Evaluator`] for per-manifest rule conditions ([`not_evaluated_conditions`] when there is no
+//! object to evaluate them on), the builders ([`applied_condition`], [`available_condition`],
+//! [`feedback_condition`], [`no_feedback_condition`]) for the agent's own manifest conditions,
+//! [`aggregate_work_conditions`] for the work level and [`merge_conditions`] /
+//! [`merge_work_conditions`] to write them.
 //!
 //! Behaviour (see `shared/notes/semantics.md` §3-§4):
 //! - CEL expressions of a rule are AND-ed and stop at the first result that is not True;
@@ -56,6 +58,7 @@ mod k8s_functions;
 mod limits;
 mod manifest;
 mod merge;
+mod not_evaluated;
 mod rules;
 mod well_known;
 
@@ -64,8 +67,11 @@ pub use error::EvalError;
 pub use evaluator::{Bindings, Evaluator};
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 pub use limits::Limits;
-pub use manifest::{Availability, applied_condition, available_condition, feedback_condition};
-pub use merge::{merge_conditions, replace_conditions};
+pub use manifest::{
+    Availability, applied_condition, available_condition, feedback_condition, no_feedback_condition,
+};
+pub use merge::{merge_conditions, merge_work_conditions, replace_conditions};
+pub use not_evaluated::not_evaluated_conditions;
 
 /// Status of a condition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -151,8 +157,12 @@ pub mod reasons {
     pub const RESOURCE_AVAILABLE: &str = "ResourceAvailable";
     /// `Available` False on a manifest.
     pub const RESOURCE_NOT_AVAILABLE: &str = "ResourceNotAvailable";
-    /// `Available` Unknown on a manifest.
+    /// `Available` Unknown on a manifest: its object could not be read.
     pub const FETCHING_RESOURCE_FAILED: &str = "FetchingResourceFailed";
+    /// `Available` Unknown on a manifest: its kind is not served (or it cannot be identified).
+    pub const INCOMPLETE_RESOURCE_META: &str = "IncompleteResourceMeta";
+    /// `StatusFeedbackSynced` True on a manifest without feedback rules.
+    pub const NO_STATUS_FEEDBACK_SYNCED: &str = "NoStatusFeedbackSynced";
     /// `StatusFeedbackSynced` True.
     pub const STATUS_FEEDBACK_SYNCED: &str = "StatusFeedbackSynced";
     /// `StatusFeedbackSynced` False.
@@ -165,6 +175,8 @@ pub mod reasons {
     pub const CONDITION_RULE_INTERNAL_ERROR: &str = "ConditionRuleInternalError";
     /// The rule itself is invalid (unknown type, agent-owned condition name).
     pub const CONDITION_RULE_INVALID: &str = "ConditionRuleInvalid";
+    /// The rule was not evaluated: the object could not be read or was never applied.
+    pub const CONDITION_RULE_NOT_EVALUATED: &str = "ConditionRuleNotEvaluated";
     /// The object's status is stale (observedGeneration != generation).
     pub const CONDITION_RULE_STALE_STATUS: &str = "ConditionRuleStaleStatus";
     /// `Applied` True on a work.

@@ -13,6 +13,8 @@ pub enum Availability<'a> {
     Missing,
     /// It could not be read; the error says why.
     FetchFailed(&'a str),
+    /// Its kind is not served by the spoke (or the manifest cannot be identified).
+    IncompleteMeta,
 }
 
 /// `Applied`: True "Apply manifest complete", or False `"Failed to apply manifest: <error>"`.
@@ -33,7 +35,8 @@ pub fn applied_condition(result: Result<(), &str>) -> ConditionUpdate {
     }
 }
 
-/// `Available`: True, False, or Unknown `"Failed to fetch resource: <error>"`.
+/// `Available`: True, False, Unknown `"Failed to fetch resource: <error>"`, or Unknown `"Resource
+/// meta is incomplete"` (upstream's strings).
 pub fn available_condition(state: Availability) -> ConditionUpdate {
     match state {
         Availability::Exists => ConditionUpdate::new(
@@ -54,25 +57,43 @@ pub fn available_condition(state: Availability) -> ConditionUpdate {
             reasons::FETCHING_RESOURCE_FAILED,
             cap_message(format!("Failed to fetch resource: {e}")),
         ),
+        Availability::IncompleteMeta => ConditionUpdate::new(
+            AVAILABLE,
+            Status::Unknown,
+            reasons::INCOMPLETE_RESOURCE_META,
+            "Resource meta is incomplete",
+        ),
     }
 }
 
-/// `StatusFeedbackSynced`: True, or False with the error.
+/// `StatusFeedbackSynced` of a manifest with feedback rules: True with an empty message, or False
+/// `"Sync status feedback failed with error <error>"` (upstream's strings).
 pub fn feedback_condition(result: Result<(), &str>) -> ConditionUpdate {
     match result {
         Ok(()) => ConditionUpdate::new(
             STATUS_FEEDBACK_SYNCED,
             Status::True,
             reasons::STATUS_FEEDBACK_SYNCED,
-            "Status feedback synced",
+            "",
         ),
         Err(e) => ConditionUpdate::new(
             STATUS_FEEDBACK_SYNCED,
             Status::False,
             reasons::STATUS_FEEDBACK_SYNC_FAILED,
-            cap_message(format!("Failed to sync status feedback: {e}")),
+            cap_message(format!("Sync status feedback failed with error {e}")),
         ),
     }
+}
+
+/// `StatusFeedbackSynced` of a manifest without feedback rules: True `NoStatusFeedbackSynced`
+/// with an empty message.
+pub fn no_feedback_condition() -> ConditionUpdate {
+    ConditionUpdate::new(
+        STATUS_FEEDBACK_SYNCED,
+        Status::True,
+        reasons::NO_STATUS_FEEDBACK_SYNCED,
+        "",
+    )
 }
 
 #[cfg(test)]
@@ -137,21 +158,58 @@ mod tests {
             )
         );
         assert_eq!(c.type_, "Available");
+        let c = available_condition(Availability::IncompleteMeta);
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (
+                Status::Unknown,
+                "IncompleteResourceMeta",
+                "Resource meta is incomplete"
+            )
+        );
     }
 
     #[test]
     fn feedback_strings() {
         let c = feedback_condition(Ok(()));
         assert_eq!(
-            (c.type_.as_str(), c.status, c.reason.as_str()),
-            ("StatusFeedbackSynced", Status::True, "StatusFeedbackSynced")
+            (
+                c.type_.as_str(),
+                c.status,
+                c.reason.as_str(),
+                c.message.as_str()
+            ),
+            (
+                "StatusFeedbackSynced",
+                Status::True,
+                "StatusFeedbackSynced",
+                ""
+            )
         );
         let c = feedback_condition(Err("bad path"));
         assert_eq!(
-            (c.status, c.reason.as_str()),
-            (Status::False, "StatusFeedbackSyncFailed")
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (
+                Status::False,
+                "StatusFeedbackSyncFailed",
+                "Sync status feedback failed with error bad path"
+            )
         );
-        assert!(c.message.contains("bad path"));
+        let c = no_feedback_condition();
+        assert_eq!(
+            (
+                c.type_.as_str(),
+                c.status,
+                c.reason.as_str(),
+                c.message.as_str()
+            ),
+            (
+                "StatusFeedbackSynced",
+                Status::True,
+                "NoStatusFeedbackSynced",
+                ""
+            )
+        );
     }
 
     #[test]

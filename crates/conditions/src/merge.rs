@@ -51,6 +51,25 @@ pub fn replace_conditions(
     out
 }
 
+/// Work-level merge: [`merge_conditions`], then drops only the conditions the agent made and no
+/// longer makes (`agent_owned` types and rule aggregates absent from `updates`). Conditions
+/// others wrote on the work (a hub controller's, a user's) are kept as they are.
+pub fn merge_work_conditions(
+    existing: &[Condition],
+    updates: &[ConditionUpdate],
+    agent_owned: &[&str],
+    observed_generation: Option<i64>,
+    now: Time,
+) -> Vec<Condition> {
+    let mut out = merge_conditions(existing, updates, observed_generation, now);
+    out.retain(|c| {
+        let ours = agent_owned.contains(&c.type_.as_str())
+            || c.reason == crate::reasons::CONDITION_RULES_AGGREGATED;
+        !ours || updates.iter().any(|u| u.type_ == c.type_)
+    });
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,5 +135,25 @@ mod tests {
         let out = replace_conditions(&existing(), &[update], None, time(300));
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].type_, "Healthy");
+    }
+
+    #[test]
+    fn work_merge_keeps_foreign_conditions_and_drops_stale_aggregates() {
+        let mut existing = existing();
+        existing[1].reason = crate::reasons::CONDITION_RULES_AGGREGATED.into();
+        existing.push(Condition {
+            type_: "Placed".into(),
+            status: "True".into(),
+            reason: "HubSaid".into(),
+            message: "".into(),
+            observed_generation: None,
+            last_transition_time: time(50),
+        });
+        let update =
+            ConditionUpdate::new("Applied", Status::True, "AppliedManifestWorkComplete", "x");
+        let out = merge_work_conditions(&existing, &[update], &["Applied"], Some(3), time(400));
+        let types: Vec<&str> = out.iter().map(|c| c.type_.as_str()).collect();
+        assert_eq!(types, ["Applied", "Placed"]);
+        assert_eq!(out[1].last_transition_time, time(50));
     }
 }

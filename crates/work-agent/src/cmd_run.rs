@@ -25,7 +25,7 @@ pub struct RunArgs {
     #[arg(long, env = "WORK_AGENT_AGENT_ID")]
     pub agent_id: Option<String>,
     /// ManifestWorks reconciled at the same time.
-    #[arg(long, env = "WORK_AGENT_WORKERS", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, env = "WORK_AGENT_WORKERS", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
     pub workers: u16,
     /// Average requests per second to the hub API server.
     #[arg(long, env = "WORK_AGENT_HUB_QPS", default_value_t = 50.0, value_parser = positive_f64)]
@@ -153,19 +153,26 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
                 reason,
             })?;
     let (spoke_config, in_cluster) = load_spoke_config(args.spoke_kubeconfig.as_deref()).await?;
-    let hub = agent::client::build(hub_config, args.hub_qps, args.hub_burst).map_err(|reason| {
-        SetupError::HubKubeconfig {
-            path: args.hub_kubeconfig.display().to_string(),
-            reason,
-        }
+    let hub = agent::client::build(
+        hub_config,
+        args.hub_qps,
+        args.hub_burst,
+        agent::client::ApiServer::Hub,
+    )
+    .map_err(|reason| SetupError::HubKubeconfig {
+        path: args.hub_kubeconfig.display().to_string(),
+        reason,
     })?;
-    let spoke =
-        agent::client::build(spoke_config, args.spoke_qps, args.spoke_burst).map_err(|reason| {
-            SetupError::SpokeKubeconfig {
-                path: spoke_path_for_errors(args.spoke_kubeconfig.as_deref()),
-                reason,
-            }
-        })?;
+    let spoke = agent::client::build(
+        spoke_config,
+        args.spoke_qps,
+        args.spoke_burst,
+        agent::client::ApiServer::Spoke,
+    )
+    .map_err(|reason| SetupError::SpokeKubeconfig {
+        path: spoke_path_for_errors(args.spoke_kubeconfig.as_deref()),
+        reason,
+    })?;
     let lease_namespace = args.lease_namespace.clone().unwrap_or_else(|| {
         std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE_FILE)
             .ok()

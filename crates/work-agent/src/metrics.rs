@@ -45,6 +45,24 @@ pub struct ControllerLabels {
     pub controller: &'static str,
 }
 
+/// Labels of an API request the agent sent: which API server, and the Kubernetes verb.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiRequestLabels {
+    /// `hub` or `spoke`.
+    pub api: &'static str,
+    /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`, `deletecollection`, or
+    /// `other`.
+    pub verb: &'static str,
+}
+
+/// Requests sent to the API servers, counted by the client layer. Process-wide: the clients are
+/// built before the agent's metrics, and one process has one pair of clients.
+pub fn api_requests() -> &'static Family<ApiRequestLabels, Counter> {
+    static REQUESTS: std::sync::OnceLock<Family<ApiRequestLabels, Counter>> =
+        std::sync::OnceLock::new();
+    REQUESTS.get_or_init(Family::default)
+}
+
 fn histogram_seconds() -> Histogram {
     // 1 ms .. ~65 s
     Histogram::new(exponential_buckets(0.001, 2.0, 17))
@@ -81,6 +99,13 @@ pub struct Metrics {
     pub rule_evaluation_duration_seconds: Histogram,
     /// Reconcile errors by controller.
     pub reconcile_errors_total: Family<ControllerLabels, Counter>,
+    /// Reconciles run, by controller (also a "the agent had its chance" marker for tests).
+    pub reconciles_total: Family<ControllerLabels, Counter>,
+    /// Latency of one ManifestWork reconcile.
+    pub reconcile_duration_seconds: Histogram,
+    /// Work names dropped from the watch-event queue because it was full (the works are
+    /// still reconciled by their safety-net resync).
+    pub trigger_overflows_total: Counter,
 }
 
 impl Default for Metrics {
@@ -107,6 +132,9 @@ impl Metrics {
                 0.000_001, 4.0, 12,
             )),
             reconcile_errors_total: Family::default(),
+            reconciles_total: Family::default(),
+            reconcile_duration_seconds: histogram_seconds(),
+            trigger_overflows_total: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -163,6 +191,26 @@ impl Metrics {
             "reconcile_errors",
             "Reconcile errors by controller",
             m.reconcile_errors_total.clone(),
+        );
+        registry.register(
+            "reconciles",
+            "Reconciles run, by controller",
+            m.reconciles_total.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Latency of one ManifestWork reconcile",
+            m.reconcile_duration_seconds.clone(),
+        );
+        registry.register(
+            "trigger_overflows",
+            "Watch-event triggers dropped because the queue was full",
+            m.trigger_overflows_total.clone(),
+        );
+        registry.register(
+            "api_requests",
+            "Requests sent to the hub and spoke API servers, by verb",
+            api_requests().clone(),
         );
         Self { registry, ..m }
     }

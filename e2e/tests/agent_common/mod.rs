@@ -417,3 +417,76 @@ pub async fn http_get(port: u16, path: &str) -> Result<String, String> {
     .await
     .map_err(|e| e.to_string())?
 }
+
+/// The value of one series in Prometheus text (`name{labels}` exactly as the agent writes it,
+/// labels in declaration order, or a bare name); 0 when the series is not there yet.
+pub fn metric_value(text: &str, series: &str) -> f64 {
+    text.lines()
+        .filter_map(|line| line.strip_prefix(series))
+        .filter_map(|rest| rest.strip_prefix(' '))
+        .find_map(|value| value.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The agent's `/metrics` text (retried until the listener answers).
+pub async fn metrics_text(port: u16) -> String {
+    test_support::wait_for("agent /metrics answers", TIMEOUT, || async move {
+        http_get(port, "/metrics").await
+    })
+    .await
+}
+
+/// `work_agent_reconciles_total{controller="manifestwork"}`: moves when a reconcile ends, so a
+/// test can prove the agent had its chance before asserting that nothing happened.
+pub fn reconciles(text: &str) -> f64 {
+    metric_value(
+        text,
+        r#"work_agent_reconciles_total{controller="manifestwork"}"#,
+    )
+}
+
+/// Waits until the agent has finished more than `after` reconciles; returns the metrics text.
+pub async fn wait_reconciled_after(port: u16, after: f64) -> String {
+    test_support::wait_for("a reconcile ran", TIMEOUT, || async move {
+        let text = http_get(port, "/metrics").await?;
+        if reconciles(&text) > after {
+            Ok(text)
+        } else {
+            Err(format!("reconciles_total still {after}"))
+        }
+    })
+    .await
+}
+
+/// Requests the agent sent to `api` (`hub` or `spoke`) with `verb`.
+pub fn api_requests(text: &str, api: &str, verb: &str) -> f64 {
+    metric_value(
+        text,
+        &format!(r#"work_agent_api_requests_total{{api="{api}",verb="{verb}"}}"#),
+    )
+}
+
+/// A `manifestConfigs` entry giving the Job `name` in `ns` the well-known `Complete` rule.
+pub fn job_complete_config(ns: &str, name: &str) -> Value {
+    json!({
+        "resourceIdentifier": {"group": "batch", "resource": "jobs", "name": name, "namespace": ns},
+        "conditionRules": [{"type": "WellKnownCompletions"}]
+    })
+}
+
+/// A namespaced CustomResourceDefinition of kind `Widget` (plural `widgets`) in `group`, any
+/// content accepted.
+pub fn widget_crd(group: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    })
+}

@@ -40,7 +40,7 @@ impl AgentConfig {
             agent_id,
             hub_hash,
             label_value,
-            workers: 4,
+            workers: 10,
             http_address: SocketAddr::from(([0, 0, 0, 0], 8080)),
             leader_elect: false,
             lease_namespace: "open-cluster-management-agent".into(),

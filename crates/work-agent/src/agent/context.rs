@@ -1,4 +1,5 @@
-//! What every reconcile gets: clients, applier, evaluator, metrics, config, status writer, watches.
+//! What every reconcile gets: clients, applier, evaluator, metrics, config, status writer, watches,
+//! retry state.
 
 use std::sync::Arc;
 
@@ -6,6 +7,8 @@ use kube::Api;
 use kube::runtime::events::Recorder;
 use work_api::{AppliedManifestWork, ManifestWork};
 
+use super::applied_work::AppliedWorks;
+use super::backoff::Backoff;
 use super::config::AgentConfig;
 use super::executor::ExecutorCheck;
 use super::states::WorkStates;
@@ -39,6 +42,10 @@ pub struct Context {
     pub states: WorkStates,
     /// Permission checks of `spec.executor`.
     pub executor: ExecutorCheck,
+    /// Retry state of blocked works.
+    pub backoff: Arc<Backoff>,
+    /// The works' AppliedManifestWorks (from their watch store).
+    pub applied: AppliedWorks,
 }
 
 impl Context {

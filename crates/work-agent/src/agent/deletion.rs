@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, PropagationPolicy};
+use kube::api::{DeleteParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::Action;
 use work_api::{
     APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestWork, DeleteOption, MANIFEST_WORK_FINALIZER,
@@ -15,12 +15,13 @@ use work_api::{
 
 use super::context::Context;
 use super::error::Error;
-use super::reconcile::set_finalizers;
-use super::{manifests, states, status};
+use super::finalizers::set_finalizers;
+use super::watches::ObjectKey;
+use super::{manifests, status};
 
-/// How often a deletion that waits for resources to go away is re-checked (watch events on the
-/// resources also re-queue it sooner).
-const WAIT_FOR_GONE: Duration = Duration::from_secs(2);
+/// Safety net for a deletion that waits for resources to go away: their watch events re-queue
+/// the work as soon as they are gone, so this only matters if an event is lost.
+const WAIT_FOR_GONE: Duration = Duration::from_secs(10);
 
 /// Handles a ManifestWork with a deletionTimestamp.
 pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action, Error> {
@@ -32,7 +33,7 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
     {
         return Ok(Action::await_change());
     }
-    states::set(ctx, &name, Some("deleting"));
+    ctx.states.set(&ctx.metrics, &name, Some("deleting"));
     let generation = work.metadata.generation;
     ctx.status
         .write(work, |current| {
@@ -43,11 +44,7 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
         .await?;
 
     let applied_name = ctx.config.applied_name(&name);
-    let amw = ctx
-        .applied_works()
-        .get_opt(&applied_name)
-        .await
-        .map_err(Error::Spoke)?;
+    let amw = ctx.applied.get(&applied_name).await.map_err(Error::Spoke)?;
     if let Some(amw) = amw
         && !cleanup_applied(&amw, work.spec.delete_option.as_ref(), ctx).await?
     {
@@ -66,39 +63,53 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
         Err(e) => return Err(Error::Hub(e)),
     }
     ctx.watches.remove_work(&name);
-    states::set(ctx, &name, None);
-    states::set_ttl_pending(ctx, &name, false);
+    ctx.applied.forget(&applied_name);
+    ctx.status.forget(&name);
+    ctx.states.set(&ctx.metrics, &name, None);
+    ctx.states.set_ttl_pending(&ctx.metrics, &name, false);
     tracing::info!(work = %name, "work deleted");
     Ok(Action::await_change())
 }
 
 /// Deletes (Foreground) or releases (orphaned) every resource the AppliedManifestWork owns. Once
-/// all deleted ones are gone, deletes the AppliedManifestWork and removes its finalizer.
-/// Returns whether that is done.
+/// all deleted ones are gone, deletes the AppliedManifestWork (UID precondition) and removes its
+/// finalizer. Returns whether that is done. A failure on one resource does not stop the others;
+/// the failures are returned together.
 pub async fn cleanup_applied(
     amw: &AppliedManifestWork,
     option: Option<&DeleteOption>,
     ctx: &Context,
 ) -> Result<bool, Error> {
     let owner_uid = amw.metadata.uid.clone().unwrap_or_default();
+    let work = amw.spec.manifest_work_name.as_str();
     let resources = amw
         .status
         .as_ref()
         .map(|s| s.applied_resources.as_slice())
         .unwrap_or_default();
     let mut waiting = 0usize;
+    let mut errors: Vec<String> = Vec::new();
     for res in resources {
         if manifests::is_orphaned(option, &res.group, &res.resource, &res.namespace, &res.name) {
             match ctx.applier.release(res, &owner_uid).await {
                 Ok(()) => {}
                 Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => errors.push(e.to_string()),
             }
             continue;
         }
-        if still_terminating(res, &owner_uid, ctx).await? {
-            waiting += 1;
-            continue;
+        // Watched and indexed first: its deletion event then wakes this work.
+        watch_for_gone(ctx, work, res).await;
+        match still_terminating(res, &owner_uid, ctx).await {
+            Ok(true) => {
+                waiting += 1;
+                continue;
+            }
+            Ok(false) => {}
+            Err(e) => {
+                errors.push(e.to_string());
+                continue;
+            }
         }
         match ctx
             .applier
@@ -108,19 +119,30 @@ pub async fn cleanup_applied(
             Ok(applier::DeleteOutcome::Deleted) => waiting += 1,
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => errors.push(e.to_string()),
         }
+    }
+    if !errors.is_empty() {
+        return Err(Error::Cleanup(errors.join("; ")));
     }
     if waiting > 0 {
         tracing::debug!(applied = %amw.name_any(), waiting, "waiting for resources to be deleted");
         return Ok(false);
     }
-    let api = ctx.applied_works();
+    let api = ctx.applied.api();
     let name = amw.name_any();
     if amw.metadata.deletion_timestamp.is_none() {
-        match api.delete(&name, &DeleteParams::background()).await {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: amw.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match api.delete(&name, &params).await {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(true),
+            // Gone, or another object of that name (UID precondition failed): not ours.
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.code == 409 => return Ok(true),
             Err(e) => return Err(Error::Spoke(e)),
         }
     }
@@ -128,6 +150,9 @@ pub async fn cleanup_applied(
     let Some(current) = api.get_opt(&name).await.map_err(Error::Spoke)? else {
         return Ok(true);
     };
+    if current.metadata.uid != amw.metadata.uid {
+        return Ok(true);
+    }
     let remaining: Vec<String> = current
         .finalizers()
         .iter()
@@ -135,13 +160,34 @@ pub async fn cleanup_applied(
         .cloned()
         .collect();
     if remaining.len() != current.finalizers().len() {
-        match set_finalizers(&api, &current, remaining).await {
+        match set_finalizers(api, &current, remaining).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.is_not_found() => {}
             Err(e) => return Err(Error::Spoke(e)),
         }
     }
     Ok(true)
+}
+
+/// Makes sure the deletion of an applied resource wakes `work`: its type watched, the object in
+/// the index.
+async fn watch_for_gone(ctx: &Context, work: &str, res: &work_api::AppliedManifestResourceMeta) {
+    if let Ok(resolved) = ctx
+        .resolver
+        .resolve_resource(&res.group, &res.version, &res.resource)
+        .await
+    {
+        ctx.watches.ensure(&resolved);
+    }
+    ctx.watches.add(
+        work,
+        ObjectKey {
+            group: res.group.clone(),
+            resource: res.resource.clone(),
+            namespace: res.namespace.clone(),
+            name: res.name.clone(),
+        },
+    );
 }
 
 /// Whether the object we deleted still exists (same UID, deletion in progress): then we wait.

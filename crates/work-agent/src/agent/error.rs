@@ -21,6 +21,9 @@ pub enum Error {
     /// The status of a work could not be written after several conflicts.
     #[error("status of {0}: still conflicting after retries")]
     StatusConflict(String),
+    /// Cleaning up the resources of a deleted work failed for some of them (all were tried).
+    #[error("cleanup: {0}")]
+    Cleanup(String),
     /// The reconcile task stopped abnormally.
     #[error("reconcile task failed: {0}")]
     Task(String),

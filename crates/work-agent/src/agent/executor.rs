@@ -10,7 +10,6 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use kube::Api;
-use kube::api::PostParams;
 use work_api::{ExecutorSubjectType, ManifestWorkExecutor};
 
 /// How long an "allowed" answer is reused.
@@ -142,7 +141,7 @@ impl ExecutorCheck {
                 for verb in verbs(owned_by_work) {
                     let answer = self
                         .api
-                        .create(&PostParams::default(), &review(&ns, &name, target, verb))
+                        .create(&super::params::post(), &review(&ns, &name, target, verb))
                         .await
                         .map_err(|e| format!("checking the executor's permissions: {e}"))?;
                     if !answer.status.is_some_and(|s| s.allowed) {

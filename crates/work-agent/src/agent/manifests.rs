@@ -150,16 +150,6 @@ pub fn glob_match(pattern: &str, value: &str) -> bool {
     p[pi..].iter().all(|&c| c == b'*')
 }
 
-/// The rules of a manifest that decide its `Complete` condition (what the applier checks on the
-/// live object before any update).
-pub fn complete_rules(rules: &[ConditionRule]) -> Vec<ConditionRule> {
-    rules
-        .iter()
-        .filter(|r| r.condition_type() == condition_types::COMPLETE)
-        .cloned()
-        .collect()
-}
-
 fn same_object(a: &ManifestResourceMeta, id: &ManifestId) -> bool {
     a.group == id.group && a.kind == id.kind && a.name == id.name && a.namespace == id.namespace
 }
@@ -407,22 +397,6 @@ mod tests {
         assert!(completed_entry(Some(&not_done), &id).is_none());
         assert!(existing_entry(Some(&not_done), &id).is_some());
         assert!(completed_entry(None, &id).is_none());
-    }
-
-    #[test]
-    fn complete_rules_include_unnamed_well_known_rules() {
-        let rules = vec![
-            ConditionRule {
-                type_: ConditionRuleType::WellKnownConditions,
-                ..Default::default()
-            },
-            ConditionRule {
-                condition: "Ready".into(),
-                type_: ConditionRuleType::Cel,
-                ..Default::default()
-            },
-        ];
-        assert_eq!(complete_rules(&rules).len(), 1);
     }
 
     #[test]

@@ -2,29 +2,39 @@
 //! works themselves, by their AppliedManifestWorks and by label-filtered watches on the applied
 //! resources. See `docs/architecture.md`.
 
+pub mod applied_work;
+pub mod apply;
+pub mod backoff;
+pub mod blockers;
 pub mod client;
 pub mod config;
 pub mod context;
 pub mod deletion;
 pub mod error;
+pub mod evaluate;
 pub mod executor;
 pub mod feedback;
+pub mod finalizers;
+pub mod latest;
 pub mod manifests;
+pub mod outcome;
+pub mod params;
 pub mod reconcile;
 pub mod states;
 pub mod status;
 pub mod status_writer;
+pub mod triggers;
+pub mod ttl;
 pub mod watches;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use kube::Api;
 use kube::runtime::controller::{self, Action, ReconcileRequest, trigger_self};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::mpsc;
+use kube::{Api, ResourceExt};
 use work_api::{AppliedManifestWork, ManifestWork};
 
 pub use config::AgentConfig;
@@ -104,8 +114,18 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
     tracing::info!(cluster = %config.cluster_name, hub_hash = %config.hub_hash, "leading; starting controllers");
     readiness.set_standby(false);
 
-    let (trigger_tx, trigger_rx) = mpsc::unbounded_channel();
+    let (triggers, trigger_rx) =
+        triggers::Triggers::channel(metrics.trigger_overflows_total.clone());
+    let backoff = Arc::new(backoff::Backoff::default());
+    let blocker_watches = blockers::spawn(clients.spoke.clone(), backoff.clone(), triggers.clone());
     let resolver = applier::Resolver::new(clients.spoke.clone());
+    let applied_writer = reflector::store::Writer::<AppliedManifestWork>::default();
+    let applied_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let applied = applied_work::AppliedWorks::new(
+        Api::all(clients.spoke.clone()),
+        applied_writer.as_reader(),
+        applied_synced.clone(),
+    );
     let ctx = Arc::new(Context {
         applier: applier::Applier::new(clients.spoke.clone(), resolver.clone()),
         resolver,
@@ -118,7 +138,7 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         watches: watches::Watches::new(
             clients.spoke.clone(),
             format!("{}={}", applier::AGENT_LABEL, config.label_value),
-            trigger_tx,
+            triggers,
         ),
         recorder: kube::runtime::events::Recorder::new(
             clients.hub.clone(),
@@ -126,6 +146,8 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         ),
         states: states::WorkStates::default(),
         executor: executor::ExecutorCheck::new(clients.spoke.clone()),
+        backoff,
+        applied,
         hub: clients.hub,
         spoke: clients.spoke,
         config,
@@ -137,10 +159,13 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         }
     };
     let result = tokio::select! {
-        () = run_controller(ctx, trigger_rx, readiness) => Ok(()),
+        () = run_controller(ctx, trigger_rx, readiness, applied_writer, applied_synced) => Ok(()),
         _ = wait_true(stop_rx) => Ok(()),
         () = lost => Err(RunError::LostLeadership),
     };
+    for handle in blocker_watches {
+        handle.abort();
+    }
     leader.shutdown().await;
     result
 }
@@ -194,25 +219,62 @@ type Queue = std::pin::Pin<
     Box<dyn Stream<Item = Result<ReconcileRequest<ManifestWork>, watcher::Error>> + Send>,
 >;
 
+/// What of a work re-queues it from its own watch: its spec (generation), finalizers, deletion
+/// and labels, not its status. So the agent's own status writes do not re-trigger it.
+fn spec_or_lifecycle(work: &ManifestWork) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    work.metadata.uid.hash(&mut hasher);
+    work.metadata.generation.hash(&mut hasher);
+    work.metadata.finalizers.hash(&mut hasher);
+    work.metadata
+        .deletion_timestamp
+        .as_ref()
+        .map(|t| t.0.as_second())
+        .hash(&mut hasher);
+    work.metadata.labels.hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// Forgets everything kept per work once the work is gone from the hub.
+fn forget_work(ctx: &Context, work: &ManifestWork) {
+    let name = work.metadata.name.clone().unwrap_or_default();
+    ctx.watches.remove_work(&name);
+    ctx.backoff.clear(&name);
+    ctx.status.forget(&name);
+    ctx.states.set(&ctx.metrics, &name, None);
+    ctx.states.set_ttl_pending(&ctx.metrics, &name, false);
+}
+
 /// The ManifestWork controller: kube-runtime's applier over a queue merged from the works'
-/// own watch, their AppliedManifestWorks' watch, and the resource watches' triggers.
+/// own watch (spec and lifecycle changes only), their AppliedManifestWorks' watch (deletions
+/// and lost finalizers only; it also fills the AppliedManifestWork store), and the resource
+/// watches' triggers.
 async fn run_controller(
     ctx: Arc<Context>,
-    triggers: mpsc::UnboundedReceiver<String>,
+    triggers: tokio::sync::mpsc::Receiver<String>,
     readiness: Readiness,
+    applied_writer: reflector::store::Writer<AppliedManifestWork>,
+    applied_synced: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let namespace = ctx.config.cluster_name.clone();
     let (reader, writer) = reflector::store::<ManifestWork>();
     let synced = readiness.clone();
+    let gone = ctx.clone();
     let works = watcher(ctx.works(), watcher::Config::default())
         .default_backoff()
-        .inspect(move |e| {
-            if matches!(e, Ok(watcher::Event::InitDone)) {
-                synced.set_caches_synced(true);
-            }
+        .inspect(move |e| match e {
+            Ok(watcher::Event::InitDone) => synced.set_caches_synced(true),
+            Ok(watcher::Event::Delete(work)) => forget_work(&gone, work),
+            _ => {}
         });
-    let own: Queue =
-        trigger_self(reflector::reflector(writer, works).applied_objects(), ()).boxed();
+    let own: Queue = trigger_self(
+        reflector::reflector(writer, works)
+            .applied_objects()
+            .predicate_filter(spec_or_lifecycle, Default::default()),
+        (),
+    )
+    .boxed();
 
     let ns = namespace.clone();
     let external: Queue = futures::stream::unfold(triggers, |mut rx| async move {
@@ -230,13 +292,24 @@ async fn run_controller(
     let ns = namespace.clone();
     let applied: Queue = watcher(applied_api, watcher::Config::default())
         .default_backoff()
+        .reflect(applied_writer)
+        // After the store took the event: "synced" then means the store has the full list.
+        .inspect(move |e| {
+            if matches!(e, Ok(watcher::Event::InitDone)) {
+                applied_synced.store(true, std::sync::atomic::Ordering::Release);
+            }
+        })
         .filter_map(move |event| {
             let request = match event {
-                Ok(
-                    watcher::Event::Apply(a)
-                    | watcher::Event::Delete(a)
-                    | watcher::Event::InitApply(a),
-                ) => {
+                // Deleted, being deleted, or stripped of our finalizer: the work must act. Its
+                // own status writes (and the initial list) need nothing.
+                Ok(watcher::Event::Apply(a) | watcher::Event::Delete(a))
+                    if a.metadata.deletion_timestamp.is_some()
+                        || !a
+                            .finalizers()
+                            .iter()
+                            .any(|f| f == work_api::APPLIED_MANIFEST_WORK_FINALIZER) =>
+                {
                     // Not filtered on agentID: a restart with another --agent-id still owns
                     // its works. A name that maps to a work not in our namespace is dropped by
                     // the controller (it is not in the store).

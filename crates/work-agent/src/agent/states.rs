@@ -3,7 +3,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 
-use super::context::Context;
 use crate::metrics::{Metrics, StateLabels};
 
 /// Last known state of each work, and which works wait for their TTL.
@@ -55,16 +54,6 @@ impl WorkStates {
                 .set(i64::try_from(set.len()).unwrap_or(i64::MAX));
         }
     }
-}
-
-/// Shorthand for [`WorkStates::set`] on the context.
-pub fn set(ctx: &Context, work: &str, state: Option<&'static str>) {
-    ctx.states.set(&ctx.metrics, work, state);
-}
-
-/// Shorthand for [`WorkStates::set_ttl_pending`] on the context.
-pub fn set_ttl_pending(ctx: &Context, work: &str, pending: bool) {
-    ctx.states.set_ttl_pending(&ctx.metrics, work, pending);
 }
 
 #[cfg(test)]

@@ -7,6 +7,14 @@ use work_api::{
     StatusFeedbackResult, condition_types,
 };
 
+/// Work-level condition types the agent writes itself (besides the rule aggregates); others on
+/// the work are someone else's and are kept.
+const AGENT_WORK_CONDITIONS: &[&str] = &[
+    condition_types::APPLIED,
+    condition_types::AVAILABLE,
+    condition_types::DELETING,
+];
+
 /// What one manifest's status should say.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ManifestDesired {
@@ -78,8 +86,13 @@ pub fn build_status(
         work_updates.push(deleting_condition());
     }
     let old_work: &[Condition] = old.map(|s| s.conditions.as_slice()).unwrap_or_default();
-    let work_conditions =
-        conditions::replace_conditions(old_work, &work_updates, observed_generation, now);
+    let work_conditions = conditions::merge_work_conditions(
+        old_work,
+        &work_updates,
+        AGENT_WORK_CONDITIONS,
+        observed_generation,
+        now,
+    );
     ManifestWorkStatus {
         conditions: work_conditions,
         resource_status: Some(ManifestResourceStatus { manifests }),
@@ -279,6 +292,22 @@ mod tests {
             .expect("deleting");
         assert_eq!(del.reason, "WorkDeleting");
         assert_eq!(del.status, "True");
+    }
+
+    #[test]
+    fn work_conditions_of_others_are_kept() {
+        let mut first = build_status(None, &desired(Status::True), Some(1), t(100));
+        first.conditions.push(Condition {
+            type_: "Placed".into(),
+            status: "True".into(),
+            reason: "ByHub".into(),
+            message: "".into(),
+            last_transition_time: t(1),
+            observed_generation: None,
+        });
+        let second = build_status(Some(&first), &desired(Status::True), Some(1), t(200));
+        assert!(second.conditions.iter().any(|c| c.type_ == "Placed"));
+        assert!(!differs(Some(&first), &second));
     }
 
     #[test]

@@ -1,38 +1,61 @@
 //! The one place that writes ManifestWork status on the hub: a status is built from the freshest
-//! object, written only when it differs, with optimistic locking and conflicts retried.
+//! object (the watch store's, or the agent's own latest write when the store has not caught up
+//! yet; a fresh read only after a conflict), written only when it differs, with optimistic
+//! locking and conflicts retried.
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use kube::api::{Patch, PatchParams};
+use kube::api::Patch;
 use kube::{Api, ResourceExt};
 use serde_json::json;
-use work_api::{ManifestWork, ManifestWorkStatus};
+use work_api::ManifestWork;
 
 use super::error::Error;
+use super::latest::Latest;
+use super::params;
 
 const ATTEMPTS: usize = 5;
 
 /// Writes ManifestWork status.
-#[derive(Clone)]
 pub struct StatusWriter {
     api: Api<ManifestWork>,
+    latest: Latest<ManifestWork>,
 }
 
 impl StatusWriter {
     /// A writer for the works of one namespace.
     pub fn new(api: Api<ManifestWork>) -> Self {
-        Self { api }
+        Self {
+            api,
+            latest: Latest::default(),
+        }
+    }
+
+    /// `seen` (from the watch store), or the agent's own later write of it.
+    pub fn fresher(&self, seen: Arc<ManifestWork>) -> Arc<ManifestWork> {
+        self.latest.fresher(&seen.name_any(), seen)
+    }
+
+    /// Remembers a work the agent just wrote (e.g. a finalizer patch).
+    pub fn record(&self, work: ManifestWork) {
+        self.latest.record(&work.name_any(), work);
+    }
+
+    /// Forgets a work (it is gone).
+    pub fn forget(&self, name: &str) {
+        self.latest.forget(name);
     }
 
     /// Builds the status from `current` (then from a fresh read after each conflict) with `build`,
-    /// which returns `None` when nothing needs writing. Returns the status written, if any.
+    /// which returns `None` when nothing needs writing. Returns the work as written, if written.
     pub async fn write<F>(
         &self,
         current: &ManifestWork,
         build: F,
-    ) -> Result<Option<ManifestWorkStatus>, Error>
+    ) -> Result<Option<ManifestWork>, Error>
     where
-        F: Fn(&ManifestWork) -> Option<ManifestWorkStatus>,
+        F: Fn(&ManifestWork) -> Option<work_api::ManifestWorkStatus>,
     {
         let name = current.name_any();
         let mut fresh: Option<ManifestWork> = None;
@@ -47,10 +70,13 @@ impl StatusWriter {
             });
             match self
                 .api
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch_status(&name, &params::patch(), &Patch::Merge(&patch))
                 .await
             {
-                Ok(_) => return Ok(Some(status)),
+                Ok(written) => {
+                    self.latest.record(&name, written.clone());
+                    return Ok(Some(written));
+                }
                 Err(kube::Error::Api(s)) if s.is_conflict() => {
                     tracing::debug!(work = %name, attempt, "status conflict, re-reading");
                     tokio::time::sleep(Duration::from_millis(20 * (attempt as u64 + 1))).await;

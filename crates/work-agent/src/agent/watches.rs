@@ -1,17 +1,23 @@
-//! Watch-driven re-evaluation: one label-filtered watch per resource type in use on the spoke,
-//! started on demand, and an index from objects to the works that apply (or read) them, so an
-//! event on an object re-queues exactly those works.
+//! The live objects, from the watch cache: one label-filtered reflector (watch + store) per
+//! resource type in use on the spoke, started on demand, and an index from objects to the works
+//! that apply them, so an event on an object re-queues exactly those works. Reconciles read the
+//! live objects from the stores (no GET); a store that has not finished its initial list says
+//! "unknown", and the caller reads the object instead.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use tokio::sync::mpsc::UnboundedSender;
+use serde_json::Value;
 
 use applier::ResolvedResource;
+
+use super::triggers::Triggers;
 
 /// Identifies an object: group, resource (plural), namespace, name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -46,6 +52,19 @@ impl ResourceIndex {
         self.by_work.insert(work.to_string(), keys);
     }
 
+    /// Adds one object to those a work uses (kept until the next [`ResourceIndex::set_work`]).
+    pub fn add(&mut self, work: &str, key: ObjectKey) {
+        let keys = self.by_work.entry(work.to_string()).or_default();
+        if keys.contains(&key) {
+            return;
+        }
+        keys.push(key.clone());
+        self.by_object
+            .entry(key)
+            .or_default()
+            .insert(work.to_string());
+    }
+
     /// Forgets a work.
     pub fn remove_work(&mut self, work: &str) {
         for key in self.by_work.remove(work).unwrap_or_default() {
@@ -67,22 +86,37 @@ impl ResourceIndex {
     }
 }
 
-/// Starts watches on demand and forwards events as work names to re-queue.
+/// What the watch cache says about an object.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cached {
+    /// No synced store for its type (not watched, or the initial list is not done): read it.
+    Unknown,
+    /// The store is synced and does not have it.
+    Absent,
+    /// The object as last seen (with its `apiVersion` and `kind`).
+    Present(Value),
+}
+
+/// The watch and store of one resource type.
+struct TypeWatch {
+    handle: tokio::task::JoinHandle<()>,
+    store: Store<DynamicObject>,
+    resource: ApiResource,
+    synced: Arc<AtomicBool>,
+}
+
+/// Starts watches on demand, keeps their stores, and forwards events as work names to re-queue.
 pub struct Watches {
     spoke: kube::Client,
     label_selector: String,
     index: Arc<Mutex<ResourceIndex>>,
-    started: Mutex<HashMap<(String, String), tokio::task::JoinHandle<()>>>,
-    trigger: UnboundedSender<String>,
+    started: Mutex<HashMap<(String, String), TypeWatch>>,
+    trigger: Triggers,
 }
 
 impl Watches {
     /// Watches objects labelled `label_selector`; work names to re-queue go to `trigger`.
-    pub fn new(
-        spoke: kube::Client,
-        label_selector: String,
-        trigger: UnboundedSender<String>,
-    ) -> Self {
+    pub fn new(spoke: kube::Client, label_selector: String, trigger: Triggers) -> Self {
         Self {
             spoke,
             label_selector,
@@ -98,6 +132,15 @@ impl Watches {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .set_work(work, keys);
+    }
+
+    /// Records one more object a work uses, before it is written: an event on it between the
+    /// write and the end of the reconcile then still wakes the work.
+    pub fn add(&self, work: &str, key: ObjectKey) {
+        self.index
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add(work, key);
     }
 
     /// Forgets a work.
@@ -116,25 +159,59 @@ impl Watches {
             .len()
     }
 
-    /// Makes sure a watch runs for this resource type.
+    /// The object as the watch cache has it.
+    pub fn cached(&self, resource: &ResolvedResource, namespace: &str, name: &str) -> Cached {
+        let started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(watch) = started.get(&(resource.group.clone(), resource.plural.clone())) else {
+            return Cached::Unknown;
+        };
+        if !watch.synced.load(Ordering::Acquire) || watch.handle.is_finished() {
+            return Cached::Unknown;
+        }
+        let mut key = ObjectRef::new_with(name, watch.resource.clone());
+        if resource.namespaced && !namespace.is_empty() {
+            key = key.within(namespace);
+        }
+        match watch.store.get(&key) {
+            None => Cached::Absent,
+            Some(object) => match to_value(&object, &watch.resource) {
+                Some(value) => Cached::Present(value),
+                None => Cached::Unknown,
+            },
+        }
+    }
+
+    /// Makes sure a watch (and its store) runs for this resource type.
     pub fn ensure(&self, resource: &ResolvedResource) {
         let key = (resource.group.clone(), resource.plural.clone());
         let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
-        if started.get(&key).is_some_and(|h| !h.is_finished()) {
+        if started.get(&key).is_some_and(|w| !w.handle.is_finished()) {
             return;
         }
-        let api: Api<DynamicObject> = Api::all_with(self.spoke.clone(), &resource.api_resource());
+        let api_resource = resource.api_resource();
+        let api: Api<DynamicObject> = Api::all_with(self.spoke.clone(), &api_resource);
         let config = watcher::Config::default().labels(&self.label_selector);
+        let writer = reflector::store::Writer::new(api_resource.clone());
+        let store = writer.as_reader();
+        let synced = Arc::new(AtomicBool::new(false));
         let index = self.index.clone();
         let trigger = self.trigger.clone();
         let (group, plural) = key.clone();
+        let ready = synced.clone();
         tracing::debug!(group = %group, resource = %plural, "starting watch");
         let handle = tokio::spawn(async move {
-            let mut events = watcher::watcher(api, config).default_backoff().boxed();
+            let mut events = watcher::watcher(api, config)
+                .default_backoff()
+                .reflect(writer)
+                .boxed();
             while let Some(event) = events.next().await {
                 let object = match event {
                     Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => o,
-                    Ok(Event::Init | Event::InitDone) => continue,
+                    Ok(Event::InitDone) => {
+                        ready.store(true, Ordering::Release);
+                        continue;
+                    }
+                    Ok(Event::Init) => continue,
                     Err(e) => {
                         tracing::debug!(group = %group, resource = %plural, error = %e, "watch error");
                         continue;
@@ -151,25 +228,45 @@ impl Watches {
                     .unwrap_or_else(PoisonError::into_inner)
                     .works_of(&key);
                 for work in works {
-                    if trigger.send(work).is_err() {
+                    if !trigger.send(work) {
                         return;
                     }
                 }
             }
         });
-        started.insert(key, handle);
+        started.insert(
+            key,
+            TypeWatch {
+                handle,
+                store,
+                resource: api_resource,
+                synced,
+            },
+        );
     }
+}
+
+/// The JSON of a cached object, with the `apiVersion` and `kind` list items lack.
+fn to_value(object: &DynamicObject, resource: &ApiResource) -> Option<Value> {
+    let mut value = serde_json::to_value(object).ok()?;
+    let map = value.as_object_mut()?;
+    map.insert(
+        "apiVersion".into(),
+        Value::String(resource.api_version.clone()),
+    );
+    map.insert("kind".into(), Value::String(resource.kind.clone()));
+    Some(value)
 }
 
 impl Drop for Watches {
     fn drop(&mut self) {
-        for (_, handle) in self
+        for (_, watch) in self
             .started
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .drain()
         {
-            handle.abort();
+            watch.handle.abort();
         }
     }
 }
@@ -200,5 +297,10 @@ mod tests {
         index.remove_work("w2");
         assert!(index.works_of(&key("shared")).is_empty());
         assert_eq!(index.works_of(&key("b")), vec!["w1"]);
+        index.add("w1", key("c"));
+        index.add("w1", key("c"));
+        assert_eq!(index.works_of(&key("c")), vec!["w1"]);
+        index.set_work("w1", vec![key("b")]);
+        assert!(index.works_of(&key("c")).is_empty());
     }
 }

@@ -1,0 +1,23 @@
+//! Request parameters of the agent's own writes: every write names the agent's field manager, so
+//! `managedFields` shows `work-agent` rather than `unknown`.
+
+use kube::api::{PatchParams, PostParams};
+
+/// The field manager of every write the agent makes itself (the default of server-side apply).
+pub const FIELD_MANAGER: &str = work_api::DEFAULT_FIELD_MANAGER;
+
+/// Parameters of a merge patch by the agent.
+pub fn patch() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    }
+}
+
+/// Parameters of a create or replace by the agent.
+pub fn post() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    }
+}

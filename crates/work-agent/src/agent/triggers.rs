@@ -1,0 +1,56 @@
+//! The queue of work names to reconcile from outside the works' own watch (resource watch
+//! events, a namespace or CRD appearing): bounded, so a burst of events cannot grow memory
+//! without limit. A name that does not fit is counted and dropped; the work's safety-net resync
+//! still reconciles it.
+
+use prometheus_client::metrics::counter::Counter;
+use tokio::sync::mpsc;
+
+/// How many work names may wait in the queue.
+pub const CAPACITY: usize = 16_384;
+
+/// The sending side, shared by every source of triggers.
+#[derive(Clone, Debug)]
+pub struct Triggers {
+    tx: mpsc::Sender<String>,
+    overflows: Counter,
+}
+
+impl Triggers {
+    /// A queue of [`CAPACITY`] names; drops are counted in `overflows`.
+    pub fn channel(overflows: Counter) -> (Self, mpsc::Receiver<String>) {
+        let (tx, rx) = mpsc::channel(CAPACITY);
+        (Self { tx, overflows }, rx)
+    }
+
+    /// Queues a work; false once the controller is gone (then the sender should stop).
+    pub fn send(&self, work: String) -> bool {
+        match self.tx.try_send(work) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(work)) => {
+                self.overflows.inc();
+                tracing::debug!(work = %work, "trigger queue full; left to the resync");
+                true
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_full_queue_counts_instead_of_growing() {
+        let overflows = Counter::default();
+        let (triggers, mut rx) = Triggers::channel(overflows.clone());
+        for i in 0..CAPACITY + 3 {
+            assert!(triggers.send(format!("w{i}")));
+        }
+        assert_eq!(overflows.get(), 3);
+        assert_eq!(rx.try_recv().ok().as_deref(), Some("w0"));
+        drop(rx);
+        assert!(!triggers.send("late".into()));
+    }
+}

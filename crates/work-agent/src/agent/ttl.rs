@@ -1,0 +1,43 @@
+//! TTL garbage collection of a completed work: wait for exactly the time left, then delete it.
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use work_api::ManifestWork;
+
+use super::context::Context;
+use super::error::Error;
+
+/// TTL garbage collection of a completed work: requeue for exactly the time left, or delete.
+pub async fn ttl_step(work: &ManifestWork, ctx: &Context) -> Result<Action, Error> {
+    let name = work.name_any();
+    match gc::next_action(work, Timestamp::now()) {
+        gc::GcAction::NotEligible => {
+            ctx.states.set_ttl_pending(&ctx.metrics, &name, false);
+            Ok(Action::await_change())
+        }
+        gc::GcAction::WaitFor(left) => {
+            ctx.states.set_ttl_pending(&ctx.metrics, &name, true);
+            Ok(Action::requeue(left))
+        }
+        gc::GcAction::DeleteNow { .. } => {
+            let uid = work.metadata.uid.clone().unwrap_or_default();
+            match gc::collect(&ctx.works(), &ctx.recorder, &name, &uid).await? {
+                gc::GcOutcome::Deleted { lag } => {
+                    ctx.states.set_ttl_pending(&ctx.metrics, &name, false);
+                    ctx.metrics.ttl_deletions_total.inc();
+                    ctx.metrics
+                        .ttl_deletion_lag_seconds
+                        .observe(lag.as_secs_f64());
+                    tracing::info!(work = %name, "deleted by TTL after completion");
+                    Ok(Action::await_change())
+                }
+                gc::GcOutcome::NotYetDue(left) => Ok(Action::requeue(left)),
+                _ => {
+                    ctx.states.set_ttl_pending(&ctx.metrics, &name, false);
+                    Ok(Action::await_change())
+                }
+            }
+        }
+    }
+}

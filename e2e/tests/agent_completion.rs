@@ -2,8 +2,6 @@
 
 mod agent_common;
 
-use std::time::Duration;
-
 use agent_common::*;
 use kube::api::{DeleteParams, PropagationPolicy};
 use serde_json::json;
@@ -38,9 +36,11 @@ async fn a_job_run_to_completion_completes_the_work_and_is_never_touched_again()
     let before = jobs.get("once").await.expect("job");
     let status_before = work.status.clone();
 
-    // Editing the Job's manifest in the work changes nothing on the spoke.
+    // Editing the Job's manifest in the work changes nothing on the spoke (checked once the
+    // edit has been reconciled).
+    let reconciled = reconciles(&metrics_text(env.http_port).await);
     env.patch_work_spec(&name, spec(Some("yes"))).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    wait_reconciled_after(env.http_port, reconciled).await;
     let after = jobs.get("once").await.expect("job");
     assert_eq!(rv(&before), rv(&after), "completed Job was written");
     assert!(
@@ -56,7 +56,9 @@ async fn a_job_run_to_completion_completes_the_work_and_is_never_touched_again()
         "a Complete work's status was rewritten"
     );
 
-    // Deleting the Job does not re-create it.
+    // Deleting the Job does not re-create it (checked once its deletion has been reconciled:
+    // a completed manifest's object stays indexed, so its deletion wakes the work).
+    let reconciled = reconciles(&metrics_text(env.http_port).await);
     jobs.delete(
         "once",
         &DeleteParams {
@@ -67,7 +69,7 @@ async fn a_job_run_to_completion_completes_the_work_and_is_never_touched_again()
     .await
     .expect("delete job");
     env.wait_object_gone(&jobs, "once").await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    wait_reconciled_after(env.http_port, reconciled).await;
     assert!(
         jobs.get_opt("once").await.expect("get").is_none(),
         "completed Job was re-created (agent log {})",

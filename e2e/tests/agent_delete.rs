@@ -109,8 +109,18 @@ async fn the_work_shows_deleting_while_resources_wait_on_a_finalizer() {
         work_condition(&work, "Deleting").map(|c| c.reason.as_str()),
         Some("WorkDeleting")
     );
-    // The resource cannot go away yet, so neither can the work.
-    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    // The resource cannot go away yet, so neither can the work: checked after a reconcile that
+    // saw it (an edit of the held object wakes the work).
+    let reconciled = reconciles(&metrics_text(env.http_port).await);
+    env.configmaps()
+        .patch(
+            "held",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {"poke": "1"}}})),
+        )
+        .await
+        .expect("touch the held object");
+    wait_reconciled_after(env.http_port, reconciled).await;
     assert!(env.works().get_opt(&name).await.expect("get").is_some());
     env.configmaps()
         .patch(

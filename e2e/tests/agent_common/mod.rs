@@ -101,6 +101,38 @@ impl Env {
         }
     }
 
+    /// Like [`Env::start`], with leader election on and the Lease in the spoke namespace.
+    pub async fn start_elected(prefix: &str) -> Env {
+        let hub = TestCluster::hub().await;
+        let spoke = TestCluster::spoke().await;
+        let cluster = hub.namespace(prefix).await;
+        let ns = spoke.namespace(prefix).await;
+        let extra_args = vec!["--lease-namespace".to_string(), ns.clone()];
+        let http_port = free_port();
+        let mut args = agent_args_on(
+            &hub.kubeconfig,
+            &spoke.kubeconfig,
+            &cluster,
+            http_port,
+            &extra_args,
+        );
+        for a in &mut args {
+            if a == "--leader-elect=false" {
+                *a = "--leader-elect=true".into();
+            }
+        }
+        let agent = AgentProcess::start(args);
+        Env {
+            hub,
+            spoke,
+            cluster,
+            ns,
+            agent,
+            http_port,
+            extra_args,
+        }
+    }
+
     /// Starts the agent again (after `agent.kill()`).
     pub fn restart_agent(&mut self) {
         self.agent = AgentProcess::start(agent_args_on(

@@ -37,19 +37,37 @@ pub struct ObjectKey {
 pub struct ResourceIndex {
     by_object: HashMap<ObjectKey, BTreeSet<String>>,
     by_work: HashMap<String, Vec<ObjectKey>>,
+    /// Indexed objects per resource type (group, resource).
+    per_type: HashMap<(String, String), usize>,
 }
 
 impl ResourceIndex {
     /// Records the objects a work uses now (replacing what it used before).
     pub fn set_work(&mut self, work: &str, keys: Vec<ObjectKey>) {
         self.remove_work(work);
-        for key in &keys {
-            self.by_object
-                .entry(key.clone())
-                .or_default()
-                .insert(work.to_string());
+        let mut kept = Vec::with_capacity(keys.len());
+        for key in keys {
+            if !kept.contains(&key) {
+                self.link(work, key.clone());
+                kept.push(key);
+            }
         }
-        self.by_work.insert(work.to_string(), keys);
+        self.by_work.insert(work.to_string(), kept);
+    }
+
+    fn link(&mut self, work: &str, key: ObjectKey) {
+        let type_key = (key.group.clone(), key.resource.clone());
+        let works = self.by_object.entry(key).or_default();
+        if works.is_empty() {
+            *self.per_type.entry(type_key).or_default() += 1;
+        }
+        works.insert(work.to_string());
+    }
+
+    /// Whether any indexed object is of this resource type.
+    pub fn type_in_use(&self, group: &str, resource: &str) -> bool {
+        self.per_type
+            .contains_key(&(group.to_string(), resource.to_string()))
     }
 
     /// Adds one object to those a work uses (kept until the next [`ResourceIndex::set_work`]).
@@ -59,10 +77,7 @@ impl ResourceIndex {
             return;
         }
         keys.push(key.clone());
-        self.by_object
-            .entry(key)
-            .or_default()
-            .insert(work.to_string());
+        self.link(work, key);
     }
 
     /// Forgets a work.
@@ -72,6 +87,13 @@ impl ResourceIndex {
                 works.remove(work);
                 if works.is_empty() {
                     self.by_object.remove(&key);
+                    let type_key = (key.group, key.resource);
+                    if let Some(count) = self.per_type.get_mut(&type_key) {
+                        *count -= 1;
+                        if *count == 0 {
+                            self.per_type.remove(&type_key);
+                        }
+                    }
                 }
             }
         }
@@ -126,12 +148,24 @@ impl Watches {
         }
     }
 
-    /// Records which objects a work uses.
+    /// Records which objects a work uses; stops the watches no work needs any more.
     pub fn set_work(&self, work: &str, keys: Vec<ObjectKey>) {
-        self.index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .set_work(work, keys);
+        let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        index.set_work(work, keys);
+        self.stop_unused(&index);
+    }
+
+    /// Stops (and drops the store of) every watch whose type no indexed object has.
+    fn stop_unused(&self, index: &ResourceIndex) {
+        let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
+        started.retain(|(group, resource), watch| {
+            let used = index.type_in_use(group, resource);
+            if !used {
+                tracing::debug!(group = %group, resource = %resource, "stopping watch: no work uses the type");
+                watch.handle.abort();
+            }
+            used
+        });
     }
 
     /// Records one more object a work uses, before it is written: an event on it between the
@@ -143,12 +177,11 @@ impl Watches {
             .add(work, key);
     }
 
-    /// Forgets a work.
+    /// Forgets a work; stops the watches no work needs any more.
     pub fn remove_work(&self, work: &str) {
-        self.index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove_work(work);
+        let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        index.remove_work(work);
+        self.stop_unused(&index);
     }
 
     /// Number of watches running (one per group+resource).
@@ -302,5 +335,14 @@ mod tests {
         assert_eq!(index.works_of(&key("c")), vec!["w1"]);
         index.set_work("w1", vec![key("b")]);
         assert!(index.works_of(&key("c")).is_empty());
+        assert!(index.type_in_use("", "configmaps"));
+        index.remove_work("w1");
+        assert!(!index.type_in_use("", "configmaps"));
+        index.set_work("w3", vec![key("x"), key("x")]);
+        index.set_work("w4", vec![key("x")]);
+        index.remove_work("w3");
+        assert!(index.type_in_use("", "configmaps"));
+        index.remove_work("w4");
+        assert!(!index.type_in_use("", "configmaps"));
     }
 }

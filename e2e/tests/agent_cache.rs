@@ -129,3 +129,40 @@ async fn server_side_apply_leaves_only_the_agent_field_manager() {
     );
     assert_eq!(owners(&cm), vec![env.applied_name(&name)]);
 }
+
+#[tokio::test]
+async fn a_new_work_costs_one_spoke_write_per_object_and_two_hub_writes() {
+    let env = Env::start("cache-first").await;
+    // A first work makes the agent's ConfigMap store and discovery warm.
+    let warm = env.work_name("warm");
+    env.create_work(
+        &warm,
+        json!({"workload": {"manifests": [configmap(&env.ns, "warm", json!({"k": "v"}))]}}),
+    )
+    .await;
+    env.wait_work(&warm, "Available", |w| work_is(w, "Available", "True"))
+        .await;
+    settle(env.http_port).await;
+    let before = metrics_text(env.http_port).await;
+
+    let name = env.work_name("five");
+    let manifests: Vec<_> = (0..5)
+        .map(|i| configmap(&env.ns, &format!("cm-{i}"), json!({"k": "v"})))
+        .collect();
+    env.create_work(&name, json!({"workload": {"manifests": manifests}}))
+        .await;
+    env.wait_work(&name, "Available", |w| work_is(w, "Available", "True"))
+        .await;
+    settle(env.http_port).await;
+    let after = metrics_text(env.http_port).await;
+    let delta =
+        |api: &str, verb: &str| api_requests(&after, api, verb) - api_requests(&before, api, verb);
+    // Five ConfigMaps and the AppliedManifestWork; its appliedResources; nothing read.
+    assert_eq!(delta("spoke", "create"), 6.0, "spoke creates");
+    assert_eq!(delta("spoke", "patch"), 1.0, "spoke patches");
+    assert_eq!(delta("spoke", "get"), 0.0, "spoke reads");
+    assert_eq!(delta("spoke", "update"), 0.0, "spoke updates");
+    // The finalizer and one status.
+    assert_eq!(delta("hub", "patch"), 2.0, "hub writes");
+    assert_eq!(delta("hub", "get"), 0.0, "hub reads");
+}

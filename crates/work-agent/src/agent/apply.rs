@@ -242,7 +242,9 @@ impl WorkScope<'_> {
         let cached = if readonly {
             Cached::Unknown
         } else {
-            ctx.watches.cached(&resolved, &id.namespace, &id.name)
+            ctx.watches
+                .cached_when_synced(&resolved, &id.namespace, &id.name)
+                .await
         };
 
         // ReadOnly only reads, which the agent does with its own identity.

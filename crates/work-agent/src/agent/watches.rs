@@ -5,7 +5,6 @@
 //! "unknown", and the caller reads the object instead.
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
@@ -124,8 +123,13 @@ struct TypeWatch {
     handle: tokio::task::JoinHandle<()>,
     store: Store<DynamicObject>,
     resource: ApiResource,
-    synced: Arc<AtomicBool>,
+    /// True once the store holds the initial list.
+    synced: tokio::sync::watch::Receiver<bool>,
 }
+
+/// How long a reconcile waits for a new store's initial list before it reads the object
+/// itself: a list is one request for all objects of the type, a read one per object.
+const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Starts watches on demand, keeps their stores, and forwards events as work names to re-queue.
 pub struct Watches {
@@ -198,7 +202,7 @@ impl Watches {
         let Some(watch) = started.get(&(resource.group.clone(), resource.plural.clone())) else {
             return Cached::Unknown;
         };
-        if !watch.synced.load(Ordering::Acquire) || watch.handle.is_finished() {
+        if !*watch.synced.borrow() || watch.handle.is_finished() {
             return Cached::Unknown;
         }
         let mut key = ObjectRef::new_with(name, watch.resource.clone());
@@ -214,6 +218,25 @@ impl Watches {
         }
     }
 
+    /// [`Watches::cached`], after waiting (up to 10 s) for the initial list of the type's store.
+    pub async fn cached_when_synced(
+        &self,
+        resource: &ResolvedResource,
+        namespace: &str,
+        name: &str,
+    ) -> Cached {
+        let synced = self
+            .started
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(resource.group.clone(), resource.plural.clone()))
+            .map(|w| w.synced.clone());
+        if let Some(mut synced) = synced {
+            let _ = tokio::time::timeout(SYNC_WAIT, synced.wait_for(|s| *s)).await;
+        }
+        self.cached(resource, namespace, name)
+    }
+
     /// Makes sure a watch (and its store) runs for this resource type.
     pub fn ensure(&self, resource: &ResolvedResource) {
         let key = (resource.group.clone(), resource.plural.clone());
@@ -226,11 +249,10 @@ impl Watches {
         let config = watcher::Config::default().labels(&self.label_selector);
         let writer = reflector::store::Writer::new(api_resource.clone());
         let store = writer.as_reader();
-        let synced = Arc::new(AtomicBool::new(false));
+        let (ready, synced) = tokio::sync::watch::channel(false);
         let index = self.index.clone();
         let trigger = self.trigger.clone();
         let (group, plural) = key.clone();
-        let ready = synced.clone();
         tracing::debug!(group = %group, resource = %plural, "starting watch");
         let handle = tokio::spawn(async move {
             let mut events = watcher::watcher(api, config)
@@ -241,7 +263,7 @@ impl Watches {
                 let object = match event {
                     Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => o,
                     Ok(Event::InitDone) => {
-                        ready.store(true, Ordering::Release);
+                        ready.send_replace(true);
                         continue;
                     }
                     Ok(Event::Init) => continue,

@@ -117,6 +117,7 @@ impl Env {
                 labels: &self.labels,
                 complete_check: (!rules.is_empty()).then_some(&check as &dyn CompleteCheck),
                 cached: None,
+                write_gate: None,
             })
             .await
     }

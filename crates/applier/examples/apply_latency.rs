@@ -80,6 +80,7 @@ async fn run(
                         labels,
                         complete_check: None,
                         cached: None,
+                        write_gate: None,
                     })
                     .await?;
                 samples.push(started.elapsed());

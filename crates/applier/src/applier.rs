@@ -37,6 +37,21 @@ pub trait CompleteCheck: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = bool> + Send + 'a>>;
 }
 
+/// Decides whether the applier may write the object (the work's executor permissions): asked
+/// only when a write is about to be sent, so an unchanged object costs no check.
+pub trait WriteGate: Send + Sync {
+    /// `Ok(())` to write; `Err(message)` to refuse (the apply fails with that message).
+    fn may_write<'a>(&'a self) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+}
+
+/// Asks the gate, if there is one.
+async fn gate(gate: Option<&dyn WriteGate>) -> Result<(), ApplyError> {
+    match gate {
+        Some(gate) => gate.may_write().await.map_err(ApplyError::NotPermitted),
+        None => Ok(()),
+    }
+}
+
 /// One manifest to apply.
 #[derive(Clone)]
 pub struct ApplyRequest<'a> {
@@ -57,6 +72,8 @@ pub struct ApplyRequest<'a> {
     /// that object (an update carries its resourceVersion). Used for the first attempt only: a
     /// conflict (a stale cache) is retried from a fresh read.
     pub cached: Option<Option<&'a Value>>,
+    /// Asked before any write; None: every write is allowed.
+    pub write_gate: Option<&'a dyn WriteGate>,
 }
 
 /// The live object for each attempt: the caller's cached view the first time, a read after.
@@ -97,6 +114,7 @@ impl std::fmt::Debug for ApplyRequest<'_> {
             .field("labels", &self.labels)
             .field("complete_check", &self.complete_check.is_some())
             .field("cached", &self.cached)
+            .field("write_gate", &self.write_gate.is_some())
             .finish()
     }
 }
@@ -379,6 +397,7 @@ impl Applier {
                     req.owner.as_ref(),
                     Some(&hash),
                 )?;
+                gate(req.write_gate).await?;
                 let created = create(api, target, &body).await?;
                 return Ok((ApplyOutcome::Created, Some(created)));
             };
@@ -397,6 +416,7 @@ impl Applier {
                 return Ok((ApplyOutcome::Unchanged, Some(live)));
             }
             let object = to_dynamic(&body)?;
+            gate(req.write_gate).await?;
             let updated = api
                 .replace(&target.name, &post_params(), &object)
                 .await
@@ -428,6 +448,7 @@ impl Applier {
             req.owner.as_ref(),
             None,
         )?;
+        gate(req.write_gate).await?;
         match create(api, target, &body).await {
             Ok(created) => Ok((ApplyOutcome::Created, Some(created))),
             Err(ApplyError::Api { code: 409, .. }) => {
@@ -475,6 +496,7 @@ impl Applier {
             // Same patch as last time and nothing drifted: the server would change nothing.
             return Ok((ApplyOutcome::Unchanged, Some(live.clone())));
         }
+        gate(req.write_gate).await?;
         let mut params = PatchParams::apply(config.field_manager());
         params.force = config.force;
         let applied = api

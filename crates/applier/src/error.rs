@@ -50,6 +50,10 @@ pub enum ApplyError {
         #[source]
         source: kube::Error,
     },
+    /// The write was refused before it was sent (the work's executor may not write the object);
+    /// the message says why.
+    #[error("{0}")]
+    NotPermitted(String),
     /// The update strategy type is not one this agent knows.
     #[error("unsupported update strategy type \"{0}\"")]
     UnsupportedStrategy(String),
@@ -79,9 +83,11 @@ impl ApplyError {
     /// transport errors, throttling, server errors, conflicts, and kinds not (yet) served.
     pub fn is_transient(&self) -> bool {
         match self {
-            Self::Transport { .. } | Self::UnknownKind { .. } | Self::UnknownResource { .. } => {
-                true
-            }
+            // A refused write is re-checked soon: a grant takes effect without an edit.
+            Self::Transport { .. }
+            | Self::UnknownKind { .. }
+            | Self::UnknownResource { .. }
+            | Self::NotPermitted(_) => true,
             Self::Api { code, .. } => *code == 409 || *code == 429 || *code >= 500,
             _ => false,
         }

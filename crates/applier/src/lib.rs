@@ -56,7 +56,9 @@ mod order;
 mod owner;
 mod resolver;
 
-pub use applier::{Applied, Applier, ApplyOutcome, ApplyRequest, CompleteCheck, DeleteOutcome};
+pub use applier::{
+    Applied, Applier, ApplyOutcome, ApplyRequest, CompleteCheck, DeleteOutcome, WriteGate,
+};
 pub use error::ApplyError;
 pub use ignore::{
     IGNORE_FIELDS_ANNOTATION, IgnorePlan, Segment, parse_jq_path, parse_json_path,

@@ -248,33 +248,24 @@ impl WorkScope<'_> {
         };
 
         // ReadOnly only reads, which the agent does with its own identity.
-        if !readonly
-            && let Err(message) = ctx
-                .executor
-                .check(
-                    self.work.spec.executor.as_ref(),
-                    &executor::Target {
-                        group: resolved.group.clone(),
-                        version: resolved.version.clone(),
-                        resource: resolved.plural.clone(),
-                        namespace: id.namespace.clone(),
-                        name: id.name.clone(),
-                    },
-                    !orphan,
-                )
-                .await
-        {
-            let live = read_live(ctx, &cached, &resolved, namespace, &id.name).await;
-            let outcome = self.unapplied(meta, &id, &settings, Err(message.clone()), live);
-            // Re-checked soon: a grant of the missing permission takes effect without an edit.
-            return blocked(
-                outcome,
-                self.carry_over(&id, Some(&resolved.plural)),
-                Some(key),
-                true,
-                message,
-            );
-        }
+        let gate = self
+            .work
+            .spec
+            .executor
+            .as_ref()
+            .filter(|_| !readonly)
+            .map(|executor| executor::ExecutorGate {
+                check: &ctx.executor,
+                executor,
+                target: executor::Target {
+                    group: resolved.group.clone(),
+                    version: resolved.version.clone(),
+                    resource: resolved.plural.clone(),
+                    namespace: id.namespace.clone(),
+                    name: id.name.clone(),
+                },
+                owned_by_work: !orphan,
+            });
 
         let strategy = strategy_label(&settings.strategy.type_);
         let complete_check = CompleteRules::of(ctx.evaluator, &settings.rules);
@@ -294,6 +285,7 @@ impl WorkScope<'_> {
                     Cached::Absent => Some(None),
                     Cached::Present(object) => Some(Some(object)),
                 },
+                write_gate: gate.as_ref().map(|g| g as &dyn applier::WriteGate),
             })
             .await;
         ctx.metrics

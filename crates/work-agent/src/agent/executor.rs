@@ -168,6 +168,30 @@ impl ExecutorCheck {
     }
 }
 
+/// The applier's write gate for one manifest of a work with an executor: the permission check
+/// runs only when a write is about to be sent.
+pub struct ExecutorGate<'a> {
+    /// The checker (with its cache).
+    pub check: &'a ExecutorCheck,
+    /// The work's executor.
+    pub executor: &'a ManifestWorkExecutor,
+    /// The object to write.
+    pub target: Target,
+    /// Whether the work owns the object (then delete is checked too).
+    pub owned_by_work: bool,
+}
+
+impl applier::WriteGate for ExecutorGate<'_> {
+    fn may_write<'a>(
+        &'a self,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + 'a>> {
+        Box::pin(
+            self.check
+                .check(Some(self.executor), &self.target, self.owned_by_work),
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -96,7 +96,8 @@ pub fn never_true(source: &str, manifest: Option<&Value>) -> Vec<CelFinding> {
             findings.push(CelFinding {
                 never_true: !negated,
                 message: format!(
-                    "{var}.status is compared with a {literal}, but a condition's status is the string 'True', 'False' or 'Unknown': write {var}.status == 'True'"
+                    "{var}.status is compared with {} {literal}, but a condition's status is the string 'True', 'False' or 'Unknown': write {var}.status == 'True'",
+                    article(literal)
                 ),
             });
             return;
@@ -113,8 +114,10 @@ pub fn never_true(source: &str, manifest: Option<&Value>) -> Vec<CelFinding> {
                     findings.push(CelFinding {
                         never_true: !negated,
                         message: format!(
-                            "object.{} is a {actual} in the manifest but is compared with a {literal}: {}",
+                            "object.{} is {} {actual} in the manifest but is compared with {} {literal}: {}",
                             path.join("."),
+                            article(actual),
+                            article(literal),
                             if negated { "the comparison is always true" } else { "the comparison is never true" }
                         ),
                     });
@@ -140,6 +143,14 @@ pub fn constant_false(source: &str) -> bool {
         && conditions::Evaluator::shared()
             .eval_expression(source, &conditions::Bindings::Object(&Value::Null))
             .is_ok_and(|v| v == Value::Bool(false))
+}
+
+fn article(type_name: &str) -> &'static str {
+    if type_name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
 }
 
 fn json_type(v: &Value) -> &'static str {

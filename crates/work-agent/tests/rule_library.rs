@@ -134,3 +134,34 @@ fn plurals_come_from_kube() {
     );
     assert_eq!(rule_library::plural("v1", "Endpoints"), "endpoints");
 }
+
+#[test]
+fn every_entry_lints_clean_when_pasted_for_its_kinds() {
+    for rule in rule_library::load().unwrap() {
+        let Some(fixture) = rule.fixtures.iter().find(|f| f.state == "healthy") else {
+            continue;
+        };
+        let mut manifest = fixture.object.clone();
+        if let Some(m) = manifest.as_object_mut() {
+            m.remove("status");
+        }
+        let mut configs = serde_json::to_value(rule.manifest_configs()).unwrap();
+        if rule.kinds.is_empty() {
+            // Kind-agnostic entries: point the placeholder at the fixture's kind.
+            let api_version = manifest["apiVersion"].as_str().unwrap().to_string();
+            let kind = manifest["kind"].as_str().unwrap().to_string();
+            configs[0]["resourceIdentifier"]["group"] =
+                api_version.rsplit_once('/').map_or("", |(g, _)| g).into();
+            configs[0]["resourceIdentifier"]["resource"] =
+                rule_library::plural(&api_version, &kind).into();
+        }
+        let work = serde_json::json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+            "metadata": {"name": "w", "namespace": "c"},
+            "spec": {"workload": {"manifests": [manifest]}, "manifestConfigs": configs}});
+        let findings: Vec<_> = work_agent::cmd_lint::lint_document(&work)
+            .into_iter()
+            .filter(|f| !f.path.ends_with("resourceIdentifier") || rule.kinds.len() < 2)
+            .collect();
+        assert!(findings.is_empty(), "{}: {findings:?}", rule.name);
+    }
+}

@@ -20,10 +20,10 @@ fn flux_reference(entry: &HealthCheckExpr, object: &Value) -> Result<&'static st
     let generation = object
         .pointer("/metadata/generation")
         .and_then(Value::as_i64);
-    if let (Some(o), Some(g)) = (observed, generation) {
-        if o != g {
-            return Ok("InProgress");
-        }
+    if let (Some(o), Some(g)) = (observed, generation)
+        && o != g
+    {
+        return Ok("InProgress");
     }
     let checks = [
         (entry.in_progress.as_deref(), "InProgress"),

@@ -156,6 +156,17 @@ impl RuleExplanation {
     }
 }
 
+impl RuleExplanation {
+    fn invalid(self, message: String) -> Self {
+        self.finish(
+            MessageSource::InvalidRule,
+            Status::Unknown,
+            reasons::CONDITION_RULE_INVALID,
+            message,
+        )
+    }
+}
+
 impl Evaluator {
     /// Each rule's evaluation on `object`, step by step; the resulting conditions equal those
     /// of [`Evaluator::evaluate_manifest`].
@@ -183,27 +194,15 @@ impl Evaluator {
             return out;
         }
         if condition_types::AGENT_OWNED.contains(&condition.as_str()) {
-            let message = format!(
+            return out.invalid(format!(
                 "Condition {condition} is owned by the work agent and cannot be set by a condition rule"
-            );
-            return out.finish(
-                MessageSource::InvalidRule,
-                Status::Unknown,
-                reasons::CONDITION_RULE_INVALID,
-                message,
-            );
+            ));
         }
         let well_known = match &rule.type_ {
             ConditionRuleType::Unknown(t) => {
-                let message = format!(
+                return out.invalid(format!(
                     "Unknown condition rule type {t:?}: expected WellKnownConditions or CEL"
-                );
-                return out.finish(
-                    MessageSource::InvalidRule,
-                    Status::Unknown,
-                    reasons::CONDITION_RULE_INVALID,
-                    message,
-                );
+                ));
             }
             ConditionRuleType::WellKnownConditions => {
                 match well_known::evaluate(&condition, object) {

@@ -11,6 +11,32 @@ fn authoring(name: &str) -> String {
     fixture(&format!("authoring/{name}"))
 }
 
+/// Writes a work holding `manifest` with `configs`, and evaluates it for the authoring fixture
+/// `object`; returns the work's path and the `eval --output json` document.
+fn eval_in_work(
+    name: &str,
+    manifest: Value,
+    configs: Value,
+    object: &str,
+) -> (std::path::PathBuf, Value) {
+    let work = serde_json::json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": {"name": "w", "namespace": "c"},
+        "spec": {"workload": {"manifests": [manifest]}, "manifestConfigs": configs}});
+    let path = common::scratch(name).join("work.json");
+    std::fs::write(&path, work.to_string()).unwrap();
+    let r = run(&[
+        "eval",
+        "--output",
+        "json",
+        "--work",
+        path.to_str().unwrap(),
+        "--object",
+        &authoring(object),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    (path, serde_json::from_str(&r.stdout).unwrap())
+}
+
 #[test]
 fn explain_work_in_text_names_every_step() {
     let r = run(&[
@@ -196,24 +222,8 @@ fn a_shown_rule_pasted_into_a_work_gives_the_library_verdict() {
         "yaml",
     ]);
     let configs: Value = serde_norway::from_str(&show.stdout).unwrap();
-    let work = serde_json::json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-        "metadata": {"name": "w", "namespace": "c"},
-        "spec": {"workload": {"manifests": [{"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": {"name": "app-tls", "namespace": "apps"}}]},
-                 "manifestConfigs": configs}});
-    let dir = common::scratch("pasted");
-    let path = dir.join("work.json");
-    std::fs::write(&path, work.to_string()).unwrap();
-    let r = run(&[
-        "eval",
-        "--output",
-        "json",
-        "--work",
-        path.to_str().unwrap(),
-        "--object",
-        &authoring("certificate-healthy.yaml"),
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    let manifest = serde_json::json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": {"name": "app-tls", "namespace": "apps"}});
+    let (path, doc) = eval_in_work("pasted", manifest, configs, "certificate-healthy.yaml");
     assert_eq!(doc["conditions"][0]["status"], "True");
     assert_eq!(doc["conditions"][0]["reason"], "ConditionRuleReady");
     let lint = run(&["lint", path.to_str().unwrap()]);
@@ -246,24 +256,9 @@ fn convert_cartographer_then_eval_reports_the_matched_field() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let configs: Value = serde_norway::from_str(&r.stdout).unwrap();
     let rule = &configs[0]["conditionRules"][0];
-    let work = serde_json::json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
-        "metadata": {"name": "w", "namespace": "c"},
-        "spec": {"workload": {"manifests": [{"apiVersion": "kappctrl.k14s.io/v1alpha1", "kind": "App", "metadata": {"name": "shop", "namespace": "apps"}}]},
-                 "manifestConfigs": [{"resourceIdentifier": configs[0]["resourceIdentifier"], "conditionRules": [rule]}]}});
-    let dir = common::scratch("carto");
-    let path = dir.join("work.json");
-    std::fs::write(&path, work.to_string()).unwrap();
-    let r = run(&[
-        "eval",
-        "--output",
-        "json",
-        "--work",
-        path.to_str().unwrap(),
-        "--object",
-        &authoring("app-failed.yaml"),
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    let manifest = serde_json::json!({"apiVersion": "kappctrl.k14s.io/v1alpha1", "kind": "App", "metadata": {"name": "shop", "namespace": "apps"}});
+    let configs = serde_json::json!([{"resourceIdentifier": configs[0]["resourceIdentifier"], "conditionRules": [rule]}]);
+    let (_, doc) = eval_in_work("carto", manifest, configs, "app-failed.yaml");
     assert_eq!(doc["conditions"][0]["status"], "False");
     assert_eq!(doc["conditions"][0]["reason"], "ConditionRuleMatchedField");
     assert!(

@@ -254,15 +254,7 @@ fn flux_examples_give_the_same_verdicts() {
 #[test]
 fn flux_output_targets_the_kind_by_group_and_plural() {
     let configs = flux::convert(&flux_entries(), "Healthy").unwrap();
-    let ids: Vec<(&str, &str)> = configs
-        .iter()
-        .map(|c| {
-            (
-                c.resource_identifier.group.as_str(),
-                c.resource_identifier.resource.as_str(),
-            )
-        })
-        .collect();
+    let ids = group_and_resource(&configs);
     assert_eq!(
         ids,
         vec![
@@ -281,6 +273,18 @@ fn flux_output_targets_the_kind_by_group_and_plural() {
         "{expression}"
     );
     assert!(!expression.contains(" status.conditions"), "{expression}");
+}
+
+fn group_and_resource(configs: &[work_api::ManifestConfigOption]) -> Vec<(&str, &str)> {
+    configs
+        .iter()
+        .map(|c| {
+            (
+                c.resource_identifier.group.as_str(),
+                c.resource_identifier.resource.as_str(),
+            )
+        })
+        .collect()
 }
 
 // ---- Cartographer ----
@@ -649,16 +653,7 @@ fn kapp_kinds_map_to_the_well_known_healthy_rule() {
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "a"}}),
     ];
     let converted = kapp::convert(&manifests);
-    let ids: Vec<(&str, &str)> = converted
-        .configs
-        .iter()
-        .map(|c| {
-            (
-                c.resource_identifier.group.as_str(),
-                c.resource_identifier.resource.as_str(),
-            )
-        })
-        .collect();
+    let ids = group_and_resource(&converted.configs);
     assert_eq!(
         ids,
         vec![

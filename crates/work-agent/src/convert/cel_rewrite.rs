@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, SourceInfo};
+use cel::common::ast::{EntryExpr, Expr, IdedEntryExpr, IdedExpr, SourceInfo};
 use cel::parser::Parser;
 
 /// Namespaces of functions (`math.greatest(..)`): receivers that are not variables.
@@ -83,6 +83,23 @@ struct Walk {
 }
 
 impl Walk {
+    fn visit_entries(
+        &mut self,
+        entries: &[IdedEntryExpr],
+        scope: &mut Vec<String>,
+        info: &SourceInfo,
+    ) {
+        for entry in entries {
+            match &entry.expr {
+                EntryExpr::MapEntry(m) => {
+                    self.visit(&m.key, scope, info);
+                    self.visit(&m.value, scope, info);
+                }
+                EntryExpr::StructField(f) => self.visit(&f.value, scope, info),
+            }
+        }
+    }
+
     fn visit(&mut self, e: &IdedExpr, scope: &mut Vec<String>, info: &SourceInfo) {
         match &e.expr {
             Expr::Ident(name) => {
@@ -129,29 +146,9 @@ impl Walk {
                     self.visit(item, scope, info);
                 }
             }
-            Expr::Map(map) => {
-                for entry in &map.entries {
-                    match &entry.expr {
-                        EntryExpr::MapEntry(m) => {
-                            self.visit(&m.key, scope, info);
-                            self.visit(&m.value, scope, info);
-                        }
-                        EntryExpr::StructField(f) => self.visit(&f.value, scope, info),
-                    }
-                }
-            }
+            Expr::Map(map) => self.visit_entries(&map.entries, scope, info),
             Expr::Select(select) => self.visit(&select.operand, scope, info),
-            Expr::Struct(s) => {
-                for entry in &s.entries {
-                    match &entry.expr {
-                        EntryExpr::MapEntry(m) => {
-                            self.visit(&m.key, scope, info);
-                            self.visit(&m.value, scope, info);
-                        }
-                        EntryExpr::StructField(f) => self.visit(&f.value, scope, info),
-                    }
-                }
-            }
+            Expr::Struct(s) => self.visit_entries(&s.entries, scope, info),
             Expr::Literal(_) | Expr::Unspecified => {}
         }
     }

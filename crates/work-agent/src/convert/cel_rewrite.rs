@@ -32,12 +32,7 @@ pub enum RewriteError {
 
 /// `source` with every free variable `v` replaced by `<root>.v`.
 pub fn rewrite_free_variables(source: &str, root: &str) -> Result<String, RewriteError> {
-    let (expr, info) = Parser::new()
-        .enable_optional_syntax(true)
-        .parse_with_source_info(source)
-        .map_err(|e| RewriteError::Parse(e.to_string()))?;
-    let mut walk = Walk::default();
-    walk.visit(&expr, &mut Vec::new(), &info);
+    let walk = Walk::of(source)?;
     if let Some(name) = walk.free_names.intersection(&walk.bound_names).next() {
         return Err(RewriteError::Ambiguous(name.clone()));
     }
@@ -66,13 +61,7 @@ pub fn rewrite_free_variables(source: &str, root: &str) -> Result<String, Rewrit
 
 /// The free variables of `source` (names a top-level binding would have to supply).
 pub fn free_variables(source: &str) -> Result<BTreeSet<String>, RewriteError> {
-    let (expr, info) = Parser::new()
-        .enable_optional_syntax(true)
-        .parse_with_source_info(source)
-        .map_err(|e| RewriteError::Parse(e.to_string()))?;
-    let mut walk = Walk::default();
-    walk.visit(&expr, &mut Vec::new(), &info);
-    Ok(walk.free_names)
+    Ok(Walk::of(source)?.free_names)
 }
 
 #[derive(Default)]
@@ -83,6 +72,17 @@ struct Walk {
 }
 
 impl Walk {
+    /// Parses `source` and walks its tree.
+    fn of(source: &str) -> Result<Self, RewriteError> {
+        let (expr, info) = Parser::new()
+            .enable_optional_syntax(true)
+            .parse_with_source_info(source)
+            .map_err(|e| RewriteError::Parse(e.to_string()))?;
+        let mut walk = Walk::default();
+        walk.visit(&expr, &mut Vec::new(), &info);
+        Ok(walk)
+    }
+
     fn visit_entries(
         &mut self,
         entries: &[IdedEntryExpr],

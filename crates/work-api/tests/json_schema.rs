@@ -56,6 +56,30 @@ fn every_fixture_is_accepted() {
     }
 }
 
+#[test]
+fn the_shipped_examples_are_accepted() {
+    let v = validator();
+    let dir = root().join("deploy/examples");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for doc in serde_norway::Deserializer::from_str(&text) {
+            let doc: Value = serde::Deserialize::deserialize(doc).unwrap();
+            if doc["kind"] != "ManifestWork" {
+                continue;
+            }
+            let errors: Vec<String> = v
+                .iter_errors(&doc)
+                .map(|e| format!("{} at {}", e, e.instance_path()))
+                .collect();
+            assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 4, "only {checked} examples");
+}
+
 fn minimal() -> Value {
     json!({"apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
            "metadata": {"name": "w", "namespace": "cluster1"},

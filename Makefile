@@ -26,8 +26,9 @@ unit: ## tests that need no cluster
 	$(CARGO) test --workspace --exclude e2e
 
 .PHONY: crds
-crds: ## regenerate deploy/crds from the Rust types
+crds: ## regenerate deploy/crds and deploy/schema from the Rust types
 	$(CARGO) run -q -p work-agent -- crd --output-dir deploy/crds
+	$(CARGO) run -q -p work-agent -- crd --json-schema --output-dir deploy/schema
 
 .PHONY: controlplane-bins
 controlplane-bins: ## build (or reuse from ~/.cache) etcd, kube-apiserver, kcm, scheduler, kwok

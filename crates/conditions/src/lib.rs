@@ -54,6 +54,7 @@ mod cel_env;
 mod convert;
 mod error;
 mod evaluator;
+mod explain;
 mod k8s_functions;
 mod limits;
 mod manifest;
@@ -65,6 +66,7 @@ mod well_known;
 pub use aggregate::aggregate_work_conditions;
 pub use error::EvalError;
 pub use evaluator::{Bindings, Evaluator};
+pub use explain::{ExpressionStep, MessageSource, RuleExplanation, Stale, WellKnownStep};
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 pub use limits::Limits;
 pub use manifest::{

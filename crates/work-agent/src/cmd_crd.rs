@@ -9,6 +9,10 @@ pub struct CrdArgs {
     /// Write one file per CRD into this directory instead of printing them (multi-document YAML).
     #[arg(long, value_name = "DIR")]
     pub output_dir: Option<PathBuf>,
+    /// Print the JSON Schema of ManifestWork documents (for YAML editors) instead; with
+    /// --output-dir, write it to DIR/manifestwork.schema.json.
+    #[arg(long)]
+    pub json_schema: bool,
 }
 
 /// Why the CRDs could not be written.
@@ -65,8 +69,31 @@ pub fn write_all(dir: &Path) -> Result<Vec<PathBuf>, CrdError> {
         .collect()
 }
 
+fn main_json_schema(args: &CrdArgs) -> ExitCode {
+    let text = work_api::manifest_work_json_schema_text();
+    let Some(dir) = &args.output_dir else {
+        print!("{text}");
+        return ExitCode::SUCCESS;
+    };
+    let path = dir.join("manifestwork.schema.json");
+    let written = std::fs::create_dir_all(dir).and_then(|()| std::fs::write(&path, text));
+    match written {
+        Ok(()) => {
+            eprintln!("wrote {}", path.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("work-agent crd: writing {}: {e}", path.display());
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// Runs the subcommand.
 pub fn main(args: CrdArgs) -> ExitCode {
+    if args.json_schema {
+        return main_json_schema(&args);
+    }
     let result = match &args.output_dir {
         Some(dir) => write_all(dir).map(|paths| {
             for p in paths {

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Value, json};
 use work_api::{ManifestCondition, ManifestWork};
 
-use crate::agent::manifests::{ManifestId, identify, resource_meta, settings_for};
+use crate::agent::manifests::{ManifestId, glob_match, identify, resource_meta, settings_for};
 
 /// Arguments of `work-agent eval`.
 #[derive(clap::Args, Debug)]
@@ -32,6 +32,13 @@ pub struct EvalArgs {
     /// Output format: text (expression default), yaml (work default) or json.
     #[arg(long, value_enum)]
     pub output: Option<Output>,
+    /// Show how each rule reached its condition: every expression's value, where the AND
+    /// stopped, the stale-status guard, where the message came from (text or json).
+    #[arg(long)]
+    pub explain: bool,
+    /// With `--explain --expression`: the condition type the expression is explained as setting.
+    #[arg(long, value_name = "TYPE", default_value = crate::cmd_explain::EXPRESSION_CONDITION, requires = "explain")]
+    pub condition: String,
 }
 
 /// How the object is bound for `--expression`.
@@ -219,8 +226,25 @@ pub struct WorkEval {
     pub notes: Vec<String>,
 }
 
-/// Computes the rule-made manifest conditions the agent would write for `object` under `work`.
-pub fn eval_work(work: &ManifestWork, object: &Value, now: Time) -> Result<WorkEval, String> {
+/// Where an object sits in a work: its identity, ordinal and the rules the agent applies to it.
+#[derive(Debug)]
+pub struct Located {
+    /// The object's identity.
+    pub id: ManifestId,
+    /// The resource (plural) the agent derives for its kind.
+    pub resource: String,
+    /// Its position among the work's manifests (0 when it is not one of them).
+    pub ordinal: usize,
+    /// Index of the manifestConfig whose conditionRules apply, if any.
+    pub config_index: Option<usize>,
+    /// The rules that apply (empty when none).
+    pub rules: Vec<work_api::ConditionRule>,
+    /// Notes for the author (no matching config, object not in the work, ...).
+    pub notes: Vec<String>,
+}
+
+/// Finds `object` in `work` and the condition rules the agent would evaluate for it.
+pub fn locate(work: &ManifestWork, object: &Value) -> Result<Located, String> {
     let id = identify(object).map_err(|e| format!("object: {e}"))?;
     let resource = guess_plural(&id.kind);
     let mut notes = Vec::new();
@@ -254,16 +278,38 @@ pub fn eval_work(work: &ManifestWork, object: &Value, now: Time) -> Result<WorkE
             qualified(&id)
         ));
     }
-    let updates = Evaluator::shared().evaluate_manifest(&settings.rules, object);
+    // The same choice settings_for makes: the first matching config that has rules.
+    let config_index = work.spec.manifest_configs.iter().position(|c| {
+        let rid = &c.resource_identifier;
+        !c.condition_rules.is_empty()
+            && rid.group == id.group
+            && rid.resource == resource
+            && glob_match(&rid.name, &id.name)
+            && glob_match(&rid.namespace, &id.namespace)
+    });
+    Ok(Located {
+        id,
+        resource,
+        ordinal,
+        config_index,
+        rules: settings.rules,
+        notes,
+    })
+}
+
+/// Computes the rule-made manifest conditions the agent would write for `object` under `work`.
+pub fn eval_work(work: &ManifestWork, object: &Value, now: Time) -> Result<WorkEval, String> {
+    let located = locate(work, object)?;
+    let updates = Evaluator::shared().evaluate_manifest(&located.rules, object);
     let conditions: Vec<Condition> =
         conditions::merge_conditions(&[], &updates, work.metadata.generation, now);
     Ok(WorkEval {
         status: ManifestCondition {
-            resource_meta: resource_meta(ordinal, &id, &resource),
+            resource_meta: resource_meta(located.ordinal, &located.id, &located.resource),
             status_feedback: None,
             conditions,
         },
-        notes,
+        notes: located.notes,
     })
 }
 
@@ -298,6 +344,9 @@ fn now() -> Time {
 
 /// Runs the subcommand.
 pub fn main(args: EvalArgs) -> ExitCode {
+    if args.explain {
+        return main_explain(&args);
+    }
     match (&args.expression, &args.work) {
         (Some(expression), _) => main_expression(expression, &args),
         (None, Some(work)) => main_work(work, &args),
@@ -359,6 +408,46 @@ fn main_work(work_path: &Path, args: &EvalArgs) -> ExitCode {
         }
         Err(e) => input_failure(&format!("printing the result: {e}"), args.output),
     }
+}
+
+fn main_explain(args: &EvalArgs) -> ExitCode {
+    use crate::cmd_explain::{
+        explain_expression, explain_work, rule_json, rule_text, work_json, work_text,
+    };
+    if args.bind == Some(Bind::Toplevel) {
+        return input_failure(
+            "--explain explains condition rules, which bind the object as `object`; drop --bind toplevel",
+            args.output,
+        );
+    }
+    let object = match read_object(&args.object) {
+        Ok(o) => o,
+        Err(e) => return input_failure(&e.to_string(), args.output),
+    };
+    let json = args.output == Some(Output::Json);
+    let printed = match (&args.expression, &args.work) {
+        (Some(expression), _) => {
+            let rule = explain_expression(expression, &args.condition, &object);
+            if json {
+                format!("{}\n", rule_json(0, &rule))
+            } else {
+                rule_text("expression", &rule)
+            }
+        }
+        (None, Some(work_path)) => {
+            let explained = read_work(work_path)
+                .map_err(|e| e.to_string())
+                .and_then(|work| explain_work(&work, &object));
+            match explained {
+                Ok(e) if json => format!("{}\n", work_json(&e)),
+                Ok(e) => work_text(&e),
+                Err(e) => return input_failure(&e, args.output),
+            }
+        }
+        (None, None) => return input_failure("give --expression or --work", args.output),
+    };
+    print!("{printed}");
+    ExitCode::SUCCESS
 }
 
 fn input_failure(message: &str, output: Option<Output>) -> ExitCode {

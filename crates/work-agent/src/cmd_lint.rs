@@ -18,6 +18,7 @@ use work_api::{
 
 use crate::agent::manifests::{ManifestId, glob_match, identify};
 use crate::cmd_eval::{guess_plural, parse_documents};
+use crate::{lint_cel, rule_library};
 
 /// Largest total size of a work's manifests the hub accepts (upstream OCM's limit).
 pub const MAX_MANIFESTS_BYTES: usize = 500 * 1024;
@@ -106,7 +107,41 @@ pub fn lint_document(doc: &Value) -> Vec<Finding> {
         findings.extend(check_config(&path, config, &manifests.ids));
     }
     findings.extend(check_ttl(&work, &manifests.ids));
+    findings.extend(suggest_library_rules(&work, &manifests.ids));
     findings
+}
+
+/// A manifest of a kind the rule library knows, that no config gives condition rules.
+fn suggest_library_rules(
+    work: &ManifestWork,
+    manifests: &[(usize, ManifestId, Value)],
+) -> Vec<Finding> {
+    manifests
+        .iter()
+        .filter(|(_, id, _)| {
+            !work
+                .spec
+                .manifest_configs
+                .iter()
+                .any(|c| !c.condition_rules.is_empty() && selects(c, id))
+        })
+        .filter_map(|(i, id, _)| {
+            let names: Vec<String> = rule_library::for_kind(&id.group, &id.kind)
+                .into_iter()
+                .map(|r| r.name)
+                .collect();
+            let first = names.first()?;
+            Some(Finding::warning(
+                format!("spec.workload.manifests[{i}]"),
+                format!(
+                    "{} {} has no condition rules; the rule library has {}: `work-agent rules show {first}` prints them ready to paste",
+                    id.kind,
+                    display_name(id),
+                    names.join(", ")
+                ),
+            ))
+        })
+        .collect()
 }
 
 struct Manifests {
@@ -287,6 +322,8 @@ fn check_rule(
             format!("unknown rule type {t:?} (WellKnownConditions, WellKnownCompletions or CEL)"),
         )),
     }
+    // An earlier expression's guard protects the later ones: the AND stops at it.
+    let mut status_guarded = false;
     for (k, expr) in rule.cel_expressions.iter().enumerate() {
         let expr_path = format!("{path}.celExpressions[{k}]");
         if expr.is_invalid_item() {
@@ -296,6 +333,13 @@ fn check_rule(
             ));
         } else if let Err(e) = Evaluator::shared().check_expression(&expr.expression) {
             findings.push(Finding::error(expr_path, e.to_string()));
+        } else {
+            findings.extend(check_cel(
+                &expr_path,
+                &expr.expression,
+                matched.first().map(|(_, _, m)| m),
+                &mut status_guarded,
+            ));
         }
     }
     if let Some(expr) = &rule.message_expression
@@ -305,6 +349,35 @@ fn check_rule(
             format!("{path}.messageExpression"),
             e.to_string(),
         ));
+    }
+    findings
+}
+
+/// The tree checks of one compiled expression.
+fn check_cel(
+    path: &str,
+    source: &str,
+    manifest: Option<&Value>,
+    status_guarded: &mut bool,
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    if let Some(used) = lint_cel::status_use(source) {
+        if used.reads && !used.guards && !*status_guarded {
+            findings.push(Finding::warning(
+                path,
+                "reads object.status without a guard: an object with no status yet makes this an expression error, not False; guard with has(object.status) (or has() on the field) or read it as object.?status...",
+            ));
+        }
+        *status_guarded |= used.guards;
+    }
+    if lint_cel::constant_false(source) {
+        findings.push(Finding::warning(
+            path,
+            "is always false: the condition can never be True",
+        ));
+    }
+    for f in lint_cel::never_true(source, manifest) {
+        findings.push(Finding::warning(path, f.message));
     }
     findings
 }

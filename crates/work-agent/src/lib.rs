@@ -2,10 +2,16 @@
 //! `work-agent` binary is a thin dispatcher over this crate.
 
 pub mod agent;
+pub mod cmd_convert;
 pub mod cmd_crd;
 pub mod cmd_eval;
+pub mod cmd_explain;
 pub mod cmd_lint;
+pub mod cmd_rules;
 pub mod cmd_run;
+pub mod convert;
 pub mod http;
 pub mod leader;
+pub mod lint_cel;
 pub mod metrics;
+pub mod rule_library;

@@ -1,6 +1,6 @@
 //! `work-agent`: applies the ManifestWorks of one managed cluster, and helps authors test them.
 
-use work_agent::{cmd_crd, cmd_eval, cmd_lint, cmd_run};
+use work_agent::{cmd_convert, cmd_crd, cmd_eval, cmd_lint, cmd_rules, cmd_run};
 
 use std::process::ExitCode;
 
@@ -24,6 +24,10 @@ enum Command {
     Lint(cmd_lint::LintArgs),
     /// Print (or write) the CustomResourceDefinitions.
     Crd(cmd_crd::CrdArgs),
+    /// Ready-to-paste condition rules for popular resources.
+    Rules(cmd_rules::RulesArgs),
+    /// Turn Flux healthCheckExprs or Cartographer healthRules into condition rules.
+    Convert(cmd_convert::ConvertArgs),
 }
 
 fn main() -> ExitCode {
@@ -40,5 +44,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => cmd_eval::main(args),
         Command::Lint(args) => cmd_lint::main(args),
         Command::Crd(args) => cmd_crd::main(args),
+        Command::Rules(args) => cmd_rules::main(args),
+        Command::Convert(args) => cmd_convert::main(args),
     }
 }

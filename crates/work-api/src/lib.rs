@@ -19,6 +19,7 @@
 
 mod applied;
 mod crd;
+mod json_schema;
 mod manifestwork;
 mod rule;
 mod string_enum;
@@ -27,6 +28,9 @@ pub use applied::*;
 pub use crd::{
     GENERATED_HEADER, MAX_CONDITION_RULES, MAX_CONDITION_TYPE_LEN, MAX_MANIFEST_CONFIGS,
     RULE_CEL_NEEDS_CONDITION, RULE_UNIQUE_CONDITIONS, crd_file_name, crd_yaml, crds,
+};
+pub use json_schema::{
+    JSON_SCHEMA_PATH, manifest_work_json_schema, manifest_work_json_schema_text,
 };
 pub use manifestwork::*;
 pub use rule::*;

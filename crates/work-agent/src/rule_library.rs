@@ -1,0 +1,168 @@
+//! The rule library: ready-to-paste `conditionRules` for popular resources, each with fixtures
+//! (real-shaped objects in each state) that the tests run through the agent's evaluator.
+//!
+//! Entries are YAML files under `crates/work-agent/rules/`, embedded at build time: adding an
+//! entry is adding a file.
+
+use kube::core::{ApiResource, GroupVersionKind};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use work_api::{ConditionRule, ManifestConfigOption, ResourceIdentifier};
+
+include!(concat!(env!("OUT_DIR"), "/rule_library_files.rs"));
+
+/// A kind a library entry is written for.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct KindRef {
+    /// `group/version` (or `version` for the core group).
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+}
+
+impl KindRef {
+    /// The API group (empty for the core group).
+    pub fn group(&self) -> &str {
+        self.api_version.rsplit_once('/').map_or("", |(g, _)| g)
+    }
+
+    /// The resource (plural) as kube derives it from the kind.
+    pub fn resource(&self) -> String {
+        plural(&self.api_version, &self.kind)
+    }
+}
+
+/// The plural resource name kube derives for `apiVersion`/`kind`.
+pub fn plural(api_version: &str, kind: &str) -> String {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind)).plural
+}
+
+/// What a fixture's condition must be.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+pub struct Expect {
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// The reason the rule returns (without the `ConditionRule` prefix).
+    pub reason: String,
+    /// The message, when the fixture pins it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// One object in one state, with the condition the entry's rule must give it.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+pub struct Fixture {
+    /// `no-status`, `progressing`, `healthy`, `failed` or `stale`.
+    pub state: String,
+    /// Why the fixture expects what it expects, when it is not obvious.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// The expected condition.
+    pub expect: Expect,
+    /// The live object.
+    pub object: Value,
+}
+
+/// The states every entry has a fixture for.
+pub const REQUIRED_STATES: &[&str] = &["no-status", "progressing", "healthy", "failed", "stale"];
+
+/// One library entry.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct LibraryRule {
+    /// The name `rules show` takes.
+    pub name: String,
+    /// What the rule checks.
+    pub description: String,
+    /// The kinds it is written for (empty: any kind, e.g. the kstatus rule or Crossplane's
+    /// user-defined kinds).
+    #[serde(default)]
+    pub kinds: Vec<KindRef>,
+    /// Where the status shape is documented.
+    #[serde(default)]
+    pub docs: Option<String>,
+    /// The rules to paste.
+    pub condition_rules: Vec<ConditionRule>,
+    /// Objects in each state.
+    #[serde(default)]
+    pub fixtures: Vec<Fixture>,
+}
+
+impl LibraryRule {
+    /// `manifestConfigs` entries selecting every object of the entry's kinds (or a placeholder
+    /// identifier for kind-agnostic entries).
+    pub fn manifest_configs(&self) -> Vec<ManifestConfigOption> {
+        let identifiers: Vec<ResourceIdentifier> = if self.kinds.is_empty() {
+            vec![ResourceIdentifier {
+                group: "<group>".to_string(),
+                resource: "<resource>".to_string(),
+                name: "*".to_string(),
+                namespace: "*".to_string(),
+            }]
+        } else {
+            self.kinds
+                .iter()
+                .map(|k| ResourceIdentifier {
+                    group: k.group().to_string(),
+                    resource: k.resource(),
+                    name: "*".to_string(),
+                    namespace: "*".to_string(),
+                })
+                .collect()
+        };
+        identifiers
+            .into_iter()
+            .map(|resource_identifier| ManifestConfigOption {
+                resource_identifier,
+                condition_rules: self.condition_rules.clone(),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    /// Whether the entry is written for this group and kind.
+    pub fn covers(&self, group: &str, kind: &str) -> bool {
+        self.kinds
+            .iter()
+            .any(|k| k.group() == group && k.kind == kind)
+    }
+}
+
+/// A library file that does not decode.
+#[derive(Debug, thiserror::Error)]
+#[error("rule library file {file}: {message}")]
+pub struct LibraryError {
+    /// The file name.
+    pub file: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Every entry, in file-name order.
+pub fn load() -> Result<Vec<LibraryRule>, LibraryError> {
+    FILES
+        .iter()
+        .map(|(file, text)| {
+            serde_norway::from_str::<LibraryRule>(text).map_err(|e| LibraryError {
+                file: (*file).to_string(),
+                message: e.to_string(),
+            })
+        })
+        .collect()
+}
+
+/// The entry named `name`.
+pub fn find(name: &str) -> Result<Option<LibraryRule>, LibraryError> {
+    Ok(load()?.into_iter().find(|r| r.name == name))
+}
+
+/// The entries written for this group and kind.
+pub fn for_kind(group: &str, kind: &str) -> Vec<LibraryRule> {
+    load()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|r| r.covers(group, kind))
+        .collect()
+}

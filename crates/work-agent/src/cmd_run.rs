@@ -214,10 +214,6 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
         .map_err(SetupError::Flag)?;
     let gates = crate::upstream_flags::parse_feature_gates(&upstream.feature_gates)
         .map_err(SetupError::Flag)?;
-    tracing::info!(
-        ?gates,
-        "feature gates (accepted for compatibility; see docs/operations.md)"
-    );
     let health_tls = crate::health::TlsSettings::from_flags(
         upstream.tls_min_version.as_deref(),
         upstream.tls_cipher_suites.as_deref(),
@@ -275,6 +271,11 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
     .with_periods(args.readonly_resync, args.status_sync_period)
     .with_health(args.health_address.0, health_tls)
     .with_eviction_grace_period(args.appliedmanifestwork_eviction_grace_period);
+    // Logged once setup succeeded, so that a startup error stays the only line on stderr.
+    tracing::info!(
+        ?gates,
+        "feature gates (accepted for compatibility; see docs/operations.md)"
+    );
     Ok((config, Clients { hub, spoke }))
 }
 

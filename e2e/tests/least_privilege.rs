@@ -219,17 +219,21 @@ async fn the_whole_flow_runs_with_exactly_the_shipped_rbac_on_both_sides() {
     .await;
 
     let port = free_port();
-    let args = agent_args_on(
+    let mut args = agent_args_on(
         &hub_kubeconfig,
         &spoke_kubeconfig,
         &cluster,
         port,
         &[
-            "--leader-elect=true".to_string(),
             format!("--lease-namespace={agent_ns}"),
             "--appliedmanifestwork-eviction-grace-period=3s".to_string(),
         ],
     );
+    for arg in &mut args {
+        if arg == "--leader-elect=false" {
+            *arg = "--leader-elect=true".to_string();
+        }
+    }
     let agent = AgentProcess::start(&args);
     let mut env = Env::with_agent(hub, spoke, cluster, ns, agent, port);
 

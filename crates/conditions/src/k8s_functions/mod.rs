@@ -1,7 +1,8 @@
 //! The Kubernetes CEL libraries users expect, written against cel 0.15's overload API:
-//! `hasConditions` (OCM), list helpers, regex `find`/`findAll`, `quantity`, `url`, `ip`/`cidr`
-//! and `semver`.
+//! `hasConditions` (OCM), list helpers, regex `find`/`findAll`, `quantity`, `url`, `ip`/`cidr`,
+//! `semver` and `format`.
 
+pub(crate) mod format;
 pub(crate) mod ip;
 pub(crate) mod lists;
 pub(crate) mod quantity;
@@ -91,5 +92,6 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     url::register(env)?;
     ip::register(env)?;
     semver::register(env)?;
+    format::register(env)?;
     Ok(())
 }

@@ -1,6 +1,6 @@
-//! The Kubernetes `ip`, `cidr` and `semver` CEL libraries, with cases from the Kubernetes
-//! library's own tests (k8s.io/apiserver/pkg/cel/library: ip_test.go, cidr_test.go,
-//! semver_test.go): a hub rule using them evaluates here as on upstream's agent.
+//! The Kubernetes `ip`, `cidr`, `semver` and `format` CEL libraries, with cases after the
+//! Kubernetes library's own tests (k8s.io/apiserver/pkg/cel/library: ip_test.go, cidr_test.go,
+//! semver_test.go, format_test.go): a hub rule using them evaluates here as on upstream's agent.
 
 use conditions::{Bindings, Evaluator};
 use serde_json::{Value, json};
@@ -118,4 +118,52 @@ fn semver_functions() {
         ),
     ]);
     assert!(eval("semver('v1')").is_err());
+}
+
+#[test]
+fn format_functions() {
+    assert_all(&[
+        (
+            "format.dns1123Label().validate('valid-name').hasValue()",
+            json!(false),
+        ),
+        (
+            "format.dns1123Label().validate('-invalid').hasValue()",
+            json!(true),
+        ),
+        (
+            "format.dns1123Subdomain().validate('example.com').hasValue()",
+            json!(false),
+        ),
+        (
+            "format.dns1035Label().validate('1abc').hasValue()",
+            json!(true),
+        ),
+        ("format.labelValue().validate('').hasValue()", json!(false)),
+        (
+            "format.qualifiedName().validate('example.com/Name').hasValue()",
+            json!(false),
+        ),
+        (
+            "format.named('uuid').value().validate('123e4567-e89b-12d3-a456-426614174000').hasValue()",
+            json!(false),
+        ),
+        ("format.named('nope').hasValue()", json!(false)),
+        (
+            "format.date().validate('2021-01-01').hasValue()",
+            json!(false),
+        ),
+        (
+            "format.datetime().validate('not a time').hasValue()",
+            json!(true),
+        ),
+        (
+            "format.dns1123Label().validate('ok').orValue([]).size()",
+            json!(0),
+        ),
+        (
+            "format.dns1123Label().validate('Bad_Name').value().size() > 0",
+            json!(true),
+        ),
+    ]);
 }

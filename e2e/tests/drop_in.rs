@@ -69,11 +69,13 @@ async fn upstream_command_line_applies_works_and_answers_the_https_probe() {
     let spoke = TestCluster::spoke().await;
     let cluster = hub.namespace("dropin").await;
     let ns = spoke.namespace("dropin").await;
+    // Unique: AppliedManifestWorks of another agent with the same ID would be this one's to evict.
+    let agent_id = format!("agent-{cluster}");
     let probe_port = free_port();
     let metrics_port = free_port();
     let agent = AgentProcess::try_start_as(
         UPSTREAM_BINARY_NAME,
-        rendered_args(&cluster, &hub.kubeconfig, &spoke.kubeconfig, "agent-1"),
+        rendered_args(&cluster, &hub.kubeconfig, &spoke.kubeconfig, &agent_id),
         [
             ("POD_NAME", "klusterlet-work-agent-0".to_string()),
             // Parallel tests: ports of our own instead of :8443 and :8080.
@@ -109,7 +111,7 @@ async fn upstream_command_line_applies_works_and_answers_the_https_probe() {
         .get(&env.applied_name(&name))
         .await
         .expect("AppliedManifestWork");
-    assert_eq!(applied.spec.agent_id, "agent-1", "--agent-id is recorded");
+    assert_eq!(applied.spec.agent_id, agent_id, "--agent-id is recorded");
 
     let status = wait_for("GET https://…/healthz answers 200", TIMEOUT, || async {
         match https_status(probe_port, "/healthz") {
@@ -142,7 +144,12 @@ async fn a_change_of_a_terminate_on_files_file_exits_0() {
     let probe_port = free_port();
     let mut agent = AgentProcess::try_start_as(
         UPSTREAM_BINARY_NAME,
-        rendered_args(&cluster, &hub_copy, &spoke.kubeconfig, "agent-1"),
+        rendered_args(
+            &cluster,
+            &hub_copy,
+            &spoke.kubeconfig,
+            &format!("agent-{cluster}"),
+        ),
         [
             (
                 "WORK_AGENT_HEALTH_ADDRESS",

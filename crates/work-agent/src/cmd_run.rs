@@ -14,14 +14,18 @@ use crate::agent::{self, AgentConfig, Clients};
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
     /// Name of the managed cluster; also the hub namespace whose ManifestWorks this agent serves.
-    #[arg(long, env = "WORK_AGENT_SPOKE_CLUSTER_NAME", alias = "cluster-name")]
+    #[arg(
+        long,
+        env = "WORK_AGENT_SPOKE_CLUSTER_NAME",
+        visible_alias = "cluster-name"
+    )]
     pub spoke_cluster_name: String,
     /// Kubeconfig of the hub cluster (upstream: `--workload-source-config`). Re-read, with the
     /// certificate files it names, when it changes.
     #[arg(
         long,
         env = "WORK_AGENT_HUB_KUBECONFIG",
-        alias = "workload-source-config"
+        visible_alias = "workload-source-config"
     )]
     pub hub_kubeconfig: PathBuf,
     /// Kubeconfig of the managed cluster (default: in-cluster config, then `KUBECONFIG`).
@@ -31,19 +35,19 @@ pub struct RunArgs {
     #[arg(long, env = "WORK_AGENT_AGENT_ID")]
     pub agent_id: Option<String>,
     /// ManifestWorks reconciled at the same time.
-    #[arg(long, env = "WORK_AGENT_WORKERS", alias = "workload-agent-workers", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, env = "WORK_AGENT_WORKERS", visible_alias = "workload-agent-workers", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..))]
     pub workers: u16,
     /// Average requests per second to the hub API server.
-    #[arg(long, env = "WORK_AGENT_HUB_QPS", alias = "hub-kube-api-qps", default_value_t = 50.0, value_parser = positive_f64)]
+    #[arg(long, env = "WORK_AGENT_HUB_QPS", visible_alias = "hub-kube-api-qps", default_value_t = 50.0, value_parser = positive_f64)]
     pub hub_qps: f64,
     /// Requests the hub client may send in a burst.
-    #[arg(long, env = "WORK_AGENT_HUB_BURST", alias = "hub-kube-api-burst", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "WORK_AGENT_HUB_BURST", visible_alias = "hub-kube-api-burst", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub hub_burst: u32,
     /// Average requests per second to the spoke API server.
-    #[arg(long, env = "WORK_AGENT_SPOKE_QPS", alias = "kube-api-qps", default_value_t = 50.0, value_parser = positive_f64)]
+    #[arg(long, env = "WORK_AGENT_SPOKE_QPS", visible_alias = "kube-api-qps", default_value_t = 50.0, value_parser = positive_f64)]
     pub spoke_qps: f64,
     /// Requests the spoke client may send in a burst.
-    #[arg(long, env = "WORK_AGENT_SPOKE_BURST", alias = "kube-api-burst", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "WORK_AGENT_SPOKE_BURST", visible_alias = "kube-api-burst", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub spoke_burst: u32,
     /// Address of the plain HTTP server for `/metrics`, `/healthz` and `/readyz`.
     #[arg(long, env = "WORK_AGENT_HTTP_ADDRESS", default_value = "0.0.0.0:8080")]
@@ -66,7 +70,7 @@ pub struct RunArgs {
     pub readonly_resync: Duration,
     /// How often every work is reconciled even without events (a safety net; writes nothing when
     /// nothing changed).
-    #[arg(long, env = "WORK_AGENT_STATUS_SYNC_PERIOD", alias = "status-sync-interval", default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, env = "WORK_AGENT_STATUS_SYNC_PERIOD", visible_alias = "status-sync-interval", default_value = "5m", value_parser = parse_duration)]
     pub status_sync_period: Duration,
     /// Address of the HTTPS endpoint for `/healthz` and `/readyz` (upstream's probes), with a
     /// self-signed certificate made at start; `off` disables it.

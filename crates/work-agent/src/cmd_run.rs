@@ -477,6 +477,69 @@ mod tests {
         }
     }
 
+    #[test]
+    fn the_klusterlet_operators_flags_map_onto_ours() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--cluster-name=c1",
+            "--workload-source-driver=kube",
+            "--workload-source-config=/spoke/hub-kubeconfig/kubeconfig",
+            "--agent-id=a1",
+            "--feature-gates=RawFeedbackJsonString=true",
+            "--spoke-kubeconfig=/spoke/config/kubeconfig",
+            "--terminate-on-files=/spoke/config/kubeconfig",
+            "--terminate-on-files=/spoke/hub-kubeconfig/kubeconfig",
+            "--status-sync-interval=60s",
+            "--kube-api-qps=20",
+            "--kube-api-burst=40",
+            "--hub-kube-api-qps=30",
+            "--hub-kube-api-burst=60",
+            "--appliedmanifestwork-eviction-grace-period=1h30m0s",
+            "--disable-leader-election",
+            "--leader-election-lease-duration=137s",
+        ])
+        .expect("upstream's flags");
+        let r = &cli.run;
+        assert_eq!(r.spoke_cluster_name, "c1");
+        assert_eq!(
+            r.hub_kubeconfig,
+            Path::new("/spoke/hub-kubeconfig/kubeconfig")
+        );
+        assert_eq!(r.agent_id.as_deref(), Some("a1"));
+        assert_eq!(r.terminate_on_files.len(), 2);
+        assert_eq!(r.status_sync_period, Duration::from_secs(60));
+        assert_eq!(
+            (r.spoke_qps, r.spoke_burst, r.hub_qps, r.hub_burst),
+            (20.0, 40, 30.0, 60)
+        );
+        assert_eq!(
+            r.appliedmanifestwork_eviction_grace_period,
+            Duration::from_secs(5400)
+        );
+        assert!(r.upstream.disable_leader_election);
+        assert_eq!(
+            leader_timing(&r.upstream).expect("valid timing"),
+            Some((
+                Duration::from_secs(137),
+                Duration::from_secs(107),
+                Duration::from_secs(26)
+            ))
+        );
+        assert_eq!(
+            r.health_address,
+            OptionalAddress(Some(([0, 0, 0, 0], 8443).into()))
+        );
+
+        let bad = UpstreamArgs {
+            leader_election_lease_duration: Some(Duration::from_secs(10)),
+            ..UpstreamArgs::default()
+        };
+        assert!(
+            leader_timing(&bad).is_err(),
+            "lease shorter than the renew deadline"
+        );
+    }
+
     #[tokio::test]
     async fn an_unreadable_kubeconfig_is_a_one_line_error() {
         let err = load_kubeconfig(Path::new("/nonexistent/kubeconfig"))

@@ -17,8 +17,12 @@ RUN --mount=type=cache,target=/usr/local/cargo/registry \
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/work-agent /usr/local/bin/work-agent
+# Upstream's path: the OCM klusterlet operator runs the work image with the arguments
+# `/work agent --spoke-cluster-name=... ...` and no command, so the image has no ENTRYPOINT and
+# the binary is also `/work` (a copy: distroless has no shell to make a link).
+COPY --from=build /out/work-agent /work
 # distroless' nonroot user; matches runAsUser in deploy/base/deployment.yaml.
 USER 65532:65532
-EXPOSE 8080
-ENTRYPOINT ["/usr/local/bin/work-agent"]
-CMD ["run"]
+# 8080: /metrics, /healthz, /readyz over HTTP; 8443: /healthz, /readyz over HTTPS (upstream's probes).
+EXPOSE 8080 8443
+CMD ["/usr/local/bin/work-agent", "run"]

@@ -14,6 +14,13 @@ use crate::deadline::{GcAction, next_action, ttl_seconds};
 pub const EVENT_REASON: &str = "TTLAfterFinishedExpired";
 /// Action of that Event.
 pub const EVENT_ACTION: &str = "DeleteManifestWork";
+/// Reason of the Warning Event recorded when the hub forbids the TTL deletion.
+pub const FORBIDDEN_EVENT_REASON: &str = "TTLDeletionForbidden";
+
+/// First retry of a forbidden TTL deletion; each further failure doubles it.
+pub const FORBIDDEN_RETRY_FIRST: Duration = Duration::from_secs(5);
+/// Longest wait between two attempts at a forbidden TTL deletion.
+pub const FORBIDDEN_RETRY_MAX: Duration = Duration::from_secs(300);
 
 /// What [`collect`] did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +39,18 @@ pub enum GcOutcome {
     Replaced,
     /// The work is gone, or already being deleted.
     AlreadyGone,
+    /// The hub refused the delete (403): the agent lacks `delete` on manifestworks there (an
+    /// OCM hub with only upstream's RBAC). A Warning Event was recorded on the work.
+    Forbidden,
+}
+
+/// How long to wait before attempt `failures + 1` at a forbidden deletion: exponential from
+/// [`FORBIDDEN_RETRY_FIRST`], capped at [`FORBIDDEN_RETRY_MAX`].
+pub fn forbidden_retry_after(failures: u32) -> Duration {
+    let doublings = failures.saturating_sub(1).min(16);
+    FORBIDDEN_RETRY_FIRST
+        .saturating_mul(1u32 << doublings)
+        .min(FORBIDDEN_RETRY_MAX)
 }
 
 /// Errors talking to the hub. Not-found and UID conflicts are outcomes, not errors.
@@ -116,6 +135,10 @@ pub async fn collect_at(
         Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(GcOutcome::AlreadyGone),
         // A failed UID precondition is a 409: the name now belongs to another object.
         Err(kube::Error::Api(s)) if s.is_conflict() => return Ok(GcOutcome::Replaced),
+        Err(kube::Error::Api(s)) if s.is_forbidden() => {
+            record_forbidden_event(recorder, &work, &s.message).await;
+            return Ok(GcOutcome::Forbidden);
+        }
         Err(source) => {
             return Err(GcError::Delete {
                 name: name.to_owned(),
@@ -146,6 +169,36 @@ async fn record_event(recorder: &Recorder, work: &ManifestWork, lag: Duration) {
     }
 }
 
+async fn record_forbidden_event(recorder: &Recorder, work: &ManifestWork, message: &str) {
+    let event = Event {
+        type_: EventType::Warning,
+        reason: FORBIDDEN_EVENT_REASON.into(),
+        note: Some(forbidden_note(message)),
+        action: EVENT_ACTION.into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &work.object_ref(&())).await {
+        tracing::warn!(name = work.name_any(), error = %e, "recording the forbidden TTL deletion Event failed");
+    }
+}
+
+/// The Warning Event's message: what the hub said and what grants the permission.
+fn forbidden_note(message: &str) -> String {
+    let mut note = format!(
+        "TTL deletion forbidden by the hub ({message}); grant delete on manifestworks in this \
+         namespace (deploy/hub-ocm in the work agent's manifests). Retrying with backoff."
+    );
+    // Event notes are limited to 1 kB by the API server.
+    if note.len() > 1000 {
+        let mut end = 1000;
+        while !note.is_char_boundary(end) {
+            end -= 1;
+        }
+        note.truncate(end);
+    }
+    note
+}
+
 /// The Event message, e.g. "Deleted 30s after completion (ttlSecondsAfterFinished), 0.120s past
 /// the deadline".
 fn event_note(ttl: i64, lag: Duration) -> String {
@@ -165,6 +218,28 @@ mod tests {
             event_note(15, Duration::from_millis(120)),
             "Deleted 15s after completion (ttlSecondsAfterFinished), 0.120s past the deadline"
         );
+    }
+
+    #[test]
+    fn forbidden_retries_back_off_exponentially_up_to_a_cap() {
+        let secs = |n| forbidden_retry_after(n).as_secs();
+        assert_eq!(
+            [secs(0), secs(1), secs(2), secs(3), secs(4)],
+            [5, 5, 10, 20, 40]
+        );
+        assert_eq!(secs(7), 300);
+        assert_eq!(secs(u32::MAX), 300);
+    }
+
+    #[test]
+    fn forbidden_note_names_the_fix_and_stays_short() {
+        let note =
+            forbidden_note("manifestworks.work.open-cluster-management.io \"w\" is forbidden");
+        assert!(
+            note.contains("is forbidden") && note.contains("deploy/hub-ocm"),
+            "{note}"
+        );
+        assert!(forbidden_note(&"é".repeat(2000)).len() <= 1000);
     }
 
     #[test]

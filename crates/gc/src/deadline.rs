@@ -58,8 +58,22 @@ fn add_saturating(at: Timestamp, secs: i64) -> Timestamp {
         .unwrap_or(Timestamp::MAX)
 }
 
+/// Label the hub's ManifestWorkReplicaSet controller puts on the works it manages. Such a work is
+/// never collected by TTL: the controller would re-create it at once, and again after each
+/// deletion (as upstream, which skips these works for the same reason).
+pub const MANIFESTWORKREPLICASET_LABEL: &str =
+    "work.open-cluster-management.io/manifestworkreplicaset";
+
 /// Decides what to do with `work` at `now`.
 pub fn next_action(work: &ManifestWork, now: Timestamp) -> GcAction {
+    let from_replica_set = work
+        .metadata
+        .labels
+        .as_ref()
+        .is_some_and(|l| l.contains_key(MANIFESTWORKREPLICASET_LABEL));
+    if from_replica_set {
+        return GcAction::NotEligible;
+    }
     match deadline(work) {
         None => GcAction::NotEligible,
         Some(due) => action_for(due, now),
@@ -113,6 +127,27 @@ mod tests {
     }
 
     const DONE: &str = "2026-01-01T10:00:00Z";
+
+    #[test]
+    fn a_work_of_a_manifestworkreplicaset_is_never_eligible() {
+        let mut w = work(Some(0), Some(("True", DONE)));
+        w.metadata.labels = Some(
+            [(
+                MANIFESTWORKREPLICASET_LABEL.to_string(),
+                "default.mwrs1".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            next_action(&w, ts("2030-01-01T00:00:00Z")),
+            GcAction::NotEligible
+        );
+        w.metadata.labels = Some([("app".to_string(), "x".to_string())].into());
+        assert!(matches!(
+            next_action(&w, ts("2030-01-01T00:00:00Z")),
+            GcAction::DeleteNow { .. }
+        ));
+    }
 
     #[test]
     fn no_ttl_is_never_eligible() {

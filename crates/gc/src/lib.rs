@@ -14,6 +14,9 @@ mod deadline;
 mod collect_tests;
 
 pub use collect::{
-    EVENT_ACTION, EVENT_REASON, GcError, GcOutcome, collect, collect_at, event_reporter,
+    EVENT_ACTION, EVENT_REASON, FORBIDDEN_EVENT_REASON, FORBIDDEN_RETRY_FIRST, FORBIDDEN_RETRY_MAX,
+    GcError, GcOutcome, collect, collect_at, event_reporter, forbidden_retry_after,
 };
-pub use deadline::{GcAction, complete_since, deadline, next_action, ttl_seconds};
+pub use deadline::{
+    GcAction, MANIFESTWORKREPLICASET_LABEL, complete_since, deadline, next_action, ttl_seconds,
+};

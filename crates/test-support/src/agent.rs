@@ -61,7 +61,31 @@ impl AgentProcess {
         K: AsRef<OsStr>,
         V: AsRef<OsStr>,
     {
-        let bin = agent_bin()?;
+        Self::spawn(agent_bin()?, args, envs)
+    }
+
+    /// Like [`try_start`](Self::try_start), but through a file named `name` (a hard link to the
+    /// agent binary, or a copy), as a container image that installs the binary under another
+    /// name (upstream's `/work`) runs it.
+    pub fn try_start_as<I, S, E, K, V>(name: &str, args: I, envs: E) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+        E: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        Self::spawn(named_agent_bin(name)?, args, envs)
+    }
+
+    fn spawn<I, S, E, K, V>(bin: PathBuf, args: I, envs: E) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+        E: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
         let dir = crate::run_dir().join("agent-logs");
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let name = crate::unique_name(&current_test_name());
@@ -206,6 +230,27 @@ fn agent_bin() -> Result<PathBuf, Error> {
                 .into(),
         }),
     }
+}
+
+/// The agent binary under another file name: `<run dir>/bin/<name>`, refreshed from
+/// `$WORK_AGENT_BIN` when that is newer. Under a lock-free rename so parallel tests never see a
+/// half-written file.
+fn named_agent_bin(name: &str) -> Result<PathBuf, Error> {
+    let source = agent_bin()?;
+    let dir = crate::run_dir().join("bin");
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let target = dir.join(name);
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if modified(&target).is_some() && modified(&target) >= modified(&source) {
+        return Ok(target);
+    }
+    let staging = dir.join(format!(".{name}.{}", std::process::id()));
+    let _ = std::fs::remove_file(&staging);
+    if std::fs::hard_link(&source, &staging).is_err() {
+        std::fs::copy(&source, &staging).map_err(|e| Error::io(&staging, e))?;
+    }
+    std::fs::rename(&staging, &target).map_err(|e| Error::io(&target, e))?;
+    Ok(target)
 }
 
 /// libtest names each test's thread after the test; that makes log files easy to match.

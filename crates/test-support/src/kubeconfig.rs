@@ -67,13 +67,7 @@ pub async fn try_service_account_kubeconfig(
         .filter(|t| !t.is_empty())
         .ok_or_else(|| Error::InvalidManifest("TokenRequest answered without a token".into()))?;
 
-    let admin = load_current_cluster(&cluster.kubeconfig)?;
-    let ca = admin
-        .certificate_authority_data
-        .ok_or_else(|| Error::KubeconfigContent {
-            path: cluster.kubeconfig.clone(),
-            reason: "no certificate-authority-data to copy".into(),
-        })?;
+    let ca = ca_data(cluster)?;
     let yaml = render(
         &cluster.server_url,
         &ca,
@@ -88,6 +82,16 @@ pub async fn try_service_account_kubeconfig(
     ));
     write_private(&path, &yaml)?;
     Ok(path)
+}
+
+/// The cluster CA bundle (base64) from the admin kubeconfig, for kubeconfigs of other users.
+pub(crate) fn ca_data(cluster: &TestCluster) -> Result<String, Error> {
+    load_current_cluster(&cluster.kubeconfig)?
+        .certificate_authority_data
+        .ok_or_else(|| Error::KubeconfigContent {
+            path: cluster.kubeconfig.clone(),
+            reason: "no certificate-authority-data to copy".into(),
+        })
 }
 
 /// A single-context kubeconfig with bearer-token auth.

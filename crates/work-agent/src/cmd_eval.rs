@@ -17,8 +17,8 @@ use crate::agent::manifests::{ManifestId, glob_match, identify, resource_meta, s
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("what").required(true).args(["expression", "work"])))]
 pub struct EvalArgs {
-    /// CEL expression to evaluate.
-    #[arg(long, short = 'e', value_name = "EXPR")]
+    /// CEL expression to evaluate (it may start with `-`, as `-1 < 0`).
+    #[arg(long, short = 'e', value_name = "EXPR", allow_hyphen_values = true)]
     pub expression: Option<String>,
     /// A ManifestWork file: print the manifest conditions its rules give for the object.
     #[arg(long, value_name = "WORK.yaml", conflicts_with = "bind")]

@@ -9,14 +9,24 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use crate::agent::{self, AgentConfig, Clients};
 
-/// Arguments of `work-agent run`. Every flag can also be set with a `WORK_AGENT_*` variable.
+/// Arguments of `work-agent run` (also `work agent`, upstream's command line). Every flag can also
+/// be set with a `WORK_AGENT_*` variable; upstream's flag names are accepted as aliases.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
     /// Name of the managed cluster; also the hub namespace whose ManifestWorks this agent serves.
-    #[arg(long, env = "WORK_AGENT_SPOKE_CLUSTER_NAME")]
+    #[arg(
+        long,
+        env = "WORK_AGENT_SPOKE_CLUSTER_NAME",
+        visible_alias = "cluster-name"
+    )]
     pub spoke_cluster_name: String,
-    /// Kubeconfig of the hub cluster.
-    #[arg(long, env = "WORK_AGENT_HUB_KUBECONFIG")]
+    /// Kubeconfig of the hub cluster (upstream: `--workload-source-config`). Re-read, with the
+    /// certificate files it names, when it changes.
+    #[arg(
+        long,
+        env = "WORK_AGENT_HUB_KUBECONFIG",
+        visible_alias = "workload-source-config"
+    )]
     pub hub_kubeconfig: PathBuf,
     /// Kubeconfig of the managed cluster (default: in-cluster config, then `KUBECONFIG`).
     #[arg(long, env = "WORK_AGENT_SPOKE_KUBECONFIG")]
@@ -25,21 +35,21 @@ pub struct RunArgs {
     #[arg(long, env = "WORK_AGENT_AGENT_ID")]
     pub agent_id: Option<String>,
     /// ManifestWorks reconciled at the same time.
-    #[arg(long, env = "WORK_AGENT_WORKERS", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
+    #[arg(long, env = "WORK_AGENT_WORKERS", visible_alias = "workload-agent-workers", default_value_t = 10, value_parser = clap::value_parser!(u16).range(1..))]
     pub workers: u16,
     /// Average requests per second to the hub API server.
-    #[arg(long, env = "WORK_AGENT_HUB_QPS", default_value_t = 50.0, value_parser = positive_f64)]
+    #[arg(long, env = "WORK_AGENT_HUB_QPS", visible_alias = "hub-kube-api-qps", default_value_t = 50.0, value_parser = positive_f64)]
     pub hub_qps: f64,
     /// Requests the hub client may send in a burst.
-    #[arg(long, env = "WORK_AGENT_HUB_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "WORK_AGENT_HUB_BURST", visible_alias = "hub-kube-api-burst", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub hub_burst: u32,
     /// Average requests per second to the spoke API server.
-    #[arg(long, env = "WORK_AGENT_SPOKE_QPS", default_value_t = 50.0, value_parser = positive_f64)]
+    #[arg(long, env = "WORK_AGENT_SPOKE_QPS", visible_alias = "kube-api-qps", default_value_t = 50.0, value_parser = positive_f64)]
     pub spoke_qps: f64,
     /// Requests the spoke client may send in a burst.
-    #[arg(long, env = "WORK_AGENT_SPOKE_BURST", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, env = "WORK_AGENT_SPOKE_BURST", visible_alias = "kube-api-burst", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub spoke_burst: u32,
-    /// Address of the HTTP server for `/metrics`, `/healthz` and `/readyz`.
+    /// Address of the plain HTTP server for `/metrics`, `/healthz` and `/readyz`.
     #[arg(long, env = "WORK_AGENT_HTTP_ADDRESS", default_value = "0.0.0.0:8080")]
     pub http_address: SocketAddr,
     /// Log format.
@@ -60,8 +70,65 @@ pub struct RunArgs {
     pub readonly_resync: Duration,
     /// How often every work is reconciled even without events (a safety net; writes nothing when
     /// nothing changed).
-    #[arg(long, env = "WORK_AGENT_STATUS_SYNC_PERIOD", default_value = "5m", value_parser = parse_duration)]
+    #[arg(long, env = "WORK_AGENT_STATUS_SYNC_PERIOD", visible_alias = "status-sync-interval", default_value = "5m", value_parser = parse_duration)]
     pub status_sync_period: Duration,
+    /// Address of the HTTPS endpoint for `/healthz` and `/readyz` (upstream's probes), with a
+    /// self-signed certificate made at start; `off` disables it.
+    #[arg(long, env = "WORK_AGENT_HEALTH_ADDRESS", default_value = "0.0.0.0:8443", value_parser = parse_optional_address)]
+    pub health_address: OptionalAddress,
+    /// Exit (code 0) when one of these files changes; repeatable.
+    #[arg(long, env = "WORK_AGENT_TERMINATE_ON_FILES", value_delimiter = ',')]
+    pub terminate_on_files: Vec<PathBuf>,
+    /// How long an AppliedManifestWork whose work is gone from the hub (or that belongs to
+    /// another hub) is kept before it and its resources are deleted; 100 years or more disables.
+    #[arg(long, env = "WORK_AGENT_APPLIEDMANIFESTWORK_EVICTION_GRACE_PERIOD", default_value = "60m", value_parser = crate::upstream_flags::parse_go_duration)]
+    pub appliedmanifestwork_eviction_grace_period: Duration,
+    /// Upstream's flags that have no equivalent of our own.
+    #[command(flatten)]
+    pub upstream: UpstreamArgs,
+}
+
+/// Flags of upstream's `work agent` command line that are accepted for drop-in use.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct UpstreamArgs {
+    /// Where works come from; only `kube` (a Kubernetes hub) is supported.
+    #[arg(long, default_value = crate::upstream_flags::KUBE_DRIVER)]
+    pub workload_source_driver: String,
+    /// Upstream feature gates (`Name=bool,...`; repeatable). Known gates are logged, unknown ones
+    /// are an error.
+    #[arg(long)]
+    pub feature_gates: Vec<String>,
+    /// Run without leader election (same as `--leader-elect=false`).
+    #[arg(long)]
+    pub disable_leader_election: bool,
+    /// Leader election: how long a Lease stays valid without renewal.
+    #[arg(long, value_parser = crate::upstream_flags::parse_positive_go_duration)]
+    pub leader_election_lease_duration: Option<Duration>,
+    /// Leader election: how long the leader keeps leading without a successful renewal.
+    #[arg(long, value_parser = crate::upstream_flags::parse_positive_go_duration)]
+    pub leader_election_renew_deadline: Option<Duration>,
+    /// Leader election: time between attempts to acquire or renew the Lease.
+    #[arg(long, value_parser = crate::upstream_flags::parse_positive_go_duration)]
+    pub leader_election_retry_period: Option<Duration>,
+    /// Minimum TLS version of the HTTPS endpoint: `VersionTLS12` or `VersionTLS13`.
+    #[arg(long)]
+    pub tls_min_version: Option<String>,
+    /// Cipher suites of the HTTPS endpoint (IANA names, comma-separated).
+    #[arg(long)]
+    pub tls_cipher_suites: Option<String>,
+}
+
+/// An address, or none (`off`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OptionalAddress(pub Option<SocketAddr>);
+
+fn parse_optional_address(s: &str) -> Result<OptionalAddress, String> {
+    if s == "off" {
+        return Ok(OptionalAddress(None));
+    }
+    s.parse()
+        .map(|a| OptionalAddress(Some(a)))
+        .map_err(|e| format!("{s:?} is not an address (e.g. 0.0.0.0:8443) or \"off\": {e}"))
 }
 
 /// Format of log lines.
@@ -101,6 +168,7 @@ pub fn main(args: RunArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        crate::terminate_on_files::spawn(&args.terminate_on_files);
         match agent::run(config, clients).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -145,6 +213,17 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
             "--spoke-cluster-name must not be empty".into(),
         ));
     }
+    let upstream = &args.upstream;
+    crate::upstream_flags::check_driver(&upstream.workload_source_driver)
+        .map_err(SetupError::Flag)?;
+    let gates = crate::upstream_flags::parse_feature_gates(&upstream.feature_gates)
+        .map_err(SetupError::Flag)?;
+    let health_tls = crate::health::TlsSettings::from_flags(
+        upstream.tls_min_version.as_deref(),
+        upstream.tls_cipher_suites.as_deref(),
+    )
+    .map_err(SetupError::Flag)?;
+    let leader_timing = leader_timing(upstream)?;
     let (hub_config, hub_server) =
         load_kubeconfig(&args.hub_kubeconfig)
             .await
@@ -153,11 +232,12 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
                 reason,
             })?;
     let (spoke_config, in_cluster) = load_spoke_config(args.spoke_kubeconfig.as_deref()).await?;
-    let hub = agent::client::build(
+    let hub = crate::hub_credentials::reloading_client(
+        &args.hub_kubeconfig,
         hub_config,
+        &hub_server,
         args.hub_qps,
         args.hub_burst,
-        agent::client::ApiServer::Hub,
     )
     .map_err(|reason| SetupError::HubKubeconfig {
         path: args.hub_kubeconfig.display().to_string(),
@@ -190,9 +270,48 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
     )
     .with_workers(args.workers)
     .with_http_address(args.http_address)
-    .with_leader_election(args.leader_elect.unwrap_or(in_cluster), lease_namespace)
-    .with_periods(args.readonly_resync, args.status_sync_period);
+    .with_leader_election(
+        !upstream.disable_leader_election && args.leader_elect.unwrap_or(in_cluster),
+        lease_namespace,
+    )
+    .with_leader_timing(leader_timing)
+    .with_periods(args.readonly_resync, args.status_sync_period)
+    .with_health(args.health_address.0, health_tls)
+    .with_eviction_grace_period(args.appliedmanifestwork_eviction_grace_period);
+    // Logged once setup succeeded, so that a startup error stays the only line on stderr.
+    tracing::info!(
+        ?gates,
+        "feature gates (accepted for compatibility; see docs/operations.md)"
+    );
     Ok((config, Clients { hub, spoke }))
+}
+
+/// Upstream's `--leader-election-*` durations (defaults 137 s, 107 s, 26 s as upstream's when
+/// only some are given); none given: the agent's own timing.
+fn leader_timing(
+    upstream: &UpstreamArgs,
+) -> Result<Option<(Duration, Duration, Duration)>, SetupError> {
+    let (lease, renew, retry) = (
+        upstream.leader_election_lease_duration,
+        upstream.leader_election_renew_deadline,
+        upstream.leader_election_retry_period,
+    );
+    if lease.is_none() && renew.is_none() && retry.is_none() {
+        return Ok(None);
+    }
+    let timing = (
+        lease.unwrap_or(Duration::from_secs(137)),
+        renew.unwrap_or(Duration::from_secs(107)),
+        retry.unwrap_or(Duration::from_secs(26)),
+    );
+    if !(timing.0 > timing.1 && timing.1 > timing.2) {
+        return Err(SetupError::Flag(format!(
+            "leader election needs --leader-election-lease-duration ({:?}) > \
+             --leader-election-renew-deadline ({:?}) > --leader-election-retry-period ({:?})",
+            timing.0, timing.1, timing.2
+        )));
+    }
+    Ok(Some(timing))
 }
 
 fn spoke_path_for_errors(path: Option<&Path>) -> String {
@@ -239,7 +358,8 @@ async fn load_spoke_config(path: Option<&Path>) -> Result<(kube::Config, bool), 
     Ok((config, false))
 }
 
-fn current_server(kubeconfig: &Kubeconfig) -> Option<String> {
+/// The server URL of the kubeconfig's current context (else its first context).
+pub(crate) fn current_server(kubeconfig: &Kubeconfig) -> Option<String> {
     let context_name = kubeconfig.current_context.as_deref();
     let context = kubeconfig
         .contexts
@@ -286,25 +406,9 @@ fn init_logging(format: LogFormat, level: &str) -> Result<(), SetupError> {
     result.map_err(|e| SetupError::Flag(format!("cannot set up logging: {e}")))
 }
 
-/// Parses `90`, `500ms`, `30s`, `5m`, `1h` (a bare number is seconds).
+/// Parses `90`, `500ms`, `30s`, `5m`, `1h`, `1h30m` (a bare number is seconds); zero is refused.
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration (e.g. 30s, 5m, 1h)"))?;
-    let d = match unit {
-        "" | "s" => Duration::from_secs(n),
-        "ms" => Duration::from_millis(n),
-        "m" => Duration::from_secs(n.saturating_mul(60)),
-        "h" => Duration::from_secs(n.saturating_mul(3600)),
-        _ => return Err(format!("{s:?} is not a duration (e.g. 30s, 5m, 1h)")),
-    };
-    if d.is_zero() {
-        return Err("the duration must be greater than zero".into());
-    }
-    Ok(d)
+    crate::upstream_flags::parse_positive_go_duration(s)
 }
 
 fn positive_f64(s: &str) -> Result<f64, String> {
@@ -374,6 +478,69 @@ mod tests {
             argv.extend(bad.iter().copied());
             assert!(Cli::try_parse_from(&argv).is_err(), "{bad:?} accepted");
         }
+    }
+
+    #[test]
+    fn the_klusterlet_operators_flags_map_onto_ours() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--cluster-name=c1",
+            "--workload-source-driver=kube",
+            "--workload-source-config=/spoke/hub-kubeconfig/kubeconfig",
+            "--agent-id=a1",
+            "--feature-gates=RawFeedbackJsonString=true",
+            "--spoke-kubeconfig=/spoke/config/kubeconfig",
+            "--terminate-on-files=/spoke/config/kubeconfig",
+            "--terminate-on-files=/spoke/hub-kubeconfig/kubeconfig",
+            "--status-sync-interval=60s",
+            "--kube-api-qps=20",
+            "--kube-api-burst=40",
+            "--hub-kube-api-qps=30",
+            "--hub-kube-api-burst=60",
+            "--appliedmanifestwork-eviction-grace-period=1h30m0s",
+            "--disable-leader-election",
+            "--leader-election-lease-duration=137s",
+        ])
+        .expect("upstream's flags");
+        let r = &cli.run;
+        assert_eq!(r.spoke_cluster_name, "c1");
+        assert_eq!(
+            r.hub_kubeconfig,
+            Path::new("/spoke/hub-kubeconfig/kubeconfig")
+        );
+        assert_eq!(r.agent_id.as_deref(), Some("a1"));
+        assert_eq!(r.terminate_on_files.len(), 2);
+        assert_eq!(r.status_sync_period, Duration::from_secs(60));
+        assert_eq!(
+            (r.spoke_qps, r.spoke_burst, r.hub_qps, r.hub_burst),
+            (20.0, 40, 30.0, 60)
+        );
+        assert_eq!(
+            r.appliedmanifestwork_eviction_grace_period,
+            Duration::from_secs(5400)
+        );
+        assert!(r.upstream.disable_leader_election);
+        assert_eq!(
+            leader_timing(&r.upstream).expect("valid timing"),
+            Some((
+                Duration::from_secs(137),
+                Duration::from_secs(107),
+                Duration::from_secs(26)
+            ))
+        );
+        assert_eq!(
+            r.health_address,
+            OptionalAddress(Some(([0, 0, 0, 0], 8443).into()))
+        );
+
+        let bad = UpstreamArgs {
+            leader_election_lease_duration: Some(Duration::from_secs(10)),
+            ..UpstreamArgs::default()
+        };
+        assert!(
+            leader_timing(&bad).is_err(),
+            "lease shorter than the renew deadline"
+        );
     }
 
     #[tokio::test]

@@ -1,5 +1,6 @@
-//! The agent's HTTP listener: `/metrics` (Prometheus), `/healthz` (the process is alive) and
-//! `/readyz` (both API servers reached and the caches synced).
+//! The agent's HTTP listeners: `/metrics` (Prometheus), `/healthz` (the agent is alive: see
+//! [`Readiness::liveness_problem`]) and `/readyz` (both API servers reached and the caches synced).
+//! The same routes are served over plain HTTP and, for upstream's probes, over HTTPS.
 //!
 //! Routing is a plain function over plain data ([`route`]) so it is tested without sockets;
 //! [`HttpServer`] only moves bytes.
@@ -8,8 +9,9 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::Full;
@@ -41,7 +43,23 @@ struct Flags {
     spoke_reached: AtomicBool,
     caches_synced: AtomicBool,
     standby: AtomicBool,
+    liveness: Mutex<LivenessMarks>,
 }
+
+/// What `/healthz` judges from: when the liveness probe last completed a round, and since when
+/// the hub has refused the agent's credentials.
+#[derive(Debug, Default)]
+struct LivenessMarks {
+    last_round: Option<Instant>,
+    hub_unauthorized_since: Option<Instant>,
+}
+
+/// `/healthz` fails once the hub has refused the agent's credentials (401) for this long: a
+/// restart re-reads the hub kubeconfig from its Secret.
+pub const HUB_UNAUTHORIZED_LIMIT: Duration = Duration::from_secs(300);
+/// `/healthz` fails when the liveness probe has not completed a round for this long (each round
+/// ends within the request timeout): the runtime or the agent's clients are wedged.
+pub const PROBE_STALL_LIMIT: Duration = Duration::from_secs(180);
 
 impl Readiness {
     /// Not ready: nothing reached, nothing synced.
@@ -70,6 +88,48 @@ impl Readiness {
     /// old leader, would never become ready and the rollout would stall.
     pub fn set_standby(&self, standby: bool) {
         self.flags.standby.store(standby, Ordering::Release);
+    }
+
+    /// Records one round of the liveness probe: whether the hub refused the credentials (401).
+    pub fn record_probe_round(&self, hub_unauthorized: bool, now: Instant) {
+        let mut marks = self.liveness_marks();
+        marks.last_round = Some(now);
+        if !hub_unauthorized {
+            marks.hub_unauthorized_since = None;
+        } else if marks.hub_unauthorized_since.is_none() {
+            marks.hub_unauthorized_since = Some(now);
+        }
+    }
+
+    /// Why the agent should be restarted, if it should: the liveness probe stalled (once it has
+    /// run at all) or the hub refused the credentials for longer than [`HUB_UNAUTHORIZED_LIMIT`].
+    pub fn liveness_problem(&self, now: Instant) -> Option<String> {
+        let marks = self.liveness_marks();
+        if let Some(last) = marks.last_round
+            && now.saturating_duration_since(last) > PROBE_STALL_LIMIT
+        {
+            return Some(format!(
+                "no liveness probe round for {}s",
+                now.saturating_duration_since(last).as_secs()
+            ));
+        }
+        match marks.hub_unauthorized_since {
+            Some(since) if now.saturating_duration_since(since) > HUB_UNAUTHORIZED_LIMIT => {
+                Some(format!(
+                    "the hub has refused the agent's credentials (401) for {}s",
+                    now.saturating_duration_since(since).as_secs()
+                ))
+            }
+            _ => None,
+        }
+    }
+
+    fn liveness_marks(&self) -> std::sync::MutexGuard<'_, LivenessMarks> {
+        // The marks stay consistent even if a holder panicked: each write is one assignment.
+        self.flags
+            .liveness
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// True once both API servers were reached and the caches are synced (or we are standby).
@@ -113,7 +173,13 @@ pub fn route(method: &Method, path: &str, state: &HttpState) -> Response<Full<By
         );
     }
     let resp = match path {
-        "/healthz" | "/livez" => text(StatusCode::OK, "ok\n".into()),
+        "/healthz" | "/livez" => match state.readiness.liveness_problem(Instant::now()) {
+            None => text(StatusCode::OK, "ok\n".into()),
+            Some(problem) => text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!("unhealthy: {problem}\n"),
+            ),
+        },
         "/readyz" => match state.readiness.missing().as_slice() {
             [] => text(StatusCode::OK, "ok\n".into()),
             missing => text(
@@ -170,6 +236,7 @@ pub enum HttpError {
 pub struct HttpServer {
     listener: TcpListener,
     state: HttpState,
+    tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl HttpServer {
@@ -178,7 +245,17 @@ impl HttpServer {
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| HttpError::Bind { addr, source })?;
-        Ok(Self { listener, state })
+        Ok(Self {
+            listener,
+            state,
+            tls: None,
+        })
+    }
+
+    /// Serves HTTPS instead of plain HTTP, with the given TLS setup.
+    pub fn with_tls(mut self, acceptor: tokio_rustls::TlsAcceptor) -> Self {
+        self.tls = Some(acceptor);
+        self
     }
 
     /// The address actually bound.
@@ -207,19 +284,37 @@ impl HttpServer {
 
     fn spawn_connection(&self, stream: tokio::net::TcpStream) {
         let state = self.state.clone();
+        let tls = self.tls.clone();
         tokio::spawn(async move {
-            let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
-                let resp = route(req.method(), req.uri().path(), &state);
-                async move { Ok::<_, Infallible>(resp) }
-            });
-            let conn = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), svc);
-            if let Err(e) = conn.await {
-                tracing::debug!(error = %e, "HTTP connection ended with an error");
+            match tls {
+                None => serve_connection(stream, state).await,
+                Some(acceptor) => {
+                    match tokio::time::timeout(HEADER_READ_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(stream)) => serve_connection(stream, state).await,
+                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    }
+                }
             }
         });
+    }
+}
+
+/// Serves the routes on one accepted connection (plain or TLS) until it closes.
+async fn serve_connection<S>(stream: S, state: HttpState)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = service_fn(move |req: Request<hyper::body::Incoming>| {
+        let resp = route(req.method(), req.uri().path(), &state);
+        async move { Ok::<_, Infallible>(resp) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT)
+        .serve_connection(TokioIo::new(stream), svc);
+    if let Err(e) = conn.await {
+        tracing::debug!(error = %e, "HTTP connection ended with an error");
     }
 }
 
@@ -247,10 +342,45 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn healthz_is_always_ok() {
-        let resp = route(&Method::GET, "/healthz", &state());
+    async fn healthz_is_ok_until_the_hub_refuses_the_credentials_for_long() {
+        let s = state();
+        let resp = route(&Method::GET, "/healthz", &s);
         assert_eq!(resp.status(), StatusCode::OK);
         assert_eq!(body(resp).await, "ok\n");
+
+        let start = Instant::now();
+        s.readiness.record_probe_round(true, start);
+        let still_within = start + HUB_UNAUTHORIZED_LIMIT - Duration::from_secs(1);
+        s.readiness.record_probe_round(true, still_within);
+        assert_eq!(s.readiness.liveness_problem(still_within), None);
+        let later = start + HUB_UNAUTHORIZED_LIMIT + Duration::from_secs(1);
+        s.readiness.record_probe_round(true, later);
+        let problem = s
+            .readiness
+            .liveness_problem(later)
+            .expect("401 for too long");
+        assert!(problem.contains("401"), "{problem}");
+
+        // One accepted request clears it.
+        s.readiness.record_probe_round(false, later);
+        assert_eq!(s.readiness.liveness_problem(later), None);
+    }
+
+    #[test]
+    fn healthz_fails_when_the_probe_stalls() {
+        let r = Readiness::new();
+        let start = Instant::now();
+        assert_eq!(
+            r.liveness_problem(start + PROBE_STALL_LIMIT * 2),
+            None,
+            "not started yet"
+        );
+        r.record_probe_round(false, start);
+        assert_eq!(r.liveness_problem(start + PROBE_STALL_LIMIT), None);
+        let problem = r
+            .liveness_problem(start + PROBE_STALL_LIMIT + Duration::from_secs(1))
+            .expect("stalled");
+        assert!(problem.contains("no liveness probe round"), "{problem}");
     }
 
     #[tokio::test]

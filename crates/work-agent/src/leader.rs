@@ -58,6 +58,16 @@ impl LeaderConfig {
         }
     }
 
+    /// Replaces the timing (lease duration, renew deadline, retry period), if given.
+    pub fn with_timing(mut self, timing: Option<(Duration, Duration, Duration)>) -> Self {
+        if let Some((lease, renew, retry)) = timing {
+            self.lease_duration = lease;
+            self.renew_deadline = renew;
+            self.retry_period = retry;
+        }
+        self
+    }
+
     /// Checks the timing invariants that make the scheme safe.
     pub fn validate(&self) -> Result<(), LeaderError> {
         let bad = |why: &str| Err(LeaderError::Config(why.to_owned()));

@@ -16,7 +16,8 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the agent for one managed cluster.
+    /// Run the agent for one managed cluster (`agent` is upstream's name for it).
+    #[command(alias = "agent")]
     Run(Box<cmd_run::RunArgs>),
     /// Evaluate a CEL expression, or a work's condition rules, against an object.
     Eval(cmd_eval::EvalArgs),

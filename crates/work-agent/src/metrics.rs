@@ -63,6 +63,14 @@ pub fn api_requests() -> &'static Family<ApiRequestLabels, Counter> {
     REQUESTS.get_or_init(Family::default)
 }
 
+/// Label: why a TTL deletion failed (`forbidden`: the hub's RBAC refused it; `error`: any other
+/// failure).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    /// Failure reason.
+    pub reason: &'static str,
+}
+
 fn histogram_seconds() -> Histogram {
     // 1 ms .. ~65 s
     Histogram::new(exponential_buckets(0.001, 2.0, 17))
@@ -89,6 +97,8 @@ pub struct Metrics {
     pub ttl_deletions_total: Counter,
     /// Delay between a work's TTL deadline and its deletion.
     pub ttl_deletion_lag_seconds: Histogram,
+    /// TTL deletions that failed, by reason.
+    pub ttl_deletion_failures_total: Family<ReasonLabels, Counter>,
     /// Manifest applies by strategy and result.
     pub applies_total: Family<ApplyLabels, Counter>,
     /// Latency of one manifest apply, by strategy.
@@ -125,6 +135,7 @@ impl Metrics {
             ttl_pending_deletions: Gauge::default(),
             ttl_deletions_total: Counter::default(),
             ttl_deletion_lag_seconds: Histogram::new(exponential_buckets(0.01, 2.0, 16)),
+            ttl_deletion_failures_total: Family::default(),
             applies_total: Family::default(),
             apply_duration_seconds: Family::new_with_constructor(histogram_seconds),
             rule_evaluations_total: Family::default(),
@@ -166,6 +177,11 @@ impl Metrics {
             "ttl_deletion_lag_seconds",
             "Delay between a ManifestWork's TTL deadline and its deletion",
             m.ttl_deletion_lag_seconds.clone(),
+        );
+        registry.register(
+            "ttl_deletion_failures",
+            "TTL deletions of ManifestWorks that failed, by reason",
+            m.ttl_deletion_failures_total.clone(),
         );
         registry.register(
             "applies",

@@ -304,3 +304,19 @@ fn work_mode_bad_input_exits_two() {
     assert_eq!(r.code, 2, "an object without apiVersion/name: {}", r.stdout);
     assert!(r.stderr.contains("apiVersion"), "{}", r.stderr);
 }
+
+#[test]
+fn an_expression_may_start_with_a_minus() {
+    let job = fixture("job-complete.yaml");
+    for flag in ["-e", "--expression"] {
+        let r = run(&["eval", flag, "-1 < 0", "--object", &job]);
+        assert_eq!(
+            (r.code, r.stdout.trim()),
+            (0, "true"),
+            "{flag}: {}",
+            r.stderr
+        );
+    }
+    let r = run(&["eval", "-e=-object.spec.completions", "--object", &job]);
+    assert_eq!((r.code, r.stdout.trim()), (0, "-1"), "{}", r.stderr);
+}

@@ -60,6 +60,8 @@ pub fn agent_args_on(
         "--http-address",
         &format!("127.0.0.1:{port}"),
         "--leader-elect=false",
+        // Parallel agents: an ephemeral port each for the HTTPS probe endpoint.
+        "--health-address=127.0.0.1:0",
         "--log-level",
         "debug,kube=info,hyper=info,hyper_util=info,rustls=info,tower=info",
     ]
@@ -91,13 +93,28 @@ impl Env {
             &extra_args,
         ));
         Env {
+            extra_args,
+            ..Self::with_agent(hub, spoke, cluster, ns, agent, http_port)
+        }
+    }
+
+    /// A world around an agent the test started itself.
+    pub fn with_agent(
+        hub: TestCluster,
+        spoke: TestCluster,
+        cluster: String,
+        ns: String,
+        agent: AgentProcess,
+        http_port: u16,
+    ) -> Env {
+        Env {
             hub,
             spoke,
             cluster,
             ns,
             agent,
             http_port,
-            extra_args,
+            extra_args: Vec::new(),
         }
     }
 
@@ -270,6 +287,25 @@ impl Env {
             plural: plural.into(),
         };
         Api::namespaced_with(self.spoke.client.clone(), &self.ns, &ar)
+    }
+
+    /// Waits until the AppliedManifestWork of `work` is gone from the spoke.
+    pub async fn wait_applied_work_gone(&self, work: &str) {
+        let api = self.applied_works();
+        let applied = self.applied_name(work);
+        wait_for(
+            &format!(
+                "AppliedManifestWork {applied} deleted (agent log {})",
+                self.agent.log_path().display()
+            ),
+            TIMEOUT,
+            || {
+                let api = api.clone();
+                let applied = applied.clone();
+                async move { matches!(api.get_opt(&applied).await, Ok(None)).then_some(()) }
+            },
+        )
+        .await;
     }
 
     /// ConfigMaps in the spoke namespace.

@@ -1,9 +1,13 @@
 //! The Kubernetes CEL libraries users expect, written against cel 0.15's overload API:
-//! `hasConditions` (OCM), list helpers, regex `find`/`findAll`, `quantity` and `url`.
+//! `hasConditions` (OCM), list helpers, regex `find`/`findAll`, `quantity`, `url`, `ip`/`cidr`,
+//! `semver` and `format`.
 
+pub(crate) mod format;
+pub(crate) mod ip;
 pub(crate) mod lists;
 pub(crate) mod quantity;
 pub(crate) mod regex;
+pub(crate) mod semver;
 pub(crate) mod url;
 
 use cel::common::types::DYN_TYPE;
@@ -86,5 +90,8 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     regex::register(env)?;
     quantity::register(env)?;
     url::register(env)?;
+    ip::register(env)?;
+    semver::register(env)?;
+    format::register(env)?;
     Ok(())
 }

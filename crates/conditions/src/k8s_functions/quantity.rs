@@ -268,12 +268,18 @@ fn pair<'a>(
 }
 
 fn compare_to(args: &[Value]) -> Result<Value, ExecutionError> {
+    if let Some(result) = super::semver::comparison("compareTo", args) {
+        return result;
+    }
     let (q, other) = pair("compareTo", args)?;
     let other = as_quantity("compareTo", other)?;
     Ok(Value::Int(q.nanos.cmp(&other.nanos) as i64))
 }
 
 fn is_less_than(args: &[Value]) -> Result<Value, ExecutionError> {
+    if let Some(result) = super::semver::comparison("isLessThan", args) {
+        return result;
+    }
     let (q, other) = pair("isLessThan", args)?;
     Ok(Value::Bool(
         q.nanos < as_quantity("isLessThan", other)?.nanos,
@@ -281,6 +287,9 @@ fn is_less_than(args: &[Value]) -> Result<Value, ExecutionError> {
 }
 
 fn is_greater_than(args: &[Value]) -> Result<Value, ExecutionError> {
+    if let Some(result) = super::semver::comparison("isGreaterThan", args) {
+        return result;
+    }
     let (q, other) = pair("isGreaterThan", args)?;
     Ok(Value::Bool(
         q.nanos > as_quantity("isGreaterThan", other)?.nanos,

@@ -28,7 +28,19 @@ pub struct AgentConfig {
     pub readonly_resync: Duration,
     /// Period of the safety-net full reconcile of each work.
     pub status_sync_period: Duration,
+    /// Address of the HTTPS probe endpoint (`/healthz`, `/readyz`); none: not served.
+    pub health_address: Option<SocketAddr>,
+    /// TLS settings of the probe endpoint.
+    pub health_tls: crate::health::TlsSettings,
+    /// How long an AppliedManifestWork whose work is gone from the hub is kept before it (and so
+    /// its resources) is deleted; at least [`EVICTION_DISABLED_AT`] disables eviction.
+    pub eviction_grace_period: Duration,
+    /// Lease duration, renew deadline and retry period of leader election (none: defaults).
+    pub leader_timing: Option<(Duration, Duration, Duration)>,
 }
+
+/// A grace period this long (100 years) or longer disables eviction, as upstream.
+pub const EVICTION_DISABLED_AT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
 impl AgentConfig {
     /// A config with defaults for everything but the identity.
@@ -46,7 +58,34 @@ impl AgentConfig {
             lease_namespace: "open-cluster-management-agent".into(),
             readonly_resync: Duration::from_secs(30),
             status_sync_period: Duration::from_secs(300),
+            health_address: None,
+            health_tls: crate::health::TlsSettings::default(),
+            eviction_grace_period: Duration::from_secs(3600),
+            leader_timing: None,
         }
+    }
+
+    /// Sets the HTTPS probe endpoint.
+    pub fn with_health(
+        mut self,
+        address: Option<SocketAddr>,
+        tls: crate::health::TlsSettings,
+    ) -> Self {
+        self.health_address = address;
+        self.health_tls = tls;
+        self
+    }
+
+    /// Sets the eviction grace period of AppliedManifestWorks whose work is gone.
+    pub fn with_eviction_grace_period(mut self, grace: Duration) -> Self {
+        self.eviction_grace_period = grace;
+        self
+    }
+
+    /// Sets the leader-election timing: lease duration, renew deadline, retry period.
+    pub fn with_leader_timing(mut self, timing: Option<(Duration, Duration, Duration)>) -> Self {
+        self.leader_timing = timing;
+        self
     }
 
     /// Sets the worker count.

@@ -12,6 +12,7 @@ pub mod context;
 pub mod deletion;
 pub mod error;
 pub mod evaluate;
+pub mod eviction;
 pub mod executor;
 pub mod feedback;
 pub mod finalizers;
@@ -25,6 +26,7 @@ pub mod status;
 pub mod status_writer;
 pub mod triggers;
 pub mod ttl;
+pub mod ttl_failures;
 pub mod watches;
 
 use std::sync::Arc;
@@ -59,6 +61,9 @@ pub enum RunError {
     /// The metrics/health listener could not start.
     #[error(transparent)]
     Http(#[from] crate::http::HttpError),
+    /// The HTTPS probe endpoint could not start.
+    #[error(transparent)]
+    Health(#[from] crate::health::HealthError),
     /// Leader election could not start.
     #[error(transparent)]
     Leader(#[from] leader::LeaderError),
@@ -87,6 +92,7 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
     });
     let http_stop = wait_true(stop_rx.clone());
     tokio::spawn(server.run(http_stop));
+    crate::health::spawn_for(&config, &clients.hub, &metrics, &readiness, stop_rx.clone()).await?;
     tokio::spawn(probe_api_servers(
         clients.hub.clone(),
         clients.spoke.clone(),
@@ -98,7 +104,8 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
             config.lease_namespace.clone(),
             format!("work-agent-{}", config.cluster_name),
             leader::default_identity(),
-        );
+        )
+        .with_timing(config.leader_timing);
         leader::spawn(clients.spoke.clone(), lease)?
     } else {
         LeaderHandle::always_leader()
@@ -152,6 +159,7 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         spoke: clients.spoke,
         config,
     });
+    let _eviction = eviction::spawn(ctx.clone());
     let lost = async move {
         // An error means the elector is gone without ever losing (e.g. no election at all).
         if leading.wait_for(|l| !*l).await.is_err() {

@@ -10,6 +10,7 @@ use crate::metrics::{Metrics, StateLabels};
 pub struct WorkStates {
     states: Mutex<HashMap<String, &'static str>>,
     ttl_pending: Mutex<BTreeSet<String>>,
+    ttl_failures: Mutex<HashMap<String, u32>>,
 }
 
 impl WorkStates {
@@ -56,6 +57,27 @@ impl WorkStates {
     }
 }
 
+impl WorkStates {
+    /// Counts one more failed TTL deletion of a work; returns the count so far.
+    pub fn record_ttl_failure(&self, work: &str) -> u32 {
+        let mut failures = self
+            .ttl_failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let count = failures.entry(work.to_string()).or_insert(0);
+        *count = count.saturating_add(1);
+        *count
+    }
+
+    /// Forgets a work's failed TTL deletions (it was deleted, or is no longer due).
+    pub fn clear_ttl_failures(&self, work: &str) {
+        self.ttl_failures
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(work);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +105,15 @@ mod tests {
         assert_eq!(metrics.ttl_pending_deletions.get(), 1);
         states.set_ttl_pending(&metrics, "a", false);
         assert_eq!(metrics.ttl_pending_deletions.get(), 0);
+    }
+
+    #[test]
+    fn ttl_failures_count_per_work_until_cleared() {
+        let states = WorkStates::default();
+        assert_eq!(states.record_ttl_failure("a"), 1);
+        assert_eq!(states.record_ttl_failure("a"), 2);
+        assert_eq!(states.record_ttl_failure("b"), 1);
+        states.clear_ttl_failures("a");
+        assert_eq!(states.record_ttl_failure("a"), 1);
     }
 }

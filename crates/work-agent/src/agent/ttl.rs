@@ -22,7 +22,13 @@ pub async fn ttl_step(work: &ManifestWork, ctx: &Context) -> Result<Action, Erro
         }
         gc::GcAction::DeleteNow { .. } => {
             let uid = work.metadata.uid.clone().unwrap_or_default();
-            match gc::collect(&ctx.works(), &ctx.recorder, &name, &uid).await? {
+            let outcome = gc::collect(&ctx.works(), &ctx.recorder, &name, &uid)
+                .await
+                .inspect_err(|_| super::ttl_failures::failed(ctx))?;
+            if let Some(retry) = super::ttl_failures::observe(ctx, &name, outcome) {
+                return Ok(retry);
+            }
+            match outcome {
                 gc::GcOutcome::Deleted { lag } => {
                     ctx.states.set_ttl_pending(&ctx.metrics, &name, false);
                     ctx.metrics.ttl_deletions_total.inc();

@@ -1,0 +1,224 @@
+//! Upstream's probe endpoint: `/healthz` and `/readyz` over HTTPS (by default on :8443) with a
+//! self-signed certificate made in memory at start (the kubelet does not verify probe
+//! certificates), and the liveness probe that makes `/healthz` mean something.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::Api;
+use kube::api::ListParams;
+use tokio::sync::watch;
+use tokio_rustls::rustls;
+use work_api::ManifestWork;
+
+use crate::http::{HttpError, HttpServer, HttpState, Readiness};
+
+/// Time between two rounds of the liveness probe.
+pub const PROBE_PERIOD: Duration = Duration::from_secs(30);
+
+/// TLS settings of the probe endpoint (upstream's `--tls-min-version`/`--tls-cipher-suites`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsSettings {
+    /// Only TLS 1.3 (`VersionTLS13`); otherwise 1.2 and 1.3.
+    pub tls13_only: bool,
+    /// IANA names of the allowed cipher suites; empty: rustls' defaults.
+    pub cipher_suites: Vec<String>,
+}
+
+impl TlsSettings {
+    /// Reads upstream's flag values (`VersionTLS12`/`VersionTLS13`, a comma list of suites).
+    pub fn from_flags(
+        min_version: Option<&str>,
+        cipher_suites: Option<&str>,
+    ) -> Result<Self, String> {
+        let tls13_only = match min_version.map(str::trim).filter(|v| !v.is_empty()) {
+            None | Some("VersionTLS12") => false,
+            Some("VersionTLS13") => true,
+            Some(other) => {
+                return Err(format!(
+                    "--tls-min-version={other}: supported values are VersionTLS12 and VersionTLS13"
+                ));
+            }
+        };
+        let cipher_suites: Vec<String> = cipher_suites
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect();
+        let settings = Self {
+            tls13_only,
+            cipher_suites,
+        };
+        settings.provider()?;
+        Ok(settings)
+    }
+
+    /// rustls' ring provider restricted to the chosen suites.
+    fn provider(&self) -> Result<rustls::crypto::CryptoProvider, String> {
+        let mut provider = rustls::crypto::ring::default_provider();
+        if self.cipher_suites.is_empty() {
+            return Ok(provider);
+        }
+        let supported: Vec<String> = provider
+            .cipher_suites
+            .iter()
+            .map(|s| format!("{:?}", s.suite()))
+            .collect();
+        if let Some(unknown) = self.cipher_suites.iter().find(|s| !supported.contains(s)) {
+            return Err(format!(
+                "--tls-cipher-suites: unsupported cipher suite {unknown} (supported: {})",
+                supported.join(", ")
+            ));
+        }
+        provider
+            .cipher_suites
+            .retain(|s| self.cipher_suites.contains(&format!("{:?}", s.suite())));
+        Ok(provider)
+    }
+
+    /// A TLS acceptor with a fresh self-signed certificate for `localhost`.
+    pub fn self_signed_acceptor(&self) -> Result<tokio_rustls::TlsAcceptor, String> {
+        let rcgen::CertifiedKey { cert, signing_key } =
+            rcgen::generate_simple_self_signed(vec!["localhost".to_string()])
+                .map_err(|e| format!("generating the probe certificate: {e}"))?;
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(signing_key.serialize_der().into());
+        let versions: &[&rustls::SupportedProtocolVersion] = if self.tls13_only {
+            &[&rustls::version::TLS13]
+        } else {
+            &[&rustls::version::TLS12, &rustls::version::TLS13]
+        };
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(self.provider()?))
+            .with_protocol_versions(versions)
+            .map_err(|e| format!("TLS settings of the probe endpoint: {e}"))?
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der().clone()], key)
+            .map_err(|e| format!("TLS settings of the probe endpoint: {e}"))?;
+        Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+    }
+}
+
+/// Why the probe endpoint did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum HealthError {
+    /// The listener could not be bound.
+    #[error(transparent)]
+    Http(#[from] HttpError),
+    /// The certificate or TLS settings could not be made.
+    #[error("{0}")]
+    Tls(String),
+}
+
+/// [`spawn`] with the agent's settings and handles.
+pub async fn spawn_for(
+    config: &crate::agent::AgentConfig,
+    hub: &kube::Client,
+    metrics: &Arc<crate::metrics::Metrics>,
+    readiness: &Readiness,
+    stop: watch::Receiver<bool>,
+) -> Result<(), HealthError> {
+    let state = HttpState {
+        metrics: metrics.clone(),
+        readiness: readiness.clone(),
+    };
+    spawn(
+        config.health_address,
+        &config.health_tls,
+        state,
+        hub.clone(),
+        &config.cluster_name,
+        stop,
+    )
+    .await
+}
+
+/// Starts the HTTPS probe endpoint on `address` (if any) and the liveness probe, both until
+/// `stop` turns true.
+pub async fn spawn(
+    address: Option<SocketAddr>,
+    tls: &TlsSettings,
+    state: HttpState,
+    hub: kube::Client,
+    cluster_namespace: &str,
+    stop: watch::Receiver<bool>,
+) -> Result<(), HealthError> {
+    tokio::spawn(probe_loop(
+        Api::namespaced(hub, cluster_namespace),
+        state.readiness.clone(),
+        stop.clone(),
+    ));
+    let Some(address) = address else {
+        return Ok(());
+    };
+    let acceptor = tls.self_signed_acceptor().map_err(HealthError::Tls)?;
+    let server = HttpServer::bind(address, state).await?.with_tls(acceptor);
+    tracing::info!(address = %address, "serving /healthz and /readyz over HTTPS");
+    tokio::spawn(server.run(async move {
+        let mut stop = stop;
+        let _ = stop.wait_for(|s| *s).await;
+    }));
+    Ok(())
+}
+
+/// Every [`PROBE_PERIOD`], lists one ManifestWork of the cluster namespace with the current hub
+/// credentials and records whether the hub refused them.
+async fn probe_loop(
+    works: Api<ManifestWork>,
+    readiness: Readiness,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        let unauthorized = match works.list_metadata(&ListParams::default().limit(1)).await {
+            Err(kube::Error::Api(status)) if status.code == 401 => {
+                tracing::warn!("the hub refuses the agent's credentials (401 Unauthorized)");
+                true
+            }
+            _ => false,
+        };
+        readiness.record_probe_round(unauthorized, Instant::now());
+        tokio::select! {
+            () = tokio::time::sleep(PROBE_PERIOD) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tls_flags_are_checked() {
+        assert_eq!(
+            TlsSettings::from_flags(None, None),
+            Ok(TlsSettings::default())
+        );
+        assert!(
+            TlsSettings::from_flags(Some("VersionTLS13"), None)
+                .expect("1.3")
+                .tls13_only
+        );
+        let err = TlsSettings::from_flags(Some("VersionTLS10"), None).expect_err("1.0");
+        assert!(err.contains("VersionTLS12"), "{err}");
+        let ok = TlsSettings::from_flags(
+            None,
+            Some("TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS13_AES_128_GCM_SHA256"),
+        )
+        .expect("known suites");
+        assert_eq!(ok.cipher_suites.len(), 2);
+        let err = TlsSettings::from_flags(None, Some("TLS_RSA_WITH_RC4_128_SHA")).expect_err("rc4");
+        assert!(
+            err.contains("unsupported cipher suite TLS_RSA_WITH_RC4_128_SHA"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_self_signed_acceptor_is_made_in_memory() {
+        TlsSettings::default()
+            .self_signed_acceptor()
+            .expect("certificate and TLS config");
+    }
+}

@@ -1,0 +1,302 @@
+//! Least privilege, checked: the shipped Roles list exactly the verbs the code calls (a table
+//! test on the YAML), and the whole flow (apply, status, completion, TTL, deletion, eviction)
+//! runs as ServiceAccounts holding exactly the shipped RBAC on the hub and on the spoke.
+
+mod agent_common;
+
+use std::collections::BTreeMap;
+
+use agent_common::*;
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+use test_support::{
+    AgentProcess, TestCluster, apply_yaml, free_port, parse_yaml_documents, repo_root,
+    service_account_kubeconfig, unique_name, wait_for,
+};
+
+/// `(apiGroups, resources) -> verbs` of every rule of every Role/ClusterRole in `file`, keyed by
+/// `<role name>: <groups> <resources>`.
+fn rules_of(file: &str) -> BTreeMap<String, Vec<String>> {
+    let text = std::fs::read_to_string(repo_root().join(file)).expect("RBAC file");
+    let mut out = BTreeMap::new();
+    for doc in parse_yaml_documents(&text).expect("RBAC parses") {
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let join = |v: &Value| {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|x| x.as_str().unwrap_or_default().to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default()
+        };
+        for rule in doc["rules"].as_array().cloned().unwrap_or_default() {
+            let key = format!(
+                "{name}: [{}] [{}]",
+                join(&rule["apiGroups"]),
+                join(&rule["resources"])
+            );
+            let verbs = rule["verbs"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default();
+            out.insert(key, verbs);
+        }
+    }
+    out
+}
+
+fn expect(entries: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
+    entries
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.iter().map(|s| s.to_string()).collect()))
+        .collect()
+}
+
+#[test]
+fn the_shipped_roles_grant_exactly_the_verbs_the_agent_uses() {
+    let table: [(&str, BTreeMap<String, Vec<String>>); 4] = [
+        (
+            "deploy/hub/role.yaml",
+            expect(&[
+                (
+                    "open-cluster-management:work-agent: [work.open-cluster-management.io] [manifestworks]",
+                    &["get", "list", "watch", "patch", "delete"],
+                ),
+                (
+                    "open-cluster-management:work-agent: [work.open-cluster-management.io] [manifestworks/status]",
+                    &["patch"],
+                ),
+                (
+                    "open-cluster-management:work-agent: [events.k8s.io] [events]",
+                    &["create", "patch"],
+                ),
+            ]),
+        ),
+        (
+            "deploy/hub-ocm/role.yaml",
+            expect(&[(
+                "open-cluster-management:work-agent:ttl: [work.open-cluster-management.io] [manifestworks]",
+                &["delete"],
+            )]),
+        ),
+        (
+            "deploy/base/role.yaml",
+            expect(&[(
+                "work-agent: [coordination.k8s.io] [leases]",
+                &["get", "create", "update"],
+            )]),
+        ),
+        (
+            "deploy/base/clusterrole.yaml",
+            expect(&[
+                (
+                    "open-cluster-management:work-agent: [work.open-cluster-management.io] [appliedmanifestworks]",
+                    &["get", "list", "watch", "create", "patch", "delete"],
+                ),
+                (
+                    "open-cluster-management:work-agent: [work.open-cluster-management.io] [appliedmanifestworks/status]",
+                    &["patch"],
+                ),
+                (
+                    "open-cluster-management:work-agent: [authorization.k8s.io] [subjectaccessreviews]",
+                    &["create"],
+                ),
+                (
+                    "open-cluster-management:work-agent:execution-default: [*] [*]",
+                    &[
+                        "get", "list", "watch", "create", "update", "patch", "delete",
+                    ],
+                ),
+                (
+                    "open-cluster-management:work-agent:execution-default: [rbac.authorization.k8s.io] [roles,rolebindings,clusterroles,clusterrolebindings]",
+                    &["escalate", "bind"],
+                ),
+            ]),
+        ),
+    ];
+    for (file, expected) in table {
+        assert_eq!(rules_of(file), expected, "{file}");
+    }
+    for (file, rules) in [
+        (
+            "deploy/base/clusterrole.yaml",
+            rules_of("deploy/base/clusterrole.yaml"),
+        ),
+        ("deploy/hub/role.yaml", rules_of("deploy/hub/role.yaml")),
+    ] {
+        for verbs in rules.values() {
+            assert!(
+                !verbs.iter().any(|v| v == "*" || v == "impersonate"),
+                "{file}: {verbs:?}"
+            );
+        }
+    }
+}
+
+/// Applies every document of `file` after `edit`, as admin.
+async fn apply_file(cluster: &TestCluster, file: &str, edit: impl Fn(&mut Value)) {
+    let text = std::fs::read_to_string(repo_root().join(file)).expect("deploy file");
+    for mut doc in parse_yaml_documents(&text).expect("deploy file parses") {
+        edit(&mut doc);
+        apply_yaml(&cluster.client, &doc.to_string())
+            .await
+            .unwrap_or_else(|e| panic!("applying {file}: {e}"));
+    }
+}
+
+/// Points every subject of a binding at ServiceAccount `ns/sa`.
+fn bind_to(doc: &mut Value, ns: &str, sa: &str) {
+    if let Some(subjects) = doc.get_mut("subjects").and_then(Value::as_array_mut) {
+        for s in subjects {
+            s["namespace"] = json!(ns);
+            s["name"] = json!(sa);
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_whole_flow_runs_with_exactly_the_shipped_rbac_on_both_sides() {
+    let hub = TestCluster::hub().await;
+    let spoke = TestCluster::spoke().await;
+    let cluster = hub.namespace("least").await;
+    let ns = spoke.namespace("least").await;
+    let agent_ns = spoke.namespace("least-agent").await;
+
+    // Hub: deploy/hub's Role and RoleBinding in the cluster namespace.
+    for file in ["deploy/hub/role.yaml", "deploy/hub/rolebinding.yaml"] {
+        apply_file(&hub, file, |doc| {
+            doc["metadata"]["namespace"] = json!(cluster);
+            bind_to(doc, &cluster, "work-agent");
+        })
+        .await;
+    }
+    let hub_kubeconfig = service_account_kubeconfig(&hub, &cluster, "work-agent").await;
+
+    // Spoke: deploy/base's ClusterRoles as shipped; the bindings renamed per test (they are
+    // cluster-wide) and bound to this test's ServiceAccount; the Lease Role in its namespace.
+    apply_file(&spoke, "deploy/base/clusterrole.yaml", |_| {}).await;
+    let binding_suffix = unique_name("least");
+    apply_file(&spoke, "deploy/base/clusterrolebinding.yaml", |doc| {
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        doc["metadata"]["name"] = json!(format!("{name}:{binding_suffix}"));
+        bind_to(doc, &agent_ns, "work-agent");
+    })
+    .await;
+    for file in ["deploy/base/role.yaml", "deploy/base/rolebinding.yaml"] {
+        apply_file(&spoke, file, |doc| {
+            doc["metadata"]["namespace"] = json!(agent_ns);
+            bind_to(doc, &agent_ns, "work-agent");
+        })
+        .await;
+    }
+    let spoke_kubeconfig = service_account_kubeconfig(&spoke, &agent_ns, "work-agent").await;
+    // The execution ClusterRole is aggregated by the controller manager.
+    let roles: Api<ClusterRole> = Api::all(spoke.client.clone());
+    wait_for("the execution ClusterRole aggregated", TIMEOUT, || {
+        let roles = roles.clone();
+        async move {
+            let role = roles
+                .get_opt("open-cluster-management:work-agent:execution")
+                .await
+                .ok()??;
+            role.rules.filter(|r| !r.is_empty()).map(|_| ())
+        }
+    })
+    .await;
+
+    let port = free_port();
+    let mut args = agent_args_on(
+        &hub_kubeconfig,
+        &spoke_kubeconfig,
+        &cluster,
+        port,
+        &[
+            format!("--lease-namespace={agent_ns}"),
+            "--appliedmanifestwork-eviction-grace-period=3s".to_string(),
+        ],
+    );
+    for arg in &mut args {
+        if arg == "--leader-elect=false" {
+            *arg = "--leader-elect=true".to_string();
+        }
+    }
+    let agent = AgentProcess::start(&args);
+    let mut env = Env::with_agent(hub, spoke, cluster, ns, agent, port);
+
+    // Apply, status, completion and TTL.
+    let ttl = env.work_name("ttl");
+    env.create_work(
+        &ttl,
+        json!({
+            "workload": {"manifests": [configmap(&env.ns, "ttl-cm", json!({"a": "1"})), job(&env.ns, "j")]},
+            "manifestConfigs": [{
+                "resourceIdentifier": {"group": "batch", "resource": "jobs", "name": "j", "namespace": env.ns},
+                "conditionRules": [{"type": "WellKnownCompletions"}]
+            }],
+            "deleteOption": {"ttlSecondsAfterFinished": 2},
+        }),
+    )
+    .await;
+    env.wait_work(&ttl, "Applied, Available and Complete", |w| {
+        work_is(w, "Applied", "True") && work_is(w, "Complete", "True")
+    })
+    .await;
+    env.wait_work_gone(&ttl).await;
+    env.wait_object_gone(&env.configmaps(), "ttl-cm").await;
+
+    // Deletion by the user.
+    let deleted = env.work_name("delete");
+    env.create_work(
+        &deleted,
+        json!({"workload": {"manifests": [configmap(&env.ns, "deleted-cm", json!({"a": "1"}))]}}),
+    )
+    .await;
+    env.wait_work(&deleted, "Applied", |w| work_is(w, "Applied", "True"))
+        .await;
+    env.delete_work(&deleted).await;
+    env.wait_work_gone(&deleted).await;
+    env.wait_object_gone(&env.configmaps(), "deleted-cm").await;
+
+    // Eviction: the work disappears from the hub while the agent is down.
+    let evicted = env.work_name("evict");
+    env.create_work(
+        &evicted,
+        json!({"workload": {"manifests": [configmap(&env.ns, "evicted-cm", json!({"a": "1"}))]}}),
+    )
+    .await;
+    env.wait_work(&evicted, "Applied", |w| work_is(w, "Applied", "True"))
+        .await;
+    env.agent.stop();
+    env.works()
+        .patch(
+            &evicted,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("drop the finalizer as admin");
+    env.delete_work(&evicted).await;
+    env.wait_work_gone(&evicted).await;
+    env.agent = AgentProcess::start(&args);
+    env.wait_object_gone(&env.configmaps(), "evicted-cm").await;
+    env.wait_applied_work_gone(&evicted).await;
+    let log = env.agent.log();
+    assert!(
+        !log.contains("403") && !log.to_lowercase().contains("forbidden"),
+        "no request was refused: {log}"
+    );
+}

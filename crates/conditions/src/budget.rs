@@ -18,14 +18,8 @@ use cel::common::types::{CelBytes, CelInt, CelString, DYN_TYPE, INT_TYPE, Type};
 use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env};
 
-use crate::cost::string_units;
+use crate::cost::{BUDGET_FUNCTION, SIZE_FUNCTION, string_units};
 use crate::{EvalError, Limits};
-
-/// Name of the internal function that meters comprehension ranges (not callable from CEL
-/// source: `@` is not an identifier character).
-pub(crate) const BUDGET_FUNCTION: &str = "@budget";
-/// Name of the internal function that charges an operand's size.
-pub(crate) const SIZE_FUNCTION: &str = "@size_cost";
 
 /// Registers the internal metering functions.
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {

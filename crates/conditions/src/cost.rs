@@ -5,15 +5,19 @@
 //! element of a list or map argument and one per [`BYTES_PER_UNIT`] bytes of a string
 //! argument. Nodes outside comprehension bodies are charged once per evaluation, up front
 //! ([`Program::static_cost`]); a comprehension body's nodes are charged on every iteration by
-//! the metered range ([`crate::budget::BUDGET_FUNCTION`]); argument sizes are charged when the
-//! argument is evaluated ([`crate::budget::SIZE_FUNCTION`]). A literal argument is charged
+//! the metered range ([`BUDGET_FUNCTION`]); argument sizes are charged when the
+//! argument is evaluated ([`SIZE_FUNCTION`]); [`crate::budget`] implements both. A literal argument is charged
 //! statically instead (its size is known), so common shapes such as `s.startsWith('x')` pay
 //! nothing at run time for metering.
 
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 use cel::common::types::CelInt;
 
-use crate::budget::{BUDGET_FUNCTION, SIZE_FUNCTION};
+/// Name of the internal function that meters a comprehension range (`(range, units per
+/// iteration)`; not callable from CEL source: `@` is not an identifier character).
+pub(crate) const BUDGET_FUNCTION: &str = "@budget";
+/// Name of the internal function that charges an operand's size.
+pub(crate) const SIZE_FUNCTION: &str = "@size_cost";
 
 /// Bytes of a string argument that cost one unit.
 pub(crate) const BYTES_PER_UNIT: u64 = 10;

@@ -2,7 +2,7 @@
 //! resourceVersion, so that the rules of several evaluations of one object version share one
 //! conversion.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -68,7 +68,8 @@ impl VariableResolver for ObjectVariable<'_> {
     }
 }
 
-/// A bounded cache of prepared objects keyed by (uid, resourceVersion); the oldest goes first.
+/// A bounded cache of prepared objects keyed by uid, holding one resourceVersion each (an
+/// object has one live version); the oldest goes first.
 pub(crate) struct ObjectCache {
     capacity: usize,
     max_bytes: usize,
@@ -78,15 +79,25 @@ pub(crate) struct ObjectCache {
 
 #[derive(Default)]
 struct Entries {
-    list: VecDeque<Entry>,
+    by_uid: HashMap<String, Entry>,
+    /// Uids, oldest first.
+    order: VecDeque<String>,
     bytes: usize,
 }
 
 struct Entry {
-    uid: String,
     resource_version: String,
     bytes: usize,
     object: Arc<PreparedObject>,
+}
+
+impl Entries {
+    fn remove(&mut self, uid: &str) {
+        if let Some(old) = self.by_uid.remove(uid) {
+            self.bytes -= old.bytes;
+            self.order.retain(|u| u != uid);
+        }
+    }
 }
 
 impl ObjectCache {
@@ -113,9 +124,9 @@ impl ObjectCache {
         let (uid, rv) = cache_key(object).filter(|_| self.capacity > 0)?;
         let hit = self
             .lock()
-            .list
-            .iter()
-            .find(|e| e.uid == uid && e.resource_version == rv)
+            .by_uid
+            .get(uid)
+            .filter(|e| e.resource_version == rv)
             .map(|e| e.object.clone());
         if hit.is_some() {
             return hit;
@@ -136,32 +147,27 @@ impl ObjectCache {
             return;
         }
         let mut entries = self.lock();
-        if entries
-            .list
-            .iter()
-            .any(|e| e.uid == uid && e.resource_version == rv)
-        {
-            return;
-        }
-        // An object has one live version: an older one of the same uid is of no more use.
-        if let Some(old) = entries.list.iter().position(|e| e.uid == uid) {
-            if let Some(old) = entries.list.remove(old) {
-                entries.bytes -= old.bytes;
-            }
-        }
-        while entries.list.len() >= self.capacity || entries.bytes + bytes > self.max_bytes {
-            match entries.list.pop_front() {
-                Some(oldest) => entries.bytes -= oldest.bytes,
+        entries.remove(uid);
+        while entries.by_uid.len() >= self.capacity || entries.bytes + bytes > self.max_bytes {
+            match entries.order.pop_front() {
+                Some(oldest) => {
+                    if let Some(old) = entries.by_uid.remove(&oldest) {
+                        entries.bytes -= old.bytes;
+                    }
+                }
                 None => break,
             }
         }
         entries.bytes += bytes;
-        entries.list.push_back(Entry {
-            uid: uid.to_string(),
-            resource_version: rv.to_string(),
-            bytes,
-            object,
-        });
+        entries.order.push_back(uid.to_string());
+        entries.by_uid.insert(
+            uid.to_string(),
+            Entry {
+                resource_version: rv.to_string(),
+                bytes,
+                object,
+            },
+        );
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
@@ -217,7 +223,12 @@ mod tests {
         assert_eq!(cache.conversions(), 1);
         cache.cached(&object("u1", "2"));
         assert_eq!(cache.conversions(), 2);
-        assert_eq!(cache.lock().list.len(), 1, "the older version was dropped");
+        assert_eq!(
+            cache.lock().by_uid.len(),
+            1,
+            "the older version was dropped"
+        );
+        assert_eq!(cache.lock().order.len(), 1);
     }
 
     #[test]
@@ -238,10 +249,11 @@ mod tests {
         for uid in ["a", "b", "c"] {
             cache.cached(&object(uid, "1"));
         }
-        assert_eq!(cache.lock().list.len(), 2);
+        assert_eq!(cache.lock().by_uid.len(), 2);
+        assert!(cache.lock().by_uid.contains_key("c"));
         let tiny = ObjectCache::new(8, 100);
         tiny.cached(&object("a", "1"));
-        assert_eq!(tiny.lock().list.len(), 0, "over the byte bound: not kept");
+        assert_eq!(tiny.lock().by_uid.len(), 0, "over the byte bound: not kept");
     }
 
     #[test]

@@ -171,13 +171,13 @@ impl<'a> ObjectScope<'a> {
             message: None,
         };
         for (index, expression) in rule.cel_expressions.iter().enumerate() {
-            let where_ = format!("celExpressions[{index}]");
             let outcome = self
                 .engine
                 .compile(&expression.expression)
                 .and_then(|compiled| self.engine.run(&compiled, self.ctx()?, &self.budget))
                 .and_then(interpret)
                 .map_err(|err| {
+                    let where_ = format!("celExpressions[{index}]");
                     self.note_exhaustion(&err, rule, &where_);
                     error_condition(&where_, err)
                 })?;

@@ -58,6 +58,8 @@
 //!   `metadata.resourceVersion` (a cache of `object_cache_capacity` (256) objects, at most
 //!   `object_cache_bytes` (32 MiB) of JSON), so the rules of every evaluation of one object
 //!   version share one conversion. Objects without both fields are converted on every call.
+//!   As on the API server, one uid and resourceVersion must mean one content: a caller that
+//!   edits an object must drop its resourceVersion (or evaluate with a fresh [`Evaluator`]).
 //!
 //! Which entry point: [`Evaluator::evaluate_manifest`] and [`Evaluator::is_complete`] take the
 //! JSON and use the cache; a caller that evaluates the same object version several times and

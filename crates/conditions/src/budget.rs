@@ -1,70 +1,108 @@
-//! Run-time metering of evaluations.
+//! Run-time metering of evaluations against a manifest's cost budget.
 //!
-//! Every comprehension's range is wrapped in a call to [`BUDGET_FUNCTION`], which returns an
-//! iterable that counts each iteration against a per-evaluation budget and checks the deadline.
-//! When either runs out the iteration ends early, the evaluation unwinds within one loop body,
-//! and the (meaningless) result is replaced by [`EvalError::Timeout`]. Nothing keeps running
-//! after the caller gets its answer, and no thread is needed. Work outside comprehensions is
-//! not metered: it is bounded by the expression size times the input size.
+//! [`crate::cost`] instruments every expression: each comprehension's range is wrapped in a call
+//! to [`BUDGET_FUNCTION`], which returns an iterable that charges every iteration (its body's
+//! units) and the sized operands are wrapped in [`SIZE_FUNCTION`], which charges their size. The
+//! charges are counted against the [`ManifestBudget`] the evaluation runs under. When it runs
+//! out, or the expression's iterations or its wall-clock deadline (a safety net only), the
+//! iteration ends early, the evaluation unwinds within one loop body, and the (meaningless)
+//! result is replaced by an error. Nothing keeps running after the caller gets its answer, and
+//! no thread is needed.
 
-use std::cell::Cell;
-use std::time::{Duration, Instant};
+use std::cell::{Cell, RefCell};
+use std::time::Instant;
 
 use cel::ExecutionError;
-use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr};
 use cel::common::traits::{Iterable, Iterator as CelIterator, Sizer};
-use cel::common::types::{DYN_TYPE, Type};
+use cel::common::types::{CelBytes, CelInt, CelString, DYN_TYPE, INT_TYPE, Type};
 use cel::common::value::{CowVal, Val};
+use cel::{DeclarationError, Env};
 
+use crate::cost::{BUDGET_FUNCTION, SIZE_FUNCTION, string_units};
 use crate::{EvalError, Limits};
 
-/// Name of the internal function that meters comprehension ranges (not callable from CEL
-/// source: `@` is not an identifier character).
-pub(crate) const BUDGET_FUNCTION: &str = "@budget";
-
-/// Wraps every comprehension's range in a call to [`BUDGET_FUNCTION`].
-pub(crate) fn meter_comprehensions(expr: &mut IdedExpr) {
-    match &mut expr.expr {
-        Expr::Call(call) => {
-            if let Some(target) = call.target.as_mut() {
-                meter_comprehensions(target);
-            }
-            call.args.iter_mut().for_each(meter_comprehensions);
-        }
-        Expr::Comprehension(c) => {
-            for child in [
-                &mut c.iter_range,
-                &mut c.accu_init,
-                &mut c.loop_cond,
-                &mut c.loop_step,
-                &mut c.result,
-            ] {
-                meter_comprehensions(child);
-            }
-            let range = std::mem::take(&mut c.iter_range);
-            c.iter_range = IdedExpr {
-                id: range.id,
-                expr: Expr::Call(CallExpr {
-                    func_name: BUDGET_FUNCTION.to_string(),
-                    target: None,
-                    args: vec![range],
-                }),
-            };
-        }
-        Expr::List(list) => list.elements.iter_mut().for_each(meter_comprehensions),
-        Expr::Map(map) => map.entries.iter_mut().for_each(meter_entry),
-        Expr::Struct(s) => s.entries.iter_mut().for_each(meter_entry),
-        Expr::Select(select) => meter_comprehensions(&mut select.operand),
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
-    }
+/// Registers the internal metering functions.
+pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
+    env.add_overload(
+        BUDGET_FUNCTION,
+        "@budget(dyn,int)",
+        vec![DYN_TYPE, INT_TYPE],
+        budget,
+    )?;
+    env.add_overload(SIZE_FUNCTION, "@size_cost(dyn)", vec![DYN_TYPE], size_cost)
 }
 
-fn meter_entry(entry: &mut cel::common::ast::IdedEntryExpr) {
-    match &mut entry.expr {
-        EntryExpr::StructField(f) => meter_comprehensions(&mut f.value),
-        EntryExpr::MapEntry(m) => {
-            meter_comprehensions(&mut m.key);
-            meter_comprehensions(&mut m.value);
+/// The cost units one manifest's evaluations may spend together (all rules, all expressions,
+/// message expressions included).
+#[derive(Debug)]
+pub(crate) struct ManifestBudget {
+    limit: u64,
+    remaining: Cell<u64>,
+    exhausted_at: RefCell<Option<String>>,
+}
+
+impl ManifestBudget {
+    /// A full budget of `limits.manifest_cost_budget` units.
+    pub(crate) fn new(limits: &Limits) -> Self {
+        Self {
+            limit: limits.manifest_cost_budget,
+            remaining: Cell::new(limits.manifest_cost_budget),
+            exhausted_at: RefCell::new(None),
+        }
+    }
+
+    /// Units left.
+    #[cfg(test)]
+    pub(crate) fn remaining(&self) -> u64 {
+        self.remaining.get()
+    }
+
+    /// Where the budget ran out (`rule X celExpressions[i]`), once it has.
+    pub(crate) fn exhausted_at(&self) -> Option<String> {
+        self.exhausted_at.borrow().clone()
+    }
+
+    /// Records where the budget ran out (the first place only).
+    pub(crate) fn mark_exhausted(&self, at: &str) {
+        let mut slot = self.exhausted_at.borrow_mut();
+        if slot.is_none() {
+            *slot = Some(at.to_string());
+        }
+    }
+
+    /// The error of an evaluation stopped by this budget.
+    pub(crate) fn exceeded(&self) -> EvalError {
+        self.remaining.set(0);
+        EvalError::BudgetExceeded { limit: self.limit }
+    }
+
+    /// Runs `f` (one evaluation costing `static_cost` up front) metered against this budget and
+    /// the per-expression `limits`.
+    pub(crate) fn meter<R>(
+        &self,
+        limits: &Limits,
+        static_cost: u64,
+        f: impl FnOnce() -> R,
+    ) -> Result<R, EvalError> {
+        let Some(left) = self.remaining.get().checked_sub(static_cost) else {
+            return Err(self.exceeded());
+        };
+        let run = Run::start(limits, left);
+        let result = f();
+        let (left, stopped) = run.finish();
+        self.remaining.set(left);
+        match stopped {
+            None => Ok(result),
+            Some(Stop::Cost) => Err(self.exceeded()),
+            Some(Stop::Iterations) => Err(EvalError::Timeout {
+                message: format!(
+                    "more than {} comprehension iterations",
+                    limits.max_iterations
+                ),
+            }),
+            Some(Stop::Deadline) => Err(EvalError::Timeout {
+                message: format!("ran longer than {:?}", limits.max_evaluation_time),
+            }),
         }
     }
 }
@@ -72,74 +110,91 @@ fn meter_entry(entry: &mut cel::common::ast::IdedEntryExpr) {
 /// Why a metered evaluation was stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stop {
+    Cost,
     Iterations,
     Deadline,
 }
 
 thread_local! {
-    static REMAINING: Cell<u64> = const { Cell::new(u64::MAX) };
+    static COST_LEFT: Cell<u64> = const { Cell::new(u64::MAX) };
+    static ITERATIONS_LEFT: Cell<u64> = const { Cell::new(u64::MAX) };
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
     static STOPPED: Cell<Option<Stop>> = const { Cell::new(None) };
 }
 
-/// The budget of one evaluation on this thread; ends (and reports) with [`Budget::finish`].
-pub(crate) struct Budget {
-    limits_iterations: u64,
-    limits_time: Duration,
-}
+/// The metering of one evaluation on this thread; ends with [`Run::finish`] or drop.
+struct Run;
 
-impl Budget {
-    /// Starts metering the evaluations run on this thread until `finish` or drop.
-    pub(crate) fn start(limits: &Limits) -> Budget {
-        REMAINING.with(|r| r.set(limits.max_iterations));
+impl Run {
+    fn start(limits: &Limits, cost_left: u64) -> Run {
+        COST_LEFT.with(|c| c.set(cost_left));
+        ITERATIONS_LEFT.with(|r| r.set(limits.max_iterations));
         DEADLINE.with(|d| d.set(Instant::now().checked_add(limits.max_evaluation_time)));
         STOPPED.with(|s| s.set(None));
-        Budget {
-            limits_iterations: limits.max_iterations,
-            limits_time: limits.max_evaluation_time,
-        }
+        Run
     }
 
-    /// Ends metering; an error when the evaluation was stopped.
-    pub(crate) fn finish(self) -> Result<(), EvalError> {
-        let stopped = STOPPED.with(|s| s.get());
-        match stopped {
-            None => Ok(()),
-            Some(Stop::Iterations) => Err(EvalError::Timeout {
-                message: format!(
-                    "more than {} comprehension iterations",
-                    self.limits_iterations
-                ),
-            }),
-            Some(Stop::Deadline) => Err(EvalError::Timeout {
-                message: format!("ran longer than {:?}", self.limits_time),
-            }),
-        }
+    /// Units left and why the evaluation was stopped, if it was.
+    fn finish(self) -> (u64, Option<Stop>) {
+        (COST_LEFT.with(Cell::get), STOPPED.with(Cell::get))
     }
 }
 
-impl Drop for Budget {
+impl Drop for Run {
     fn drop(&mut self) {
-        REMAINING.with(|r| r.set(u64::MAX));
+        COST_LEFT.with(|c| c.set(u64::MAX));
+        ITERATIONS_LEFT.with(|r| r.set(u64::MAX));
         DEADLINE.with(|d| d.set(None));
         STOPPED.with(|s| s.set(None));
     }
 }
 
-/// Counts one iteration; false once the budget or the deadline is exhausted.
-fn tick() -> bool {
-    if STOPPED.with(|s| s.get()).is_some() {
+/// Charges `units` to the running evaluation; false (and the evaluation stopped) when the
+/// budget cannot pay them.
+pub(crate) fn charge(units: u64) -> bool {
+    if STOPPED.with(Cell::get).is_some() {
         return false;
     }
-    let remaining = REMAINING.with(|r| r.get());
+    let left = COST_LEFT.with(Cell::get);
+    match left.checked_sub(units) {
+        Some(left) => {
+            COST_LEFT.with(|c| c.set(left));
+            true
+        }
+        None => {
+            COST_LEFT.with(|c| c.set(0));
+            STOPPED.with(|s| s.set(Some(Stop::Cost)));
+            false
+        }
+    }
+}
+
+/// [`charge`], as the error a CEL function returns when it cannot be paid.
+pub(crate) fn charge_or_stop(function: &str, units: u64) -> Result<(), ExecutionError> {
+    if charge(units) {
+        Ok(())
+    } else {
+        Err(ExecutionError::function_error(
+            function,
+            "the CEL cost budget is exhausted",
+        ))
+    }
+}
+
+/// Counts one iteration costing `units`; false once a limit is reached.
+fn tick(units: u64) -> bool {
+    if !charge(units) {
+        return false;
+    }
+    let remaining = ITERATIONS_LEFT.with(Cell::get);
     if remaining == 0 {
         STOPPED.with(|s| s.set(Some(Stop::Iterations)));
         return false;
     }
-    REMAINING.with(|r| r.set(remaining - 1));
-    // Every iteration: one iteration's body can itself be slow (a big list built and sorted),
-    // and reading the clock (~25 ns) is small next to an iteration of the interpreter.
-    if let Some(deadline) = DEADLINE.with(|d| d.get())
+    ITERATIONS_LEFT.with(|r| r.set(remaining - 1));
+    // The deadline is a safety net for work the cost count misses; reading the clock (~25 ns)
+    // is small next to an iteration of the interpreter.
+    if let Some(deadline) = DEADLINE.with(Cell::get)
         && Instant::now() > deadline
     {
         STOPPED.with(|s| s.set(Some(Stop::Deadline)));
@@ -152,6 +207,7 @@ fn tick() -> bool {
 #[derive(Debug)]
 struct Metered<'v> {
     inner: Box<dyn Val + 'v>,
+    units_per_iteration: u64,
 }
 
 impl Val for Metered<'_> {
@@ -183,6 +239,7 @@ impl Val for Metered<'_> {
     {
         Box::new(Metered {
             inner: self.inner.clone_as_boxed(),
+            units_per_iteration: self.units_per_iteration,
         })
     }
 }
@@ -198,22 +255,28 @@ impl<'x> Iterable for Metered<'x> {
         match iterable {
             Some(iterable) => {
                 let inner: Box<dyn CelIterator<'b, 'x> + 'b> = iterable.iter();
-                Box::new(MeteredIter(inner))
+                Box::new(MeteredIter {
+                    inner,
+                    units: self.units_per_iteration,
+                })
             }
             None => Box::new(Empty),
         }
     }
 }
 
-/// Iterates the inner range, counting each step against the budget.
-struct MeteredIter<'b, 'x>(Box<dyn CelIterator<'b, 'x> + 'b>);
+/// Iterates the inner range, charging each step.
+struct MeteredIter<'b, 'x> {
+    inner: Box<dyn CelIterator<'b, 'x> + 'b>,
+    units: u64,
+}
 
 impl<'b, 'x: 'v, 'v> CelIterator<'b, 'v> for MeteredIter<'b, 'x> {
     fn next(&mut self) -> Option<&'b (dyn Val + 'v)> {
-        if !tick() {
+        if !tick(self.units) {
             return None;
         }
-        self.0.next().map(|v| v as &'b (dyn Val + 'v))
+        self.inner.next().map(|v| v as &'b (dyn Val + 'v))
     }
 }
 
@@ -225,21 +288,57 @@ impl<'b, 'v> CelIterator<'b, 'v> for Empty {
     }
 }
 
-/// The [`BUDGET_FUNCTION`] overload: its argument, metered when it is iterable.
-pub(crate) fn budget<'b, 'v>(
-    mut args: Vec<CowVal<'b, 'v>>,
-) -> Result<CowVal<'b, 'v>, ExecutionError> {
-    if args.len() != 1 {
-        return Err(ExecutionError::invalid_argument_count(1, args.len()));
+/// The [`BUDGET_FUNCTION`] overload `(range, units per iteration)`: the range, metered when it
+/// is iterable.
+fn budget<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    if args.len() != 2 {
+        return Err(ExecutionError::invalid_argument_count(2, args.len()));
     }
-    let range = args.remove(0);
+    let units = args[1]
+        .downcast_ref::<CelInt>()
+        .map_or(1, |i| u64::try_from(*i.inner()).unwrap_or(1));
+    let range = args.swap_remove(0);
     if range.as_iterable().is_none() {
         // Let the comprehension report its own type error.
         return Ok(range);
     }
     Ok(CowVal::Owned(Box::new(Metered {
         inner: range.into_owned(),
+        units_per_iteration: units,
     })))
+}
+
+/// The [`SIZE_FUNCTION`] overload: charges its argument's size and returns it unchanged.
+fn size_cost<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    if args.len() != 1 {
+        return Err(ExecutionError::invalid_argument_count(1, args.len()));
+    }
+    let value = args.swap_remove(0);
+    charge_or_stop(SIZE_FUNCTION, size_units(value.as_ref()))?;
+    Ok(value)
+}
+
+/// What a value's size costs: one unit per element, or per [`crate::cost::BYTES_PER_UNIT`]
+/// bytes of a string.
+fn size_units(value: &dyn Val) -> u64 {
+    if let Some(s) = value.downcast_ref::<CelString>() {
+        string_units(s.inner().len())
+    } else if let Some(b) = value.downcast_ref::<CelBytes>() {
+        string_units(b.inner().len())
+    } else if let Some(sizer) = value.as_sizer() {
+        u64::try_from(*sizer.size().inner()).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
+/// Runs `f` metered with `cost` units; what is left and why it stopped.
+#[cfg(test)]
+fn with_budget<R>(limits: &Limits, cost: u64, f: impl FnOnce() -> R) -> (R, u64, Option<Stop>) {
+    let run = Run::start(limits, cost);
+    let r = f();
+    let (left, stopped) = run.finish();
+    (r, left, stopped)
 }
 
 #[cfg(test)]
@@ -247,31 +346,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_comprehension_range_is_metered() {
-        let env = cel::Env::stdlib();
-        let mut expr = env
-            .parser()
-            .parse("[1, 2].map(x, [3].exists(y, y == x))")
-            .expect("parses");
-        meter_comprehensions(&mut expr);
-        let printed = format!("{expr:?}");
-        let metered = printed
-            .matches(&format!("func_name: {BUDGET_FUNCTION:?}"))
-            .count();
-        assert_eq!(metered, 2, "{printed}");
-    }
-
-    #[test]
-    fn ticks_stop_when_the_budget_is_spent() {
+    fn ticks_stop_when_the_iterations_are_spent() {
         let limits = Limits {
             max_iterations: 3,
             ..Limits::default()
         };
-        let budget = Budget::start(&limits);
-        assert!(tick() && tick() && tick());
-        assert!(!tick());
-        assert!(matches!(budget.finish(), Err(EvalError::Timeout { .. })));
-        // Without a running budget nothing is metered.
-        assert!(tick());
+        let ((), _, stopped) = with_budget(&limits, 100, || {
+            assert!(tick(1) && tick(1) && tick(1));
+            assert!(!tick(1));
+        });
+        assert_eq!(stopped, Some(Stop::Iterations));
+        // Without a running evaluation nothing is metered.
+        assert!(tick(1));
+    }
+
+    #[test]
+    fn charges_stop_when_the_cost_is_spent() {
+        let ((), left, stopped) = with_budget(&Limits::default(), 10, || {
+            assert!(charge(4) && tick(5));
+            assert!(!tick(2));
+            assert!(!charge(0), "stays stopped");
+        });
+        assert_eq!((left, stopped), (0, Some(Stop::Cost)));
+    }
+
+    #[test]
+    fn a_manifest_budget_is_shared_by_its_evaluations() {
+        let limits = Limits {
+            manifest_cost_budget: 10,
+            ..Limits::default()
+        };
+        let budget = ManifestBudget::new(&limits);
+        assert_eq!(budget.meter(&limits, 4, || charge(3)), Ok(true));
+        assert_eq!(budget.remaining(), 3);
+        assert_eq!(
+            budget.meter(&limits, 4, || ()),
+            Err(EvalError::BudgetExceeded { limit: 10 })
+        );
+        assert_eq!(budget.remaining(), 0);
     }
 }

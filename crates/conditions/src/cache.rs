@@ -4,13 +4,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cel::IdedExpr;
-
 use crate::EvalError;
+use crate::cost::Program;
 
 /// A compiled expression (or why it does not compile; failures are cached too, so a bad
 /// expression is not re-parsed on every reconcile).
-pub(crate) type Compiled = Result<Arc<IdedExpr>, EvalError>;
+pub(crate) type Compiled = Result<Arc<Program>, EvalError>;
 
 /// A bounded map from source to compiled expression; the oldest entry goes first when full.
 pub(crate) struct Cache {
@@ -87,7 +86,7 @@ mod tests {
     use super::*;
 
     fn compile(_: &str) -> Compiled {
-        Ok(Arc::new(IdedExpr::default()))
+        Ok(Arc::new(Program::instrument(cel::IdedExpr::default())))
     }
 
     #[test]

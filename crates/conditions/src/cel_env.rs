@@ -2,14 +2,12 @@
 
 use std::sync::Arc;
 
-use cel::common::types::DYN_TYPE;
 use cel::{Context, DeclarationError, Env, extensions};
 
-use crate::budget::{BUDGET_FUNCTION, budget};
-use crate::k8s_functions;
+use crate::{budget, k8s_functions};
 
 /// The standard library, optional types, the strings, lists, math and encoders extensions,
-/// the Kubernetes functions and the internal metering function.
+/// the Kubernetes functions and the internal metering functions.
 pub(crate) fn build() -> Result<Arc<Env>, DeclarationError> {
     let mut env = Env::stdlib();
     env.add_extension(extensions::strings)?;
@@ -17,7 +15,7 @@ pub(crate) fn build() -> Result<Arc<Env>, DeclarationError> {
     env.add_extension(extensions::math)?;
     env.add_extension(extensions::encoders)?;
     k8s_functions::register(&mut env)?;
-    env.add_overload(BUDGET_FUNCTION, "@budget(dyn)", vec![DYN_TYPE], budget)?;
+    budget::register(&mut env)?;
     Ok(Arc::new(env))
 }
 

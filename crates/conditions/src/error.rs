@@ -31,11 +31,18 @@ pub enum EvalError {
         /// CEL's message.
         message: String,
     },
-    /// Evaluation ran over its iteration budget or deadline and was stopped.
+    /// Evaluation ran over its iteration limit or its deadline and was stopped.
     #[error("evaluation stopped: {message}")]
     Timeout {
         /// Which bound was hit.
         message: String,
+    },
+    /// The manifest's cost budget ([`crate::Limits::manifest_cost_budget`]), shared by all of
+    /// its rules, ran out.
+    #[error("the manifest's CEL cost budget of {limit} units is exhausted")]
+    BudgetExceeded {
+        /// The budget.
+        limit: u64,
     },
     /// The result has a type the caller cannot use.
     #[error("expected {expected}, got {got}")]

@@ -1,14 +1,16 @@
-//! The evaluator: compiles (cached, bounded) and runs expressions, and evaluates rules.
+//! The evaluator: the public entry points, over the engine, the object cache and the rules.
 
 use std::sync::{Arc, OnceLock};
 
-use cel::{Context, Env, IdedExpr, Value};
-use work_api::ConditionRule;
+use cel::common::types::CelNull;
+use work_api::{ConditionRule, ConditionRuleType};
 
-use crate::budget::{self, Budget};
-use crate::cache::{Cache, Compiled};
-use crate::limits::{self, Limits, PARSE_STACK_BYTES};
-use crate::{ConditionUpdate, EvalError, cel_env, convert, rules};
+use crate::budget::ManifestBudget;
+use crate::engine::Engine;
+use crate::limits::{self, Limits};
+use crate::prepared::{ObjectCache, ObjectVariable, PreparedObject};
+use crate::rules::ObjectScope;
+use crate::{ConditionUpdate, EvalError, convert};
 
 /// Variables bound for [`Evaluator::eval_expression`].
 #[derive(Clone, Copy, Debug)]
@@ -20,17 +22,19 @@ pub enum Bindings<'a> {
 }
 
 /// Compiles (with a bounded, thread-safe cache) and evaluates rules. `Send + Sync`: share one.
+///
+/// Every entry point evaluates synchronously on the caller's thread (the agent calls it from a
+/// blocking pool), on a grown stack when the thread has too little left, and within a cost
+/// budget per manifest ([`Limits::manifest_cost_budget`]) shared by all of its rules.
 pub struct Evaluator {
-    env: Option<Arc<Env>>,
-    env_error: Option<String>,
-    cache: Cache,
-    limits: Limits,
+    engine: Engine,
+    objects: ObjectCache,
 }
 
 impl std::fmt::Debug for Evaluator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Evaluator")
-            .field("limits", &self.limits)
+            .field("limits", self.engine.limits())
             .finish_non_exhaustive()
     }
 }
@@ -42,19 +46,11 @@ impl Default for Evaluator {
 }
 
 impl Evaluator {
-    /// An evaluator with its own cache and these limits.
+    /// An evaluator with its own caches and these limits.
     pub fn new(limits: Limits) -> Self {
-        // Building the environment only fails if two of our own declarations clash (a bug);
-        // it is reported on every evaluation as an internal error rather than a panic.
-        let (env, env_error) = match cel_env::build() {
-            Ok(env) => (Some(env), None),
-            Err(e) => (None, Some(e.to_string())),
-        };
         Self {
-            env,
-            env_error,
-            cache: Cache::new(limits.cache_capacity),
-            limits,
+            objects: ObjectCache::new(limits.object_cache_capacity, limits.object_cache_bytes),
+            engine: Engine::new(limits),
         }
     }
 
@@ -66,161 +62,187 @@ impl Evaluator {
 
     /// The limits this evaluator enforces.
     pub fn limits(&self) -> &Limits {
-        &self.limits
+        self.engine.limits()
     }
 
     /// How many times this evaluator has compiled an expression (cache misses).
     pub fn compile_count(&self) -> u64 {
-        self.cache.compile_count()
+        self.engine.cache().compile_count()
     }
 
     /// How many distinct expressions are cached.
     pub fn cached_expressions(&self) -> usize {
-        self.cache.len()
+        self.engine.cache().len()
+    }
+
+    /// How many live objects this evaluator has converted to CEL (once per uid and
+    /// resourceVersion while cached; every time for objects without them).
+    pub fn object_conversions(&self) -> u64 {
+        self.objects.conversions()
+    }
+
+    /// `object` converted to CEL, from a small cache keyed by `metadata.uid` and
+    /// `metadata.resourceVersion` (objects without both are converted every time). For callers
+    /// that evaluate one object version more than once and want to hold on to it.
+    pub fn prepare(&self, object: &serde_json::Value) -> Arc<PreparedObject> {
+        limits::with_stack(self.limits(), || {
+            self.objects.cached(object).unwrap_or_else(|| {
+                self.objects.count_conversion();
+                Arc::new(PreparedObject::new(object.clone()))
+            })
+        })
     }
 
     /// The conditions one manifest's rules produce for its live object (one per rule that
     /// yields a condition, in rule order). Well-known rules for kinds they don't know yield
-    /// nothing. Includes the stale-status guard.
+    /// nothing. Includes the stale-status guard. The object is converted to CEL once per
+    /// resourceVersion (see [`Evaluator::prepare`]), and only when a rule is a CEL rule.
     pub fn evaluate_manifest(
         &self,
         rules: &[ConditionRule],
         object: &serde_json::Value,
     ) -> Vec<ConditionUpdate> {
-        let scope = rules::ObjectScope::new(self, object);
-        rules
-            .iter()
-            .filter_map(|rule| scope.evaluate_rule(rule))
-            .collect()
+        limits::with_stack(self.limits(), || {
+            self.evaluate_on_json(rules.iter(), object)
+        })
+    }
+
+    /// [`Evaluator::evaluate_manifest`] on an object already converted.
+    pub fn evaluate_prepared(
+        &self,
+        rules: &[ConditionRule],
+        object: &PreparedObject,
+    ) -> Vec<ConditionUpdate> {
+        limits::with_stack(self.limits(), || {
+            self.evaluate_rules(rules.iter(), object.json(), &object.variable())
+        })
     }
 
     /// Some(true) when the manifest has rules for `Complete` and its `Complete` condition would
     /// be True on this object; Some(false) when it has such rules and they do not pass; None
     /// when it has none.
     pub fn is_complete(&self, rules: &[ConditionRule], object: &serde_json::Value) -> Option<bool> {
-        let complete: Vec<&ConditionRule> = rules
-            .iter()
-            .filter(|r| r.condition_type() == work_api::condition_types::COMPLETE)
-            .collect();
+        let complete = complete_rules(rules);
         if complete.is_empty() {
             return None;
         }
-        limits::with_stack(&self.limits, || {
-            let scope = rules::ObjectScope::new(self, object);
-            Some(complete.iter().all(|rule| {
-                scope
-                    .evaluate_rule(rule)
-                    .is_some_and(|c| c.status == crate::Status::True)
-            }))
+        limits::with_stack(self.limits(), || {
+            let updates = self.evaluate_on_json(complete.iter().copied(), object);
+            Some(all_true(&updates, complete.len()))
+        })
+    }
+
+    /// [`Evaluator::is_complete`] on an object already converted.
+    pub fn is_complete_prepared(
+        &self,
+        rules: &[ConditionRule],
+        object: &PreparedObject,
+    ) -> Option<bool> {
+        let complete = complete_rules(rules);
+        if complete.is_empty() {
+            return None;
+        }
+        limits::with_stack(self.limits(), || {
+            let updates =
+                self.evaluate_rules(complete.iter().copied(), object.json(), &object.variable());
+            Some(all_true(&updates, complete.len()))
         })
     }
 
     /// One expression, for the CLI: the result converted to JSON, or an error saying what
-    /// failed and where.
+    /// failed and where. It runs within one manifest's budget.
     pub fn eval_expression(
         &self,
         expression: &str,
         bindings: &Bindings,
     ) -> Result<serde_json::Value, EvalError> {
-        let compiled = self.compile(expression)?;
-        let mut ctx = self.context()?;
-        match bindings {
-            Bindings::Object(object) => {
-                ctx.add_variable_as_val("object", convert::json_to_val(object))
-            }
-            Bindings::TopLevel(serde_json::Value::Object(fields)) => {
-                for (name, value) in fields {
-                    ctx.add_variable_as_val(name.as_str(), convert::json_to_val(value));
+        let compiled = self.engine.compile(expression)?;
+        limits::with_stack(self.limits(), || {
+            let object;
+            let variable;
+            let mut ctx = self.engine.context()?;
+            match bindings {
+                Bindings::Object(json) => {
+                    object = convert::json_to_val(json);
+                    variable = ObjectVariable(object.as_ref());
+                    ctx.set_variable_resolver(&variable);
+                }
+                Bindings::TopLevel(serde_json::Value::Object(fields)) => {
+                    for (name, value) in fields {
+                        ctx.add_variable_as_val(name.as_str(), convert::json_to_val(value));
+                    }
+                }
+                Bindings::TopLevel(other) => {
+                    return Err(EvalError::WrongType {
+                        expected: "a JSON object of variables".to_string(),
+                        got: json_type(other).to_string(),
+                    });
                 }
             }
-            Bindings::TopLevel(other) => {
-                return Err(EvalError::WrongType {
-                    expected: "a JSON object of variables".to_string(),
-                    got: json_type(other).to_string(),
-                });
-            }
-        }
-        let value = limits::with_stack(&self.limits, || self.run(&compiled, &ctx))?;
-        convert::value_to_json(&value)
+            let budget = ManifestBudget::new(self.limits());
+            let value = self.engine.run(&compiled, &ctx, &budget)?;
+            convert::value_to_json(&value)
+        })
     }
 
     /// Compile-check only (for `work-agent lint`).
     pub fn check_expression(&self, expression: &str) -> Result<(), EvalError> {
-        self.compile(expression).map(|_| ())
+        self.engine.compile(expression).map(|_| ())
     }
 
-    /// The compiled `source`, from the cache.
-    pub(crate) fn compile(&self, source: &str) -> Compiled {
-        let env = self.env()?;
-        // Checked before the cache so that oversized sources are never stored as keys.
-        limits::check_source(source, &self.limits)?;
-        self.cache
-            .get_or_compile(source, |source| compile_uncached(env, source, &self.limits))
+    /// The conditions `rules` yield on `object`, converted only if a rule is a CEL rule: from
+    /// the object cache when it can be keyed, else borrowing the JSON.
+    fn evaluate_on_json<'r>(
+        &self,
+        rules: impl Iterator<Item = &'r ConditionRule> + Clone,
+        object: &serde_json::Value,
+    ) -> Vec<ConditionUpdate> {
+        if !needs_cel(rules.clone()) {
+            return self.evaluate_rules(rules, object, &NO_OBJECT);
+        }
+        if let Some(prepared) = self.objects.cached(object) {
+            return self.evaluate_rules(rules, prepared.json(), &prepared.variable());
+        }
+        self.objects.count_conversion();
+        let converted = convert::json_to_val(object);
+        self.evaluate_rules(rules, object, &ObjectVariable(converted.as_ref()))
     }
 
-    /// A root context over this evaluator's environment.
-    pub(crate) fn context<'v>(&self) -> Result<Context<'v, 'v>, EvalError> {
-        Ok(cel_env::context(self.env()?))
-    }
-
-    /// Runs a compiled expression within the evaluation budget.
-    pub(crate) fn run(&self, expr: &IdedExpr, ctx: &Context<'_, '_>) -> Result<Value, EvalError> {
-        let budget = Budget::start(&self.limits);
-        // cel is third-party code run on user input: a panic in it must not take the agent down.
-        let result =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Value::resolve(expr, ctx)))
-                .map_err(|_| EvalError::Internal {
-                    message: "the CEL interpreter panicked".to_string(),
-                })?;
-        // A stopped evaluation's result is meaningless, whatever it is.
-        budget.finish()?;
-        result.map_err(|e| EvalError::Runtime {
-            message: e.to_string(),
-        })
-    }
-
-    fn env(&self) -> Result<&Arc<Env>, EvalError> {
-        self.env.as_ref().ok_or_else(|| EvalError::Internal {
-            message: format!(
-                "CEL environment unavailable: {}",
-                self.env_error.as_deref().unwrap_or("unknown error")
-            ),
-        })
+    /// The conditions `rules` yield on one object, sharing one budget.
+    fn evaluate_rules<'r>(
+        &self,
+        rules: impl Iterator<Item = &'r ConditionRule>,
+        json: &serde_json::Value,
+        variable: &ObjectVariable<'_>,
+    ) -> Vec<ConditionUpdate> {
+        let scope = ObjectScope::new(&self.engine, json, variable);
+        rules.filter_map(|rule| scope.evaluate_rule(rule)).collect()
     }
 }
 
-/// Parses `source` (on a thread with a large stack: the parser recurses), checks its depth and
-/// meters its comprehensions.
-fn compile_uncached(env: &Env, source: &str, limits: &Limits) -> Compiled {
-    let parser = env.parser();
-    let parsed = std::thread::scope(|scope| {
-        std::thread::Builder::new()
-            .name("cel-parse".to_string())
-            .stack_size(PARSE_STACK_BYTES)
-            .spawn_scoped(scope, || {
-                let mut expr = parser.parse(source).map_err(|e| EvalError::Compile {
-                    message: e.to_string(),
-                })?;
-                let depth = limits::ast_depth(&expr);
-                if depth > limits.max_nesting_depth {
-                    // Dropping a deep tree recurses too: it happens here, on the big stack.
-                    return Err(EvalError::TooDeep {
-                        depth,
-                        limit: limits.max_nesting_depth,
-                    });
-                }
-                budget::meter_comprehensions(&mut expr);
-                Ok(expr)
-            })
-            .map_err(|e| EvalError::Internal {
-                message: format!("cannot start the parser thread: {e}"),
-            })?
-            .join()
-            .map_err(|_| EvalError::Internal {
-                message: "the CEL parser panicked".to_string(),
-            })?
-    })?;
-    Ok(Arc::new(parsed))
+/// Stands for the object when no rule is a CEL rule (nothing reads it).
+static NO_OBJECT: ObjectVariable<'static> = ObjectVariable(&CelNull);
+
+/// Whether any rule evaluates CEL: a CEL rule, or any rule with a `messageExpression`.
+fn needs_cel<'r>(mut rules: impl Iterator<Item = &'r ConditionRule>) -> bool {
+    rules.any(|r| {
+        matches!(r.type_, ConditionRuleType::Cel)
+            || r.message_expression
+                .as_deref()
+                .is_some_and(|m| !m.trim().is_empty())
+    })
+}
+
+fn complete_rules(rules: &[ConditionRule]) -> Vec<&ConditionRule> {
+    rules
+        .iter()
+        .filter(|r| r.condition_type() == work_api::condition_types::COMPLETE)
+        .collect()
+}
+
+/// Whether each of `expected` rules yielded a True condition.
+fn all_true(updates: &[ConditionUpdate], expected: usize) -> bool {
+    updates.len() == expected && updates.iter().all(|c| c.status == crate::Status::True)
 }
 
 fn json_type(v: &serde_json::Value) -> &'static str {

@@ -35,14 +35,39 @@
 //!   (64) are rejected before parsing; parsing runs on a thread with a 256 MiB (virtual) stack
 //!   and the parsed tree's depth is checked against the same limit. Compiled expressions (and
 //!   compile errors) are cached, at most `cache_capacity` (4096), oldest evicted first.
-//!   At run time each comprehension's range is wrapped so that every iteration counts against
-//!   `max_iterations` (1,000,000) and the clock is read at every iteration against
-//!   `max_evaluation_time` (100 ms): a runaway evaluation stops itself (on the caller's thread,
-//!   no worker threads, nothing left running) and gives [`EvalError::Timeout`]. Trade-off: work
-//!   outside comprehensions is not metered; it is bounded by the expression size times the
-//!   input size (a single regex or list function call over the object). Evaluation runs on a
-//!   freshly allocated stack when the caller's thread has too little left for an expression at
-//!   the depth limit. A panic inside the interpreter becomes [`EvalError::Internal`].
+//! - Cost budget: all the rules of one manifest (their expressions and message expressions)
+//!   share `manifest_cost_budget` (10,000,000) cost units, as upstream OCM does. The count is
+//!   deterministic, fixed by the expression and the input, never by the clock: one unit per
+//!   syntax-tree node evaluated (charged up front, once per evaluation, for the nodes outside
+//!   comprehension bodies), one unit per comprehension iteration plus the nodes of the body it
+//!   runs, and for the functions whose work grows with their input (`contains`, `matches`,
+//!   `find`, `split`, `join`, `sort`, `in`, `size`, ...) one unit per list or map element and
+//!   per 10 bytes of string of each operand; a regex pattern costs one unit per byte. A rule
+//!   whose evaluation runs out gives `ConditionRuleExpressionError` False ("the manifest's CEL
+//!   cost budget of N units is exhausted"), and the rules after it give the same without
+//!   being evaluated ("not evaluated: ... (exhausted by rule "X" celExpressions[i])").
+//!   Well-known rules cost nothing. For scale: the rules users write cost tens to hundreds of
+//!   units; 10,000,000 is about a million comprehension iterations, well under a second.
+//! - Safety nets: a comprehension may run at most `max_iterations` (1,000,000) iterations and
+//!   one expression at most `max_evaluation_time` (5 s, read at every iteration) before it
+//!   gives [`EvalError::Timeout`]; both sit far above what the budget allows for ordinary
+//!   rules, so a loaded machine does not turn a good rule into an error. A stopped evaluation
+//!   stops itself on the caller's thread: no worker threads, nothing left running.
+//! - Every entry point runs on a freshly allocated stack when the caller's thread has too
+//!   little left for an expression at the depth limit (tokio threads have 2 MiB). A panic
+//!   inside the interpreter becomes [`EvalError::Internal`].
+//! - Conversion: a live object is converted to CEL once per `metadata.uid` and
+//!   `metadata.resourceVersion` (a cache of `object_cache_capacity` (256) objects, at most
+//!   `object_cache_bytes` (32 MiB) of JSON), so the rules of every evaluation of one object
+//!   version share one conversion. Objects without both fields are converted on every call.
+//!   As on the API server, one uid and resourceVersion must mean one content: a caller that
+//!   edits an object must drop its resourceVersion (or evaluate with a fresh [`Evaluator`]).
+//!
+//! Which entry point: [`Evaluator::evaluate_manifest`] and [`Evaluator::is_complete`] take the
+//! JSON and use the cache; a caller that evaluates the same object version several times and
+//! wants to hold it can call [`Evaluator::prepare`] once and then
+//! [`Evaluator::evaluate_prepared`] / [`Evaluator::is_complete_prepared`]. All of them are
+//! synchronous and CPU-bound: async callers run them on a blocking pool.
 //!
 //! Deviations from the contract sketch: [`merge_conditions`] keeps conditions that are not in
 //! `updates`; [`replace_conditions`] drops them.
@@ -52,6 +77,8 @@ mod budget;
 mod cache;
 mod cel_env;
 mod convert;
+mod cost;
+mod engine;
 mod error;
 mod evaluator;
 mod explain;
@@ -60,6 +87,7 @@ mod limits;
 mod manifest;
 mod merge;
 mod not_evaluated;
+mod prepared;
 mod rules;
 mod well_known;
 
@@ -74,6 +102,7 @@ pub use manifest::{
 };
 pub use merge::{merge_conditions, merge_work_conditions, replace_conditions};
 pub use not_evaluated::not_evaluated_conditions;
+pub use prepared::PreparedObject;
 
 /// Status of a condition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

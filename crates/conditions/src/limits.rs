@@ -6,7 +6,8 @@
 //!    are slow, in the parser);
 //! 2. parsing runs on a thread with a large stack ([`PARSE_STACK_BYTES`]), and the parsed AST's
 //!    depth is checked there, so that nothing deep reaches the caller's stack;
-//! 3. evaluation is metered at run time: see [`crate::budget`].
+//! 3. evaluation is metered at run time against a cost budget: see [`crate::cost`] and
+//!    [`crate::budget`].
 
 use std::time::Duration;
 
@@ -32,10 +33,24 @@ const STACK_BASE: usize = 256 * 1024;
 /// at the depth limit, and on a freshly allocated stack otherwise. The interpreter recurses once
 /// per level, and callers (e.g. tokio workers with 2 MiB) may not have room.
 pub(crate) fn with_stack<R>(limits: &Limits, f: impl FnOnce() -> R) -> R {
-    let needed =
-        STACK_BASE.saturating_add(limits.max_nesting_depth.saturating_mul(STACK_PER_LEVEL));
+    with_stack_for_depth(limits.max_nesting_depth, f)
+}
+
+/// [`with_stack`] for a tree of this depth (metering wrappers make an instrumented tree deeper
+/// than its source; checking costs a read of the stack pointer).
+pub(crate) fn with_stack_for_depth<R>(depth: usize, f: impl FnOnce() -> R) -> R {
+    let needed = STACK_BASE.saturating_add(depth.saturating_mul(STACK_PER_LEVEL));
     stacker::maybe_grow(needed, needed.saturating_mul(2), f)
 }
+
+/// The default deadline of one expression: a safety net far above what the cost budget lets
+/// an expression do, also in debug builds (which the e2e suite and the demo run, and where the
+/// interpreter is 20-50 times slower).
+const DEFAULT_EVALUATION_TIME: Duration = if cfg!(debug_assertions) {
+    Duration::from_secs(60)
+} else {
+    Duration::from_secs(5)
+};
 
 /// Limits on expressions and evaluation.
 #[derive(Clone, Debug)]
@@ -45,12 +60,19 @@ pub struct Limits {
     /// Deepest accepted nesting: brackets plus runs of unary operators before parsing, and the
     /// depth of the parsed syntax tree after.
     pub max_nesting_depth: usize,
-    /// Longest one expression may run before it is stopped.
+    /// Longest one expression may run before it is stopped: a safety net for work the cost
+    /// count misses, generous so that a loaded machine does not fail a good rule.
     pub max_evaluation_time: Duration,
     /// Most comprehension iterations (all nesting levels together) one expression may run.
     pub max_iterations: u64,
+    /// Cost units (see the crate docs) all the rules of one manifest may spend together.
+    pub manifest_cost_budget: u64,
     /// Most distinct expressions kept compiled.
     pub cache_capacity: usize,
+    /// Most live objects kept converted to CEL (by uid and resourceVersion); 0 keeps none.
+    pub object_cache_capacity: usize,
+    /// Most JSON bytes (estimated) the kept objects may weigh together.
+    pub object_cache_bytes: usize,
 }
 
 impl Default for Limits {
@@ -58,9 +80,12 @@ impl Default for Limits {
         Self {
             max_expression_len: 10 * 1024,
             max_nesting_depth: 64,
-            max_evaluation_time: Duration::from_millis(100),
+            max_evaluation_time: DEFAULT_EVALUATION_TIME,
             max_iterations: 1_000_000,
+            manifest_cost_budget: 10_000_000,
             cache_capacity: 4096,
+            object_cache_capacity: 256,
+            object_cache_bytes: 32 * 1024 * 1024,
         }
     }
 }

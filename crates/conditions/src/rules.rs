@@ -9,7 +9,9 @@ use cel::{Context, Value};
 use regex::Regex;
 use work_api::{ConditionRule, ConditionRuleType, condition_types};
 
-use crate::evaluator::Evaluator;
+use crate::budget::ManifestBudget;
+use crate::engine::Engine;
+use crate::prepared::ObjectVariable;
 use crate::{ConditionUpdate, EvalError, Status, cap_message, convert, reasons, well_known};
 
 /// The Kubernetes condition reason pattern.
@@ -18,12 +20,15 @@ static REASON_PATTERN: LazyLock<Option<Regex>> =
 /// Longest reason Kubernetes accepts.
 const MAX_REASON_LEN: usize = 1024;
 
-/// A live object and the CEL context over it, built once and only if a rule needs it.
+/// A live object, the CEL context over it (built once and only if a rule needs it), and the
+/// cost budget its rules share.
 pub(crate) struct ObjectScope<'a> {
-    ev: &'a Evaluator,
+    engine: &'a Engine,
     object: &'a serde_json::Value,
+    variable: &'a ObjectVariable<'a>,
     ctx: OnceCell<Result<Context<'a, 'a>, EvalError>>,
     stale: Option<(i64, i64)>,
+    budget: ManifestBudget,
 }
 
 /// What a rule's expressions decided.
@@ -34,21 +39,27 @@ struct Outcome {
 }
 
 impl<'a> ObjectScope<'a> {
-    /// A scope over `object`.
-    pub(crate) fn new(ev: &'a Evaluator, object: &'a serde_json::Value) -> Self {
+    /// A scope over `object`, whose CEL value `variable` binds, with a fresh manifest budget.
+    pub(crate) fn new(
+        engine: &'a Engine,
+        object: &'a serde_json::Value,
+        variable: &'a ObjectVariable<'a>,
+    ) -> Self {
         Self {
-            ev,
+            engine,
             object,
+            variable,
             ctx: OnceCell::new(),
             stale: stale_generation(object),
+            budget: ManifestBudget::new(engine.limits()),
         }
     }
 
     fn ctx(&self) -> Result<&Context<'a, 'a>, EvalError> {
         self.ctx
             .get_or_init(|| {
-                let mut ctx = self.ev.context()?;
-                ctx.add_variable_as_val("object", convert::json_to_val(self.object));
+                let mut ctx = self.engine.context()?;
+                ctx.set_variable_resolver(self.variable);
                 Ok(ctx)
             })
             .as_ref()
@@ -94,6 +105,19 @@ impl<'a> ObjectScope<'a> {
                 reasons::CONDITION_RULE_STALE_STATUS,
                 format!(
                     "Status is stale (status.observedGeneration {observed}, metadata.generation {generation}): not evaluated"
+                ),
+            ));
+        }
+        if well_known.is_none()
+            && let Some(at) = self.budget.exhausted_at()
+        {
+            return Some(ConditionUpdate::new(
+                condition,
+                Status::False,
+                reasons::CONDITION_RULE_EXPRESSION_ERROR,
+                format!(
+                    "not evaluated: {} (exhausted by {at})",
+                    self.budget.exceeded()
                 ),
             ));
         }
@@ -147,13 +171,16 @@ impl<'a> ObjectScope<'a> {
             message: None,
         };
         for (index, expression) in rule.cel_expressions.iter().enumerate() {
-            let where_ = format!("celExpressions[{index}]");
             let outcome = self
-                .ev
+                .engine
                 .compile(&expression.expression)
-                .and_then(|compiled| self.ev.run(&compiled, self.ctx()?))
+                .and_then(|compiled| self.engine.run(&compiled, self.ctx()?, &self.budget))
                 .and_then(interpret)
-                .map_err(|err| error_condition(&where_, err))?;
+                .map_err(|err| {
+                    let where_ = format!("celExpressions[{index}]");
+                    self.note_exhaustion(&err, rule, &where_);
+                    error_condition(&where_, err)
+                })?;
             if outcome.status != Status::True {
                 return Ok(outcome);
             }
@@ -175,7 +202,10 @@ impl<'a> ObjectScope<'a> {
             match self.message_expression(source, result) {
                 Ok(Some(message)) => return message,
                 Ok(None) => {}
-                Err(err) => return format!("messageExpression failed: {err}"),
+                Err(err) => {
+                    self.note_exhaustion(&err, rule, "messageExpression");
+                    return format!("messageExpression failed: {err}");
+                }
             }
         }
         match rule.message.as_deref() {
@@ -184,11 +214,19 @@ impl<'a> ObjectScope<'a> {
         }
     }
 
+    /// Remembers where the manifest's budget ran out, for the rules after it.
+    fn note_exhaustion(&self, err: &EvalError, rule: &ConditionRule, where_: &str) {
+        if matches!(err, EvalError::BudgetExceeded { .. }) {
+            self.budget
+                .mark_exhausted(&format!("rule {:?} {where_}", rule.condition_type()));
+        }
+    }
+
     fn message_expression(&self, source: &str, result: bool) -> Result<Option<String>, EvalError> {
-        let compiled = self.ev.compile(source)?;
+        let compiled = self.engine.compile(source)?;
         let mut scope = self.ctx()?.new_inner_scope();
         scope.add_variable_as_val("result", Box::new(CelBool::from(result)));
-        match self.ev.run(&compiled, &scope)? {
+        match self.engine.run(&compiled, &scope, &self.budget)? {
             Value::String(s) if s.is_empty() => Ok(None),
             Value::String(s) => Ok(Some(s.to_string())),
             other => Err(EvalError::WrongType {

@@ -11,6 +11,9 @@ use crate::{AppliedManifestWork, ManifestWork};
 pub const MAX_MANIFEST_CONFIGS: i64 = 256;
 /// Most condition rules one manifestConfig may have; bounds the cost of the uniqueness rule.
 pub const MAX_CONDITION_RULES: i64 = 64;
+/// Most CEL expressions one condition rule may have; with the per-manifest cost budget of the
+/// agent, it bounds the work one manifest's rules can ask for.
+pub const MAX_CEL_EXPRESSIONS: i64 = 64;
 /// Longest condition type a rule may name (the limit of `metav1.Condition.type`).
 pub const MAX_CONDITION_TYPE_LEN: i64 = 316;
 /// A DNS-1123 subdomain, as upstream validates ServiceAccount names.

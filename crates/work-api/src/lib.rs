@@ -14,7 +14,8 @@
 //! schema generated from these types, plus the admission rules of semantics §1
 //! ([`RULE_CEL_NEEDS_CONDITION`], [`RULE_UNIQUE_CONDITIONS`], TTL >= 0, fieldManager pattern) and
 //! the list bounds that keep their CEL cost under the API server's budget
-//! ([`MAX_MANIFEST_CONFIGS`], [`MAX_CONDITION_RULES`], [`MAX_CONDITION_TYPE_LEN`]). They accept
+//! ([`MAX_MANIFEST_CONFIGS`], [`MAX_CONDITION_RULES`], [`MAX_CONDITION_TYPE_LEN`]), plus
+//! [`MAX_CEL_EXPRESSIONS`], which bounds what one rule asks of the agent. They accept
 //! everything the upstream OCM CRDs accept except beyond those bounds.
 
 mod applied;
@@ -26,8 +27,9 @@ mod string_enum;
 
 pub use applied::*;
 pub use crd::{
-    GENERATED_HEADER, MAX_CONDITION_RULES, MAX_CONDITION_TYPE_LEN, MAX_MANIFEST_CONFIGS,
-    RULE_CEL_NEEDS_CONDITION, RULE_UNIQUE_CONDITIONS, crd_file_name, crd_yaml, crds,
+    GENERATED_HEADER, MAX_CEL_EXPRESSIONS, MAX_CONDITION_RULES, MAX_CONDITION_TYPE_LEN,
+    MAX_MANIFEST_CONFIGS, RULE_CEL_NEEDS_CONDITION, RULE_UNIQUE_CONDITIONS, crd_file_name,
+    crd_yaml, crds,
 };
 pub use json_schema::{
     JSON_SCHEMA_PATH, manifest_work_json_schema, manifest_work_json_schema_text,

@@ -22,6 +22,7 @@ pub struct ConditionRule {
     pub type_: ConditionRuleType,
     /// CEL expressions, AND-ed; an empty list is True.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("maxItems" = crate::crd::MAX_CEL_EXPRESSIONS))]
     pub cel_expressions: Vec<CelExpression>,
     /// Message used instead of the default one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -60,6 +60,10 @@ fn admission_rules_are_in_the_schema() {
     );
     let rule = &rules["items"];
     assert_eq!(
+        rule["properties"]["celExpressions"]["maxItems"],
+        work_api::MAX_CEL_EXPRESSIONS
+    );
+    assert_eq!(
         rule["x-kubernetes-validations"][0]["rule"],
         work_api::RULE_CEL_NEEDS_CONDITION
     );
@@ -135,6 +139,10 @@ const DELIBERATE: &[(&str, &str)] = &[
     ("spec.deleteOption.ttlSecondsAfterFinished", "minimum"),
     ("spec.manifestConfigs", "maxItems"),
     ("spec.manifestConfigs.conditionRules", "maxItems"),
+    (
+        "spec.manifestConfigs.conditionRules.celExpressions",
+        "maxItems",
+    ),
     ("spec.manifestConfigs.conditionRules.condition", "maxLength"),
 ];
 

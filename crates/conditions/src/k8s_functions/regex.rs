@@ -46,13 +46,14 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
 
 static CACHE: Mutex<Option<HashMap<String, Arc<Regex>>>> = Mutex::new(None);
 
-/// The compiled `pattern`, from a small cache (patterns are usually literals).
+/// The compiled `pattern`, from a small cache (patterns are usually literals). The lock is held
+/// only to look up and to insert: a pattern compiles outside it (bounded by
+/// [`PATTERN_SIZE_LIMIT`]), so a slow compile does not hold up other evaluations. The compile
+/// is charged to the running evaluation's budget, one unit per pattern byte, hit or miss, so
+/// the cost does not depend on what else ran.
 fn compiled(function: &str, pattern: &str) -> Result<Arc<Regex>, ExecutionError> {
-    let mut guard = CACHE
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    let cache = guard.get_or_insert_with(HashMap::new);
-    if let Some(re) = cache.get(pattern) {
+    crate::budget::charge_or_stop(function, pattern.len() as u64)?;
+    if let Some(re) = lock().as_ref().and_then(|cache| cache.get(pattern)) {
         return Ok(re.clone());
     }
     let re = regex::RegexBuilder::new(pattern)
@@ -60,11 +61,21 @@ fn compiled(function: &str, pattern: &str) -> Result<Arc<Regex>, ExecutionError>
         .build()
         .map_err(|e| ExecutionError::function_error(function, format!("invalid regex: {e}")))?;
     let re = Arc::new(re);
+    let mut guard = lock();
+    let cache = guard.get_or_insert_with(HashMap::new);
     if cache.len() >= CACHE_CAPACITY {
         cache.clear();
     }
+    // Another evaluation may have compiled it meanwhile: either copy will do.
     cache.insert(pattern.to_string(), re.clone());
     Ok(re)
+}
+
+fn lock() -> std::sync::MutexGuard<'static, Option<HashMap<String, Arc<Regex>>>> {
+    // A panic while holding the lock cannot leave the map inconsistent: keep using it.
+    CACHE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn strings<'a>(

@@ -174,7 +174,10 @@ mod tests {
         let args = spec.args(8081).join(" ");
         assert!(args.starts_with("run --spoke-cluster-name c1 --hub-kubeconfig /h --spoke-kubeconfig /s --http-address 127.0.0.1:8081"), "{args}");
         assert!(args.contains("--status-sync-period 60s"), "{args}");
-        assert!(args.contains("--hub-qps 50 --spoke-qps 50 --hub-burst 100 --spoke-burst 100"), "{args}");
+        assert!(
+            args.contains("--hub-qps 50 --spoke-qps 50 --hub-burst 100 --spoke-burst 100"),
+            "{args}"
+        );
         assert!(args.ends_with("--workers 10"), "{args}");
         assert_eq!(tail("a\nb\nc", 2), "b\nc");
     }

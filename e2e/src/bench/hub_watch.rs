@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -297,10 +297,19 @@ mod tests {
         seen.apply(Event::InitDone, t(0));
         assert!(seen.synced);
         seen.apply(Event::Apply(work("a", ready_status(None), false)), t(10));
-        seen.apply(Event::Apply(work("a", ready_status(Some("x")), false)), t(20));
-        seen.apply(Event::Apply(work("a", ready_status(Some("x")), false)), t(30));
+        seen.apply(
+            Event::Apply(work("a", ready_status(Some("x")), false)),
+            t(20),
+        );
+        seen.apply(
+            Event::Apply(work("a", ready_status(Some("x")), false)),
+            t(30),
+        );
         let a = &seen.works["a"];
-        assert_eq!((a.ready_at, a.flag.as_deref(), a.flag_at), (Some(t(10)), Some("x"), Some(t(20))));
+        assert_eq!(
+            (a.ready_at, a.flag.as_deref(), a.flag_at),
+            (Some(t(10)), Some("x"), Some(t(20)))
+        );
         seen.apply(Event::Apply(work("b", ready_status(None), true)), t(40));
         assert_eq!(seen.works["b"].deleting_at, Some(t(40)));
         seen.apply(Event::Delete(work("b", json!({}), true)), t(50));

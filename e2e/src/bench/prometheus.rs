@@ -97,15 +97,26 @@ fn parse_labels(mut s: &str) -> Result<(BTreeMap<String, String>, &str), String>
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Counts(pub BTreeMap<String, BTreeMap<String, u64>>);
 
-/// Verbs that change state on the server.
+/// Verbs that change state on the server, as `apiserver_request_total` names them.
 pub const WRITE_VERBS: [&str; 6] = [
-    "CREATE",
-    "UPDATE",
+    "POST",
+    "PUT",
     "PATCH",
     "APPLY",
     "DELETE",
     "DELETECOLLECTION",
 ];
+
+/// The API server's name of a client-side verb (`create` is `POST`, `update` is `PUT`), so
+/// that the agent's counter and the server's line up.
+pub fn server_verb(verb: &str) -> String {
+    match verb.to_ascii_lowercase().as_str() {
+        "create" => "POST".into(),
+        "update" | "replace" => "PUT".into(),
+        "delete_collection" | "deletecollection" => "DELETECOLLECTION".into(),
+        other => other.to_ascii_uppercase(),
+    }
+}
 
 impl Counts {
     /// Adds `n` requests of `verb` on `resource`.
@@ -141,7 +152,11 @@ impl Counts {
             found = true;
             if s.labels.get("api").map(String::as_str) == Some(api) {
                 let verb = s.labels.get("verb").map(String::as_str).unwrap_or("");
-                counts.add(verb, "(agent counter)", s.value.max(0.0) as u64);
+                counts.add(
+                    &server_verb(verb),
+                    "(agent counter)",
+                    s.value.max(0.0) as u64,
+                );
             }
         }
         found.then_some(counts)
@@ -183,6 +198,14 @@ impl Counts {
                 out.add(verb, resource, *n);
             }
         }
+        out
+    }
+
+    /// Without long-running watches: they are counted when they end, not when they start, so
+    /// they belong to no phase.
+    pub fn without_watches(&self) -> Counts {
+        let mut out = self.clone();
+        out.0.remove("WATCH");
         out
     }
 
@@ -266,7 +289,10 @@ weird{a="x\"y\\z",} 1.5e3 1700000000
         let counts = Counts::from_apiserver(&parse(TEXT).expect("parses"));
         assert_eq!(counts.get("GET", "configmaps"), 10);
         assert_eq!(
-            counts.get("PATCH", "manifestworks.work.open-cluster-management.io/status"),
+            counts.get(
+                "PATCH",
+                "manifestworks.work.open-cluster-management.io/status"
+            ),
             2
         );
         assert_eq!(counts.get("GET", "-"), 4);
@@ -278,7 +304,9 @@ weird{a="x\"y\\z",} 1.5e3 1700000000
     fn agent_counter_is_optional_and_split_by_api() {
         let samples = parse(TEXT).expect("parses");
         let spoke = Counts::from_agent(&samples, "spoke").expect("present");
-        assert_eq!(spoke.by_verb(), BTreeMap::from([("CREATE".to_string(), 5)]));
+        assert_eq!(spoke.by_verb(), BTreeMap::from([("POST".to_string(), 5)]));
+        assert_eq!(server_verb("update"), "PUT");
+        assert_eq!(server_verb("get"), "GET");
         let without = parse("apiserver_request_total{verb=\"GET\"} 1").expect("parses");
         assert_eq!(Counts::from_agent(&without, "spoke"), None);
     }
@@ -290,15 +318,16 @@ weird{a="x\"y\\z",} 1.5e3 1700000000
         before.add("PATCH", "configmaps", 9);
         let mut after = before.clone();
         after.add("GET", "configmaps", 3);
-        after.add("CREATE", "configmaps", 2);
+        after.add("POST", "configmaps", 2);
         after.add("WATCH", "configmaps", 1);
         let delta = after.since(&before);
         assert_eq!(delta.get("GET", "configmaps"), 3);
         assert_eq!(delta.get("PATCH", "configmaps"), 0);
         assert_eq!(delta.requests(), 5);
+        assert_eq!(delta.without_watches().get("WATCH", "configmaps"), 0);
         let mut harness = Counts::default();
-        harness.add("CREATE", "configmaps", 7);
-        assert_eq!(delta.minus(&harness).get("CREATE", "configmaps"), 0);
+        harness.add("POST", "configmaps", 7);
+        assert_eq!(delta.minus(&harness).get("POST", "configmaps"), 0);
         let only = delta.filter(|r| r != "configmaps");
         assert_eq!(only.requests(), 0);
     }

@@ -43,6 +43,12 @@ const SPOKE_AGENT_RESOURCES: [&str; 2] = [
     "appliedmanifestworks.work.open-cluster-management.io",
 ];
 
+/// Hub resources that are not the agent's: the API server renews its own identity lease (the
+/// agent runs with `--leader-elect=false`).
+const HUB_NOISE_RESOURCES: [&str; 1] = ["leases.coordination.k8s.io"];
+/// The ManifestWork resource as the API server's metrics name it.
+const MANIFESTWORKS: &str = "manifestworks.work.open-cluster-management.io";
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -291,16 +297,31 @@ impl Bench {
     }
 
     /// The agent's requests between two snapshots, less the harness's own.
-    fn phase(&self, name: &str, description: String, span: (&Snapshot, &Snapshot), per: (&str, u64), harness: &Harness) -> Phase {
+    fn phase(
+        &self,
+        name: &str,
+        description: String,
+        span: (&Snapshot, &Snapshot),
+        per: (&str, u64),
+        harness: &Harness,
+    ) -> Phase {
         let (before, after) = span;
         let mut own_hub = harness.hub.clone();
         own_hub.add("GET", "-", after.scrapes.0 - before.scrapes.0);
-        let hub = after.hub.since(&before.hub).minus(&own_hub);
-        let spoke_all = after.spoke.since(&before.spoke).minus(&harness.spoke);
+        let hub_all = after
+            .hub
+            .since(&before.hub)
+            .minus(&own_hub)
+            .without_watches();
+        let spoke_all = after
+            .spoke
+            .since(&before.spoke)
+            .minus(&harness.spoke)
+            .without_watches();
         let agent_delta = |a: &Option<Counts>, b: &Option<Counts>| match (a, b) {
-            (Some(a), Some(b)) => Some(a.since(b)),
+            (Some(a), Some(b)) => Some(a.since(b).without_watches()),
             // An agent started inside the phase counts from zero.
-            (Some(a), None) => Some(a.clone()),
+            (Some(a), None) => Some(a.without_watches()),
             _ => None,
         };
         Phase {
@@ -309,7 +330,8 @@ impl Bench {
             seconds: after.at.duration_since(before.at).as_secs_f64(),
             unit: per.0.into(),
             units: per.1,
-            hub,
+            hub: hub_all.filter(|r| !is_hub_noise(r)),
+            hub_other: hub_all.filter(is_hub_noise),
             spoke: spoke_all.filter(is_spoke_agent_resource),
             spoke_other: spoke_all.filter(|r| !is_spoke_agent_resource(r)),
             agent_hub: agent_delta(&after.agent_hub, &before.agent_hub),
@@ -328,7 +350,7 @@ impl Bench {
             let hub = Self::scrape_apiserver(&self.hub.client, &self.hub_scrapes).await?;
             let spoke = Self::scrape_apiserver(&self.spoke.client, &self.spoke_scrapes).await?;
             let now = (
-                hub.filter(|r| r != "-").requests(),
+                hub.filter(|r| r != "-" && !is_hub_noise(r)).requests(),
                 spoke.filter(is_spoke_agent_resource).requests(),
             );
             if last != Some(now) {
@@ -356,7 +378,11 @@ impl Bench {
         ));
         self.watch
             .wait("the hub watch to list the works", SAMPLE_TIMEOUT, |s| {
-                if s.synced { Ok(()) } else { Err("not listed yet".into()) }
+                if s.synced {
+                    Ok(())
+                } else {
+                    Err("not listed yet".into())
+                }
             })
             .await?;
         let mut notes = Vec::new();
@@ -368,12 +394,17 @@ impl Bench {
         let t0 = Instant::now();
         let mut harness = Harness::default();
         self.create_works().await?;
-        harness.hub.add("CREATE", "manifestworks.work.open-cluster-management.io", o.works as u64);
+        harness.hub.add("POST", MANIFESTWORKS, o.works as u64);
         let create_seconds = t0.elapsed().as_secs_f64();
-        self.progress(&format!("created {} works in {create_seconds:.1} s", o.works));
+        self.progress(&format!(
+            "created {} works in {create_seconds:.1} s",
+            o.works
+        ));
         let ready_at = self.wait_all_ready(t0).await?;
         let apply_seconds = ready_at.duration_since(t0).as_secs_f64();
-        self.progress(&format!("all works Applied and Available after {apply_seconds:.1} s"));
+        self.progress(&format!(
+            "all works Applied and Available after {apply_seconds:.1} s"
+        ));
         if !self.settle(QUIET, SETTLE_TIMEOUT).await? {
             notes.push("After the first apply the agent did not go idle within 5 minutes.".into());
         }
@@ -413,7 +444,7 @@ impl Bench {
         self.settle(QUIET, SETTLE_TIMEOUT).await?;
         let s3 = self.snapshot().await?;
         let mut harness = Harness::default();
-        harness.hub.add("DELETE", "manifestworks.work.open-cluster-management.io", deleted);
+        harness.hub.add("DELETE", MANIFESTWORKS, deleted);
         phases.push(self.phase(
             "deletions",
             format!("{deleted} works deleted one at a time, each after the previous was gone."),
@@ -446,29 +477,43 @@ impl Bench {
             ("work", remaining),
             &Harness::default(),
         ));
-        let window = o.resync_period.mul_f64(1.1) + Duration::from_secs(10);
-        self.progress(&format!("idle resync window: {:.0} s", window.as_secs_f64()));
+        // Our agent spreads each work's period over P..1.1 P: on average one resync per work.
+        let window = o.resync_period.mul_f64(1.05);
+        self.progress(&format!(
+            "idle resync window: {:.0} s",
+            window.as_secs_f64()
+        ));
         let deadline = Instant::now() + window;
         while Instant::now() < deadline {
             self.check_agent().await?;
             tokio::time::sleep(Duration::from_secs(5).min(deadline - Instant::now())).await;
         }
         let s6 = self.snapshot().await?;
-        phases.push(self.phase(
+        let resync = self.phase(
             report::IDLE_RESYNC,
             format!(
-                "Nothing changed for {:.0} s (1.1 x the resync period + 10 s: every work's safety-net resync falls in it once, if the agent keeps up).",
+                "Nothing changed for {:.0} s, 1.05 x the resync period: on average one safety-net resync per work, if the agent keeps up.",
                 window.as_secs_f64()
             ),
             (&s5, &s6),
             ("work", remaining),
             &Harness::default(),
-        ));
+        );
+        let limit = o.qps * resync.seconds;
+        if resync.spoke.requests() as f64 >= 0.9 * limit {
+            notes.push(format!(
+                "In the idle-resync window the agent sent {} spoke requests, at least 90 % of what QPS {} allows ({limit:.0}): its resync could not keep up, so the per-work figures undercount the cost of one resync.",
+                resync.spoke.requests(),
+                o.qps
+            ));
+        }
+        phases.push(resync);
         self.stop_agent().await;
         let spoke_noise: u64 = phases.iter().map(|p| p.spoke_other.requests()).sum();
         notes.push(format!(
-            "Server-side counts come from apiserver_request_total; spoke figures count only {} ({spoke_noise} requests on other spoke resources, from the controller-manager, scheduler and kwok, are listed per phase but not attributed). WATCH requests are counted when they end, so they are not per phase.",
-            SPOKE_AGENT_RESOURCES.join(" and ")
+            "Server-side counts come from apiserver_request_total, less the harness's own requests (its creates, deletes, spoke patches and /metrics scrapes). Spoke figures count only {} ({spoke_noise} requests on other spoke resources, from the controller-manager, scheduler and kwok, including discovery, are listed per phase but not attributed); hub figures leave out {}, the API server's own identity lease. WATCH requests are left out: the servers count them when they end, so they belong to no phase.",
+            SPOKE_AGENT_RESOURCES.join(" and "),
+            HUB_NOISE_RESOURCES.join(" and ")
         ));
         let load_max = *self.load_max.lock().unwrap_or_else(|p| p.into_inner());
         let report = Report {
@@ -513,7 +558,8 @@ impl Bench {
         futures::stream::iter(0..o.works)
             .map(|i| async move {
                 let name = self.work_name(i);
-                let work = work_object(&self.cluster, &self.spoke_ns, &name, o.configmaps_per_work)?;
+                let work =
+                    work_object(&self.cluster, &self.spoke_ns, &name, o.configmaps_per_work)?;
                 self.works
                     .create(&PostParams::default(), &work)
                     .await
@@ -546,10 +592,18 @@ impl Bench {
             self.check_agent().await?;
             let left = deadline.saturating_duration_since(Instant::now());
             let step = left.min(Duration::from_secs(15));
-            match self.watch.wait("every work Applied and Available", step, check).await {
+            match self
+                .watch
+                .wait("every work Applied and Available", step, check)
+                .await
+            {
                 Ok(at) => return Ok(at),
                 Err(e) if left <= step => {
-                    return Err(format!("{e} (after {:?}; agent log in {})", self.opts.apply_timeout, self.agent_log().await));
+                    return Err(format!(
+                        "{e} (after {:?}; agent log in {})",
+                        self.opts.apply_timeout,
+                        self.agent_log().await
+                    ));
                 }
                 Err(_) => {
                     let ready = self.watch.seen().ready();
@@ -595,7 +649,10 @@ impl Bench {
                     let w = s.works.get(&work);
                     match w.map(|w| (w.flag.as_deref(), w.flag_at)) {
                         Some((Some(f), Some(at))) if f == value => Ok(at),
-                        other => Err(format!("feedback {FEEDBACK_NAME} is {:?}", other.and_then(|o| o.0))),
+                        other => Err(format!(
+                            "feedback {FEEDBACK_NAME} is {:?}",
+                            other.and_then(|o| o.0)
+                        )),
                     }
                 })
                 .await;
@@ -637,12 +694,14 @@ impl Bench {
             }
             let gone = self
                 .watch
-                .wait(&format!("ManifestWork {work} to be gone"), SAMPLE_TIMEOUT, |s| {
-                    match s.works.get(&work).and_then(|w| w.gone_at) {
+                .wait(
+                    &format!("ManifestWork {work} to be gone"),
+                    SAMPLE_TIMEOUT,
+                    |s| match s.works.get(&work).and_then(|w| w.gone_at) {
                         Some(at) => Ok(at),
                         None => Err("still there".into()),
-                    }
-                })
+                    },
+                )
                 .await;
             let gone_at = match gone {
                 Ok(at) => at,
@@ -672,7 +731,11 @@ impl Bench {
                 .list(&ListParams::default())
                 .await
                 .map_err(|e| format!("listing works: {e}"))?;
-            let names: Vec<String> = works.items.iter().filter_map(|w| w.metadata.name.clone()).collect();
+            let names: Vec<String> = works
+                .items
+                .iter()
+                .filter_map(|w| w.metadata.name.clone())
+                .collect();
             let applied: Vec<String> = (0..self.opts.works)
                 .map(|i| work_api::applied_manifest_work_name(&hub_hash, &self.work_name(i)))
                 .collect();
@@ -684,7 +747,9 @@ impl Bench {
         match r {
             Ok(Ok(())) => {}
             Ok(Err(e)) => self.progress(&format!("WARNING: cleanup: {e}")),
-            Err(_) => self.progress(&format!("WARNING: cleanup took longer than {CLEANUP_TIMEOUT:?}")),
+            Err(_) => self.progress(&format!(
+                "WARNING: cleanup took longer than {CLEANUP_TIMEOUT:?}"
+            )),
         }
         self.hub.cleanup().await;
         self.spoke.cleanup().await;
@@ -707,6 +772,10 @@ async fn remove_all(api: &Api<DynamicObject>, names: &[String]) {
             let _ = api.delete(name, &DeleteParams::background()).await;
         })
         .await;
+}
+
+fn is_hub_noise(resource: &str) -> bool {
+    HUB_NOISE_RESOURCES.contains(&resource)
 }
 
 fn is_spoke_agent_resource(resource: &str) -> bool {
@@ -786,9 +855,15 @@ mod tests {
     fn work_has_the_configmaps_and_one_feedback_rule() {
         let w = work_object("c", "ns", "w1", 3).expect("builds");
         let spec = &w.data["spec"];
-        assert_eq!(spec["workload"]["manifests"].as_array().map(Vec::len), Some(3));
+        assert_eq!(
+            spec["workload"]["manifests"].as_array().map(Vec::len),
+            Some(3)
+        );
         assert_eq!(spec["workload"]["manifests"][2]["metadata"]["name"], "w1-2");
-        assert_eq!(spec["manifestConfigs"][0]["resourceIdentifier"]["name"], "w1-0");
+        assert_eq!(
+            spec["manifestConfigs"][0]["resourceIdentifier"]["name"],
+            "w1-0"
+        );
         assert_eq!(
             spec["manifestConfigs"][0]["feedbackRules"][0]["jsonPaths"][0]["path"],
             ".metadata.annotations.benchflag"

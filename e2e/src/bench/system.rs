@@ -44,8 +44,8 @@ pub fn machine_cpu() -> String {
 
 /// `VmRSS` and `VmHWM` of a process in MiB (`None` when it has ended).
 pub fn memory_mib(pid: u32) -> Option<(f64, f64)> {
-    let status = std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status"))
-        .ok()?;
+    let status =
+        std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status")).ok()?;
     Some((status_mib(&status, "VmRSS")?, status_mib(&status, "VmHWM")?))
 }
 
@@ -59,7 +59,10 @@ mod tests {
         assert_eq!(status_mib(status, "VmRSS"), Some(32.0));
         assert_eq!(status_mib(status, "VmHWM"), Some(64.0));
         assert_eq!(status_mib(status, "VmSwap"), None);
-        assert_eq!(parse_loadavg("4.50 3.00 1.25 3/456 789\n"), Some([4.5, 3.0, 1.25]));
+        assert_eq!(
+            parse_loadavg("4.50 3.00 1.25 3/456 789\n"),
+            Some([4.5, 3.0, 1.25])
+        );
         assert_eq!(parse_loadavg("x"), None);
         let cpuinfo = "processor\t: 0\nmodel name\t: Some CPU @ 2.0GHz\n";
         assert_eq!(cpu_model(cpuinfo).as_deref(), Some("Some CPU @ 2.0GHz"));

@@ -128,7 +128,10 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("bench_agent: writing the report to {}: {e}", out_dir.display());
+            eprintln!(
+                "bench_agent: writing the report to {}: {e}",
+                out_dir.display()
+            );
             ExitCode::FAILURE
         }
     }
@@ -150,9 +153,18 @@ mod tests {
 
     #[test]
     fn cli_defaults_match_the_documented_run() {
-        let cli = Cli::try_parse_from(["bench_agent", "--agent-bin", "/a", "--agent-arg", "--workers=10"])
-            .expect("parses");
-        assert_eq!((cli.works, cli.configmaps_per_work, cli.qps, cli.burst), (1000, 5, 50.0, 100));
+        let cli = Cli::try_parse_from([
+            "bench_agent",
+            "--agent-bin",
+            "/a",
+            "--agent-arg",
+            "--workers=10",
+        ])
+        .expect("parses");
+        assert_eq!(
+            (cli.works, cli.configmaps_per_work, cli.qps, cli.burst),
+            (1000, 5, 50.0, 100)
+        );
         assert_eq!(cli.agent_args, ["--workers=10"]);
         assert_eq!(cli.resync_period, Duration::from_secs(60));
     }

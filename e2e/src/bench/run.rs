@@ -675,7 +675,8 @@ impl Bench {
     /// returned (the API server set deletionTimestamp then) to the watch's deletion event.
     async fn deletions(&self) -> Result<(Vec<Duration>, u64), String> {
         let o = &self.opts;
-        let n = o.deletion_samples.min(o.works);
+        // At most half the works, so that the resync phases still have works to resync.
+        let n = o.deletion_samples.min(o.works / 2);
         let mut samples = Vec::with_capacity(n);
         for k in 0..n {
             self.check_agent().await?;

@@ -43,7 +43,7 @@ struct Cli {
     /// Spoke changes to time (status latency).
     #[arg(long, default_value_t = 100)]
     latency_samples: usize,
-    /// Works to delete and time.
+    /// Works to delete and time (at most half of --works).
     #[arg(long, default_value_t = 100)]
     deletion_samples: usize,
     /// How long the first apply may take before the run fails (`30m`).

@@ -23,13 +23,9 @@ has_arg() {
 }
 
 extra=()
-if has_arg --agent-bin "$@"; then
-  log "building bench_agent (release)"
-  "$CARGO" build --release -p e2e --bin bench_agent
-else
-  log "building work-agent and bench_agent (release)"
-  "$CARGO" build --release -p work-agent --bin work-agent -p e2e --bin bench_agent
-fi
+# Always both: building e2e alone unifies features differently and rebuilds the dependencies.
+log "building work-agent and bench_agent (release)"
+"$CARGO" build --release -p work-agent --bin work-agent -p e2e --bin bench_agent
 TARGET_DIR=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys;print(json.load(sys.stdin)["target_directory"])')
 BENCH=$TARGET_DIR/release/bench_agent
 [ -x "$BENCH" ] || { log "ERROR: $BENCH was not built"; exit 1; }

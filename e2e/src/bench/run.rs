@@ -44,8 +44,8 @@ const SPOKE_AGENT_RESOURCES: [&str; 2] = [
 ];
 
 /// Hub resources that are not the agent's: the API server renews its own identity lease (the
-/// agent runs with `--leader-elect=false`).
-const HUB_NOISE_RESOURCES: [&str; 1] = ["leases.coordination.k8s.io"];
+/// agent runs with `--leader-elect=false`) and lists services for its `kubernetes` service.
+const HUB_NOISE_RESOURCES: [&str; 2] = ["leases.coordination.k8s.io", "services"];
 /// The ManifestWork resource as the API server's metrics name it.
 const MANIFESTWORKS: &str = "manifestworks.work.open-cluster-management.io";
 
@@ -511,7 +511,7 @@ impl Bench {
         self.stop_agent().await;
         let spoke_noise: u64 = phases.iter().map(|p| p.spoke_other.requests()).sum();
         notes.push(format!(
-            "Server-side counts come from apiserver_request_total, less the harness's own requests (its creates, deletes, spoke patches and /metrics scrapes). Spoke figures count only {} ({spoke_noise} requests on other spoke resources, from the controller-manager, scheduler and kwok, including discovery, are listed per phase but not attributed); hub figures leave out {}, the API server's own identity lease. WATCH requests are left out: the servers count them when they end, so they belong to no phase.",
+            "Server-side counts come from apiserver_request_total, less the harness's own requests (its creates, deletes, spoke patches and /metrics scrapes). Spoke figures count only {} ({spoke_noise} requests on other spoke resources, from the controller-manager, scheduler and kwok, including discovery, are listed per phase but not attributed); hub figures leave out {}, the API server's own requests. WATCH requests are left out: the servers count them when they end, so they belong to no phase.",
             SPOKE_AGENT_RESOURCES.join(" and "),
             HUB_NOISE_RESOURCES.join(" and ")
         ));

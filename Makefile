@@ -51,8 +51,12 @@ test: lint unit ## everything: lint, unit tests, then integration tests on a fre
 	e2e/scripts/with-cluster.sh e2e/scripts/run-integration.sh
 
 .PHONY: bench
-bench: ## benchmarks (reports under target/criterion)
+bench: ## micro-benchmarks (reports under target/criterion); the agent benchmark is `make bench-agent`
 	$(CARGO) bench -p conditions
+
+.PHONY: bench-agent
+bench-agent: ## agent benchmark, 1000 works x 5 ConfigMaps (BENCH_ARGS="--works 50 ..."); report in target/bench/
+	e2e/scripts/bench-agent.sh $(BENCH_ARGS)
 
 .PHONY: demo
 demo: ## local control plane + agent + a ManifestWork that completes and is garbage collected

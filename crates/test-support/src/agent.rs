@@ -78,6 +78,21 @@ impl AgentProcess {
         Self::spawn(named_agent_bin(name)?, args, envs)
     }
 
+    /// Like [`try_start`](Self::try_start) with a given binary instead of `$WORK_AGENT_BIN`
+    /// (the benchmark runs any build of the agent).
+    pub fn try_start_binary<I, S, E, K, V>(bin: &Path, args: I, envs: E) -> Result<Self, Error>
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+        E: IntoIterator<Item = (K, V)>,
+        K: AsRef<OsStr>,
+        V: AsRef<OsStr>,
+    {
+        // The reaper compares /proc/PID/exe with this path, so store it canonical.
+        let bin = std::fs::canonicalize(bin).map_err(|e| Error::io(bin, e))?;
+        Self::spawn(bin, args, envs)
+    }
+
     fn spawn<I, S, E, K, V>(bin: PathBuf, args: I, envs: E) -> Result<Self, Error>
     where
         I: IntoIterator<Item = S>,
@@ -218,11 +233,7 @@ where
 
 fn agent_bin() -> Result<PathBuf, Error> {
     match std::env::var_os(AGENT_BIN_ENV) {
-        Some(p) if !p.is_empty() => {
-            let p = PathBuf::from(p);
-            // The reaper compares /proc/PID/exe with this path, so store it canonical.
-            std::fs::canonicalize(&p).map_err(|e| Error::io(&p, e))
-        }
+        Some(p) if !p.is_empty() => Ok(PathBuf::from(p)),
         _ => Err(Error::MissingEnv {
             var: AGENT_BIN_ENV.into(),
             hint: "run the integration tests through `make integration` or `make test` \

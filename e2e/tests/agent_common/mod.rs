@@ -461,29 +461,7 @@ pub fn rv(obj: &DynamicObject) -> String {
 
 /// GET `path` from the agent's HTTP listener (plain HTTP/1.0 over a socket); the body.
 pub async fn http_get(port: u16, path: &str) -> Result<String, String> {
-    let path = path.to_string();
-    tokio::task::spawn_blocking(move || {
-        use std::io::{Read, Write};
-        let mut stream =
-            std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .map_err(|e| e.to_string())?;
-        stream
-            .write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())
-            .map_err(|e| e.to_string())?;
-        let mut out = String::new();
-        stream.read_to_string(&mut out).map_err(|e| e.to_string())?;
-        if !out.starts_with("HTTP/1.1 200") && !out.starts_with("HTTP/1.0 200") {
-            return Err(out.lines().next().unwrap_or_default().to_string());
-        }
-        Ok(out
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default())
-    })
-    .await
-    .map_err(|e| e.to_string())?
+    e2e::bench::agent::http_get(port, path).await
 }
 
 /// The value of one series in Prometheus text (`name{labels}` exactly as the agent writes it,

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# bench-agent.sh [BENCH_AGENT_ARGS...]     (make bench-agent BENCH_ARGS="...")
+# The agent benchmark (docs/performance.md, "Agent benchmark"). Builds bench_agent (release) and,
+# unless --agent-bin is given, a release build of this checkout's work-agent. Runs against the
+# control planes named by WORK_AGENT_{HUB,SPOKE}_KUBECONFIG or $RUN_ROOT/clusters.env (from
+# `make cluster-up`); if neither is there, starts fresh ones with with-cluster.sh and stops them
+# afterwards. Report: target/bench/<label>.{md,json}; `bench_agent --help` lists the options.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+RUN_ROOT=${RUN_ROOT:-$ROOT/.run}
+CARGO=${CARGO:-cargo}
+log() { printf '[bench-agent] %s\n' "$*" >&2; }
+cd "$ROOT"
+
+has_arg() {
+  local want=$1 a
+  shift
+  for a in "$@"; do
+    case "$a" in "$want" | "$want="*) return 0 ;; esac
+  done
+  return 1
+}
+
+extra=()
+# Always both: building e2e alone unifies features differently and rebuilds the dependencies.
+log "building work-agent and bench_agent (release)"
+"$CARGO" build --release -p work-agent --bin work-agent -p e2e --bin bench_agent
+TARGET_DIR=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys;print(json.load(sys.stdin)["target_directory"])')
+BENCH=$TARGET_DIR/release/bench_agent
+[ -x "$BENCH" ] || { log "ERROR: $BENCH was not built"; exit 1; }
+if ! has_arg --agent-bin "$@"; then
+  commit=$(git rev-parse --short HEAD)
+  git diff --quiet HEAD -- crates || commit="$commit+uncommitted"
+  extra+=(--agent-bin "$TARGET_DIR/release/work-agent" --agent-commit "$commit" --agent-profile release)
+  has_arg --label "$@" || extra+=(--label "bench-agent-$commit")
+fi
+
+if [ -z "${WORK_AGENT_SPOKE_KUBECONFIG:-}" ] && [ -f "$RUN_ROOT/clusters.env" ]; then
+  log "using the running control planes of $RUN_ROOT/clusters.env"
+  # shellcheck disable=SC1091
+  . "$RUN_ROOT/clusters.env"
+fi
+export WORK_AGENT_RUN_DIR=$RUN_ROOT
+if [ -n "${WORK_AGENT_HUB_KUBECONFIG:-}" ] && [ -n "${WORK_AGENT_SPOKE_KUBECONFIG:-}" ]; then
+  export WORK_AGENT_HUB_KUBECONFIG WORK_AGENT_SPOKE_KUBECONFIG
+  exec "$BENCH" "${extra[@]}" "$@"
+fi
+log "no running control planes: starting them for this run"
+exec "$HERE/with-cluster.sh" "$BENCH" "${extra[@]}" "$@"

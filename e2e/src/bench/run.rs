@@ -1,0 +1,883 @@
+//! One benchmark run against live control planes: create the works, time and count what the
+//! agent does in each phase, and clean up on every exit path.
+
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt};
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use test_support::{HUB_KUBECONFIG_ENV, SPOKE_KUBECONFIG_ENV, TestCluster};
+
+use super::agent::{Agent, AgentSpec, tail};
+use super::hub_watch::{FEEDBACK_NAME, HubWatch, Seen};
+use super::prometheus::{self, Counts};
+use super::report::{self, Environment, Memory, Parameters, Phase, Report};
+use super::stats::Summary;
+use super::system;
+
+/// Requests the harness keeps in flight while creating works: its own client must not be the
+/// bottleneck (kube clients have no client-side rate limit).
+const CREATE_CONCURRENCY: usize = 64;
+/// Annotation the status-latency phase sets on the spoke; no manifest sets it.
+const FLAG_ANNOTATION: &str = "benchflag";
+/// How long one status change or one deletion may take before the run fails.
+const SAMPLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// The agent is idle once its request counters have not moved for this long.
+const QUIET: Duration = Duration::from_secs(5);
+/// How long to wait for the agent to go idle after a phase.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long cleanup may take.
+const CLEANUP_TIMEOUT: Duration = Duration::from_secs(300);
+/// `--status-sync-period` of the agent that does the first apply: long, so that no safety-net
+/// resync mixes into the first-apply counts.
+const FIRST_AGENT_SYNC_PERIOD: Duration = Duration::from_secs(3600);
+/// Spoke resources the agent touches with ConfigMap works; other resources on the spoke are the
+/// controller-manager's, the scheduler's and kwok's.
+const SPOKE_AGENT_RESOURCES: [&str; 2] = [
+    "configmaps",
+    "appliedmanifestworks.work.open-cluster-management.io",
+];
+
+/// Hub resources that are not the agent's: the API server renews its own identity lease (the
+/// agent runs with `--leader-elect=false`) and lists services for its `kubernetes` service.
+const HUB_NOISE_RESOURCES: [&str; 2] = ["leases.coordination.k8s.io", "services"];
+/// The ManifestWork resource as the API server's metrics name it.
+const MANIFESTWORKS: &str = "manifestworks.work.open-cluster-management.io";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// ManifestWorks to create.
+    pub works: usize,
+    /// ConfigMaps per work.
+    pub configmaps_per_work: usize,
+    /// Agent QPS (hub and spoke).
+    pub qps: f64,
+    /// Agent burst (hub and spoke).
+    pub burst: u32,
+    /// The agent binary.
+    pub agent_bin: PathBuf,
+    /// Extra agent arguments.
+    pub agent_args: Vec<String>,
+    /// Commit of the agent build (for the report).
+    pub agent_commit: String,
+    /// Build profile of the agent (for the report).
+    pub agent_profile: String,
+    /// `--status-sync-period` in the idle-resync phase.
+    pub resync_period: Duration,
+    /// Spoke changes to time.
+    pub latency_samples: usize,
+    /// Works to delete and time.
+    pub deletion_samples: usize,
+    /// Report name.
+    pub label: String,
+    /// Where the report goes.
+    pub out_dir: PathBuf,
+    /// How long the first apply may take.
+    pub apply_timeout: Duration,
+}
+
+/// Counters of both API servers and of the agent at one moment.
+#[derive(Debug, Clone)]
+struct Snapshot {
+    at: Instant,
+    hub: Counts,
+    spoke: Counts,
+    agent_hub: Option<Counts>,
+    agent_spoke: Option<Counts>,
+    /// The harness's own `/metrics` scrapes so far (hub, spoke), which the servers count too.
+    scrapes: (u64, u64),
+}
+
+/// The live state of a run.
+struct Bench {
+    opts: Options,
+    hub: TestCluster,
+    spoke: TestCluster,
+    cluster: String,
+    spoke_ns: String,
+    works: Api<DynamicObject>,
+    configmaps: Api<DynamicObject>,
+    applied: Api<DynamicObject>,
+    watch: HubWatch,
+    agent: tokio::sync::Mutex<Option<Agent>>,
+    hub_scrapes: AtomicU64,
+    spoke_scrapes: AtomicU64,
+    load_max: Mutex<f64>,
+    started: Instant,
+}
+
+/// Runs the benchmark and writes the report; cleans up whatever happens, also on Ctrl-C/SIGTERM.
+pub async fn run(opts: Options) -> Result<Report, String> {
+    let hub = TestCluster::try_from_env(HUB_KUBECONFIG_ENV)
+        .await
+        .map_err(|e| e.to_string())?;
+    let spoke = TestCluster::try_from_env(SPOKE_KUBECONFIG_ENV)
+        .await
+        .map_err(|e| e.to_string())?;
+    let cluster = hub
+        .try_namespace("bench")
+        .await
+        .map_err(|e| e.to_string())?;
+    let spoke_ns = match spoke.try_namespace("bench").await {
+        Ok(ns) => ns,
+        Err(e) => {
+            hub.cleanup().await;
+            return Err(e.to_string());
+        }
+    };
+    let works = Api::namespaced_with(hub.client.clone(), &cluster, &manifestwork_resource());
+    let configmaps = Api::namespaced_with(
+        spoke.client.clone(),
+        &spoke_ns,
+        &ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+        },
+    );
+    let applied = Api::all_with(spoke.client.clone(), &applied_resource());
+    let bench = Bench {
+        watch: HubWatch::start(works.clone()),
+        opts,
+        hub,
+        spoke,
+        cluster,
+        spoke_ns,
+        works,
+        configmaps,
+        applied,
+        agent: tokio::sync::Mutex::new(None),
+        hub_scrapes: AtomicU64::new(0),
+        spoke_scrapes: AtomicU64::new(0),
+        load_max: Mutex::new(0.0),
+        started: Instant::now(),
+    };
+    let result = tokio::select! {
+        r = bench.measure() => r,
+        s = interrupted() => Err(format!("interrupted by {s}; cleaning up")),
+    };
+    if let Err(e) = &result {
+        bench.progress(&format!("FAILED: {e}"));
+    }
+    bench.cleanup().await;
+    result
+}
+
+/// Resolves on SIGINT or SIGTERM with the signal's name.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        // Without signal handlers the run simply cannot be interrupted cleanly.
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "SIGINT",
+        _ = term.recv() => "SIGTERM",
+    }
+}
+
+impl Bench {
+    fn progress(&self, msg: &str) {
+        eprintln!(
+            "[bench-agent {:>6.1}s] {msg}",
+            self.started.elapsed().as_secs_f64()
+        );
+        let load = system::loadavg()[0];
+        let mut max = self.load_max.lock().unwrap_or_else(|p| p.into_inner());
+        *max = max.max(load);
+    }
+
+    fn work_name(&self, i: usize) -> String {
+        format!("{}-{i:05}", self.cluster)
+    }
+
+    fn agent_spec(&self, period: Duration) -> AgentSpec<'_> {
+        AgentSpec {
+            bin: &self.opts.agent_bin,
+            cluster: &self.cluster,
+            hub_kubeconfig: &self.hub.kubeconfig,
+            spoke_kubeconfig: &self.spoke.kubeconfig,
+            qps: self.opts.qps,
+            burst: self.opts.burst,
+            status_sync_period: period,
+            extra: &self.opts.agent_args,
+        }
+    }
+
+    async fn start_agent(&self, period: Duration) -> Result<(), String> {
+        let agent = Agent::start(&self.agent_spec(period)).await?;
+        self.progress(&format!(
+            "agent pid {} ready (log {})",
+            agent.process.pid(),
+            agent.process.log_path().display()
+        ));
+        *self.agent.lock().await = Some(agent);
+        Ok(())
+    }
+
+    async fn stop_agent(&self) {
+        if let Some(mut agent) = self.agent.lock().await.take() {
+            agent.stop();
+        }
+    }
+
+    /// Fails with the log tail if the agent has died.
+    async fn check_agent(&self) -> Result<(), String> {
+        let mut guard = self.agent.lock().await;
+        let Some(agent) = guard.as_mut() else {
+            return Ok(());
+        };
+        if agent.process.is_running() {
+            return Ok(());
+        }
+        Err(format!(
+            "the agent exited ({:?}); log {}:\n{}",
+            agent.process.exit_status(),
+            agent.process.log_path().display(),
+            tail(&agent.process.log(), 20)
+        ))
+    }
+
+    async fn memory(&self) -> Option<(f64, f64)> {
+        self.agent.lock().await.as_ref()?.memory_mib()
+    }
+
+    async fn scrape_apiserver(client: &Client, scrapes: &AtomicU64) -> Result<Counts, String> {
+        scrapes.fetch_add(1, Ordering::SeqCst);
+        let request = http::Request::get("/metrics")
+            .body(Vec::new())
+            .map_err(|e| e.to_string())?;
+        let text = tokio::time::timeout(Duration::from_secs(60), client.request_text(request))
+            .await
+            .map_err(|_| "GET /metrics took longer than 60 s".to_string())?
+            .map_err(|e| format!("GET /metrics: {e}"))?;
+        Ok(Counts::from_apiserver(&prometheus::parse(&text)?))
+    }
+
+    async fn snapshot(&self) -> Result<Snapshot, String> {
+        let scrapes = (
+            self.hub_scrapes.load(Ordering::SeqCst),
+            self.spoke_scrapes.load(Ordering::SeqCst),
+        );
+        let (hub, spoke) = tokio::try_join!(
+            Self::scrape_apiserver(&self.hub.client, &self.hub_scrapes),
+            Self::scrape_apiserver(&self.spoke.client, &self.spoke_scrapes),
+        )?;
+        let agent_text = match self.agent.lock().await.as_ref() {
+            Some(agent) => Some(agent.metrics().await?),
+            None => None,
+        };
+        let agent_samples = match agent_text {
+            Some(t) => Some(prometheus::parse(&t)?),
+            None => None,
+        };
+        Ok(Snapshot {
+            at: Instant::now(),
+            hub,
+            spoke,
+            agent_hub: agent_samples
+                .as_ref()
+                .and_then(|s| Counts::from_agent(s, "hub")),
+            agent_spoke: agent_samples
+                .as_ref()
+                .and_then(|s| Counts::from_agent(s, "spoke")),
+            scrapes,
+        })
+    }
+
+    /// The agent's requests between two snapshots, less the harness's own.
+    fn phase(
+        &self,
+        name: &str,
+        description: String,
+        span: (&Snapshot, &Snapshot),
+        per: (&str, u64),
+        harness: &Harness,
+    ) -> Phase {
+        let (before, after) = span;
+        let mut own_hub = harness.hub.clone();
+        own_hub.add("GET", "-", after.scrapes.0 - before.scrapes.0);
+        let hub_all = after
+            .hub
+            .since(&before.hub)
+            .minus(&own_hub)
+            .without_watches();
+        let spoke_all = after
+            .spoke
+            .since(&before.spoke)
+            .minus(&harness.spoke)
+            .without_watches();
+        let agent_delta = |a: &Option<Counts>, b: &Option<Counts>| match (a, b) {
+            (Some(a), Some(b)) => Some(a.since(b).without_watches()),
+            // An agent started inside the phase counts from zero.
+            (Some(a), None) => Some(a.without_watches()),
+            _ => None,
+        };
+        Phase {
+            name: name.into(),
+            description,
+            seconds: after.at.duration_since(before.at).as_secs_f64(),
+            unit: per.0.into(),
+            units: per.1,
+            hub: hub_all.filter(|r| !is_hub_noise(r)),
+            hub_other: hub_all.filter(is_hub_noise),
+            spoke: spoke_all.filter(is_spoke_agent_resource),
+            spoke_other: spoke_all.filter(|r| !is_spoke_agent_resource(r)),
+            agent_hub: agent_delta(&after.agent_hub, &before.agent_hub),
+            agent_spoke: agent_delta(&after.agent_spoke, &before.agent_spoke),
+        }
+    }
+
+    /// Waits until the agent's requests (hub: all resources; spoke: its resources) stop for
+    /// [`QUIET`], at least `min` and at most `max`; whether it went quiet.
+    async fn settle(&self, min: Duration, max: Duration) -> Result<bool, String> {
+        let start = Instant::now();
+        let mut last: Option<(u64, u64)> = None;
+        let mut since = Instant::now();
+        loop {
+            self.check_agent().await?;
+            let hub = Self::scrape_apiserver(&self.hub.client, &self.hub_scrapes).await?;
+            let spoke = Self::scrape_apiserver(&self.spoke.client, &self.spoke_scrapes).await?;
+            let now = (
+                hub.filter(|r| r != "-" && !is_hub_noise(r)).requests(),
+                spoke.filter(is_spoke_agent_resource).requests(),
+            );
+            if last != Some(now) {
+                last = Some(now);
+                since = Instant::now();
+            }
+            let elapsed = start.elapsed();
+            if since.elapsed() >= QUIET && elapsed >= min {
+                return Ok(true);
+            }
+            if elapsed >= max {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    async fn measure(&self) -> Result<Report, String> {
+        let o = &self.opts;
+        let load_start = system::loadavg();
+        let date = utc_now();
+        self.progress(&format!(
+            "hub namespace {}, spoke namespace {}; {} works x {} ConfigMaps, QPS {} burst {}",
+            self.cluster, self.spoke_ns, o.works, o.configmaps_per_work, o.qps, o.burst
+        ));
+        self.watch
+            .wait("the hub watch to list the works", SAMPLE_TIMEOUT, |s| {
+                if s.synced {
+                    Ok(())
+                } else {
+                    Err("not listed yet".into())
+                }
+            })
+            .await?;
+        let mut notes = Vec::new();
+
+        // First apply.
+        self.start_agent(FIRST_AGENT_SYNC_PERIOD).await?;
+        self.settle(QUIET, SETTLE_TIMEOUT).await?;
+        let s0 = self.snapshot().await?;
+        let t0 = Instant::now();
+        let mut harness = Harness::default();
+        self.create_works().await?;
+        harness.hub.add("POST", MANIFESTWORKS, o.works as u64);
+        let create_seconds = t0.elapsed().as_secs_f64();
+        self.progress(&format!(
+            "created {} works in {create_seconds:.1} s",
+            o.works
+        ));
+        let ready_at = self.wait_all_ready(t0).await?;
+        let apply_seconds = ready_at.duration_since(t0).as_secs_f64();
+        self.progress(&format!(
+            "all works Applied and Available after {apply_seconds:.1} s"
+        ));
+        if !self.settle(QUIET, SETTLE_TIMEOUT).await? {
+            notes.push("After the first apply the agent did not go idle within 5 minutes.".into());
+        }
+        let s1 = self.snapshot().await?;
+        let steady = self.memory().await;
+        let manifests = (o.works * o.configmaps_per_work) as u64;
+        let mut phases = vec![self.phase(
+            report::FIRST_APPLY,
+            format!(
+                "All {} works created at once (agent started beforehand with --status-sync-period {}s, so no resync), until every work was Applied and Available and the agent idle.",
+                o.works,
+                FIRST_AGENT_SYNC_PERIOD.as_secs()
+            ),
+            (&s0, &s1),
+            ("manifest", manifests),
+            &harness,
+        )];
+
+        // Status latency with every work idle.
+        let (latencies, changed) = self.status_latency().await?;
+        self.settle(QUIET, SETTLE_TIMEOUT).await?;
+        let s2 = self.snapshot().await?;
+        let mut harness = Harness::default();
+        harness.spoke.add("PATCH", "configmaps", changed);
+        phases.push(self.phase(
+            "status_changes",
+            format!(
+                "{changed} spoke changes, one at a time: an annotation on a work's first ConfigMap that its JSONPaths feedback rule reports, timed until the hub watch showed the new value."
+            ),
+            (&s1, &s2),
+            ("change", changed),
+            &harness,
+        ));
+
+        // Deletions.
+        let (deletions, deleted) = self.deletions().await?;
+        self.settle(QUIET, SETTLE_TIMEOUT).await?;
+        let s3 = self.snapshot().await?;
+        let mut harness = Harness::default();
+        harness.hub.add("DELETE", MANIFESTWORKS, deleted);
+        phases.push(self.phase(
+            "deletions",
+            format!("{deleted} works deleted one at a time, each after the previous was gone."),
+            (&s2, &s3),
+            ("work", deleted),
+            &harness,
+        ));
+        let peak = self.memory().await.map(|(_, hwm)| hwm);
+        self.stop_agent().await;
+        let remaining = (o.works as u64).saturating_sub(deleted);
+
+        // Restart, then an idle resync period.
+        let s4 = self.snapshot().await?;
+        self.start_agent(o.resync_period).await?;
+        let quiet = self.settle(QUIET * 2, o.resync_period).await?;
+        if !quiet {
+            notes.push(format!(
+                "The restarted agent was still sending requests {}s after it started: its start-up pass ran into its first periodic resync, so the two phases overlap.",
+                o.resync_period.as_secs()
+            ));
+        }
+        let s5 = self.snapshot().await?;
+        phases.push(self.phase(
+            "restart",
+            format!(
+                "The agent restarted (with --status-sync-period {}s) over {remaining} idle works, until it went idle.",
+                o.resync_period.as_secs()
+            ),
+            (&s4, &s5),
+            ("work", remaining),
+            &Harness::default(),
+        ));
+        // Our agent spreads each work's period over P..1.1 P: on average one resync per work.
+        let window = o.resync_period.mul_f64(1.05);
+        self.progress(&format!(
+            "idle resync window: {:.0} s",
+            window.as_secs_f64()
+        ));
+        let deadline = Instant::now() + window;
+        while Instant::now() < deadline {
+            self.check_agent().await?;
+            tokio::time::sleep(Duration::from_secs(5).min(deadline - Instant::now())).await;
+        }
+        let s6 = self.snapshot().await?;
+        let resync = self.phase(
+            report::IDLE_RESYNC,
+            format!(
+                "Nothing changed for {:.0} s, 1.05 x the resync period: on average one safety-net resync per work, if the agent keeps up.",
+                window.as_secs_f64()
+            ),
+            (&s5, &s6),
+            ("work", remaining),
+            &Harness::default(),
+        );
+        let limit = o.qps * resync.seconds;
+        if resync.spoke.requests() as f64 >= 0.9 * limit {
+            notes.push(format!(
+                "In the idle-resync window the agent sent {} spoke requests, at least 90 % of what QPS {} allows ({limit:.0}): its resync could not keep up, so the per-work figures undercount the cost of one resync.",
+                resync.spoke.requests(),
+                o.qps
+            ));
+        }
+        phases.push(resync);
+        self.stop_agent().await;
+        let spoke_noise: u64 = phases.iter().map(|p| p.spoke_other.requests()).sum();
+        notes.push(format!(
+            "Server-side counts come from apiserver_request_total, less the harness's own requests (its creates, deletes, spoke patches and /metrics scrapes). Spoke figures count only {} ({spoke_noise} requests on other spoke resources, from the controller-manager, scheduler and kwok, including discovery, are listed per phase but not attributed); hub figures leave out {}, the API server's own requests. WATCH requests are left out: the servers count them when they end, so they belong to no phase.",
+            SPOKE_AGENT_RESOURCES.join(" and "),
+            HUB_NOISE_RESOURCES.join(" and ")
+        ));
+        let load_max = *self.load_max.lock().unwrap_or_else(|p| p.into_inner());
+        let report = Report {
+            label: o.label.clone(),
+            environment: Environment {
+                date,
+                cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+                cpu_model: system::machine_cpu(),
+                load_start,
+                load_end: system::loadavg(),
+                load_max,
+                agent_bin: o.agent_bin.display().to_string(),
+                agent_commit: o.agent_commit.clone(),
+                agent_profile: o.agent_profile.clone(),
+                agent_args: o.agent_args.clone(),
+            },
+            parameters: Parameters {
+                works: o.works,
+                configmaps_per_work: o.configmaps_per_work,
+                qps: o.qps,
+                burst: o.burst,
+                resync_period_seconds: o.resync_period.as_secs_f64(),
+                latency_samples: latencies.len(),
+                deletion_samples: deletions.len(),
+            },
+            apply_seconds,
+            create_seconds,
+            status_latency: Summary::of(&latencies),
+            deletion: Summary::of(&deletions),
+            memory: Memory {
+                steady_rss_mib: steady.map(|(rss, _)| rss),
+                peak_rss_mib: peak,
+            },
+            phases,
+            notes,
+        };
+        Ok(report)
+    }
+
+    async fn create_works(&self) -> Result<(), String> {
+        let o = &self.opts;
+        futures::stream::iter(0..o.works)
+            .map(|i| async move {
+                let name = self.work_name(i);
+                let work =
+                    work_object(&self.cluster, &self.spoke_ns, &name, o.configmaps_per_work)?;
+                self.works
+                    .create(&PostParams::default(), &work)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| format!("creating ManifestWork {name}: {e}"))
+            })
+            .buffer_unordered(CREATE_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    /// Waits for every work to be Applied and Available; the moment the last one was.
+    async fn wait_all_ready(&self, t0: Instant) -> Result<Instant, String> {
+        let total = self.opts.works;
+        let check = |s: &Seen| -> Result<Instant, String> {
+            let ready = s.ready();
+            if ready >= total {
+                return s
+                    .works
+                    .values()
+                    .filter_map(|w| w.ready_at)
+                    .max()
+                    .ok_or_else(|| "no work".to_string());
+            }
+            Err(format!("{ready} of {total} works Applied and Available"))
+        };
+        let deadline = t0 + self.opts.apply_timeout;
+        loop {
+            self.check_agent().await?;
+            let left = deadline.saturating_duration_since(Instant::now());
+            let step = left.min(Duration::from_secs(15));
+            match self
+                .watch
+                .wait("every work Applied and Available", step, check)
+                .await
+            {
+                Ok(at) => return Ok(at),
+                Err(e) if left <= step => {
+                    return Err(format!(
+                        "{e} (after {:?}; agent log in {})",
+                        self.opts.apply_timeout,
+                        self.agent_log().await
+                    ));
+                }
+                Err(_) => {
+                    let ready = self.watch.seen().ready();
+                    self.progress(&format!("{ready} of {total} works Applied and Available"));
+                }
+            }
+        }
+    }
+
+    async fn agent_log(&self) -> String {
+        self.agent
+            .lock()
+            .await
+            .as_ref()
+            .map(|a| a.process.log_path().display().to_string())
+            .unwrap_or_default()
+    }
+
+    /// Annotates the first ConfigMap of a sample of works, one at a time, and times each change
+    /// until the hub watch shows it in the work's status feedback.
+    async fn status_latency(&self) -> Result<(Vec<Duration>, u64), String> {
+        let o = &self.opts;
+        let n = o.latency_samples.min(o.works);
+        let mut samples = Vec::with_capacity(n);
+        for k in 0..n {
+            self.check_agent().await?;
+            let work = self.work_name(k * o.works / n);
+            let value = format!("v{k}");
+            let cm = format!("{work}-0");
+            let start = Instant::now();
+            self.configmaps
+                .patch(
+                    &cm,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"metadata": {"annotations": {FLAG_ANNOTATION: value}}})),
+                )
+                .await
+                .map_err(|e| format!("annotating ConfigMap {}/{cm}: {e}", self.spoke_ns))?;
+            let what = format!("ManifestWork {work} to report feedback {FEEDBACK_NAME}={value}");
+            let seen_at = self
+                .watch
+                .wait(&what, SAMPLE_TIMEOUT, |s| {
+                    let w = s.works.get(&work);
+                    match w.map(|w| (w.flag.as_deref(), w.flag_at)) {
+                        Some((Some(f), Some(at))) if f == value => Ok(at),
+                        other => Err(format!(
+                            "feedback {FEEDBACK_NAME} is {:?}",
+                            other.and_then(|o| o.0)
+                        )),
+                    }
+                })
+                .await;
+            let seen_at = match seen_at {
+                Ok(at) => at,
+                Err(e) => return Err(format!("{e} (agent log {})", self.agent_log().await)),
+            };
+            samples.push(seen_at.saturating_duration_since(start));
+        }
+        if let Some(s) = Summary::of(&samples) {
+            self.progress(&format!(
+                "status latency over {n} changes: p50 {:.0} ms, p99 {:.0} ms",
+                s.p50_ms, s.p99_ms
+            ));
+        }
+        Ok((samples, n as u64))
+    }
+
+    /// Deletes a sample of works one at a time; each is timed from the moment the delete call
+    /// returned (the API server set deletionTimestamp then) to the watch's deletion event.
+    async fn deletions(&self) -> Result<(Vec<Duration>, u64), String> {
+        let o = &self.opts;
+        // At most half the works, so that the resync phases still have works to resync.
+        let n = o.deletion_samples.min(o.works / 2);
+        let mut samples = Vec::with_capacity(n);
+        for k in 0..n {
+            self.check_agent().await?;
+            // From the end, so the latency sample (from the start) is mostly spared.
+            let work = self.work_name(o.works - 1 - k * o.works / n.max(1));
+            let marked = self
+                .works
+                .delete(&work, &DeleteParams::default())
+                .await
+                .map_err(|e| format!("deleting ManifestWork {work}: {e}"))?;
+            let marked_at = Instant::now();
+            if marked.is_right() {
+                return Err(format!(
+                    "ManifestWork {work} was deleted at once: the agent had not put its finalizer on it"
+                ));
+            }
+            let gone = self
+                .watch
+                .wait(
+                    &format!("ManifestWork {work} to be gone"),
+                    SAMPLE_TIMEOUT,
+                    |s| match s.works.get(&work).and_then(|w| w.gone_at) {
+                        Some(at) => Ok(at),
+                        None => Err("still there".into()),
+                    },
+                )
+                .await;
+            let gone_at = match gone {
+                Ok(at) => at,
+                Err(e) => return Err(format!("{e} (agent log {})", self.agent_log().await)),
+            };
+            samples.push(gone_at.saturating_duration_since(marked_at));
+        }
+        if let Some(s) = Summary::of(&samples) {
+            self.progress(&format!(
+                "deletion over {n} works: p50 {:.0} ms, p99 {:.0} ms",
+                s.p50_ms, s.p99_ms
+            ));
+        }
+        Ok((samples, n as u64))
+    }
+
+    /// Stops the agents, then removes every work and AppliedManifestWork of the run (finalizers
+    /// stripped: the agent is gone) and both namespaces. Best effort, bounded, and loud about
+    /// what it could not remove.
+    async fn cleanup(&self) {
+        self.stop_agent().await;
+        self.progress("cleaning up");
+        let r = tokio::time::timeout(CLEANUP_TIMEOUT, async {
+            let hub_hash = work_api::hub_hash(&self.hub.server_url);
+            let works = self
+                .works
+                .list(&ListParams::default())
+                .await
+                .map_err(|e| format!("listing works: {e}"))?;
+            let names: Vec<String> = works
+                .items
+                .iter()
+                .filter_map(|w| w.metadata.name.clone())
+                .collect();
+            let applied: Vec<String> = (0..self.opts.works)
+                .map(|i| work_api::applied_manifest_work_name(&hub_hash, &self.work_name(i)))
+                .collect();
+            remove_all(&self.works, &names).await;
+            remove_all(&self.applied, &applied).await;
+            Ok::<_, String>(())
+        })
+        .await;
+        match r {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => self.progress(&format!("WARNING: cleanup: {e}")),
+            Err(_) => self.progress(&format!(
+                "WARNING: cleanup took longer than {CLEANUP_TIMEOUT:?}"
+            )),
+        }
+        self.hub.cleanup().await;
+        self.spoke.cleanup().await;
+    }
+}
+
+/// Requests the harness itself makes in a phase (the servers count them too).
+#[derive(Debug, Default)]
+struct Harness {
+    hub: Counts,
+    spoke: Counts,
+}
+
+/// Strips the finalizers of the named objects and deletes them (missing ones are fine).
+async fn remove_all(api: &Api<DynamicObject>, names: &[String]) {
+    futures::stream::iter(names)
+        .for_each_concurrent(CREATE_CONCURRENCY, |name| async move {
+            let strip = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+            let _ = api.patch(name, &PatchParams::default(), &strip).await;
+            let _ = api.delete(name, &DeleteParams::background()).await;
+        })
+        .await;
+}
+
+fn is_hub_noise(resource: &str) -> bool {
+    HUB_NOISE_RESOURCES.contains(&resource)
+}
+
+fn is_spoke_agent_resource(resource: &str) -> bool {
+    let base = resource.split('/').next().unwrap_or(resource);
+    SPOKE_AGENT_RESOURCES.contains(&base)
+}
+
+fn manifestwork_resource() -> ApiResource {
+    work_resource("ManifestWork", "manifestworks")
+}
+
+fn applied_resource() -> ApiResource {
+    work_resource("AppliedManifestWork", "appliedmanifestworks")
+}
+
+fn work_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
+        group: "work.open-cluster-management.io".into(),
+        version: "v1".into(),
+        api_version: "work.open-cluster-management.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// A work of `configmaps` ConfigMaps in `spoke_ns`; the first one has a JSONPaths feedback rule
+/// on an annotation no manifest sets.
+pub fn work_object(
+    cluster: &str,
+    spoke_ns: &str,
+    name: &str,
+    configmaps: usize,
+) -> Result<DynamicObject, String> {
+    let manifests: Vec<Value> = (0..configmaps)
+        .map(|j| {
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": format!("{name}-{j}"), "namespace": spoke_ns},
+                "data": {"work": name, "index": j.to_string()},
+            })
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "work.open-cluster-management.io/v1",
+        "kind": "ManifestWork",
+        "metadata": {"name": name, "namespace": cluster},
+        "spec": {
+            "workload": {"manifests": manifests},
+            "manifestConfigs": [{
+                "resourceIdentifier": {"group": "", "resource": "configmaps", "name": format!("{name}-0"), "namespace": spoke_ns},
+                "feedbackRules": [{"type": "JSONPaths", "jsonPaths": [
+                    {"name": FEEDBACK_NAME, "path": format!(".metadata.annotations.{FLAG_ANNOTATION}")}
+                ]}]
+            }]
+        }
+    }))
+    .map_err(|e| format!("building ManifestWork {name}: {e}"))
+}
+
+/// Now in UTC, RFC 3339, from the `date` command (the report needs no date library).
+fn utc_now() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_has_the_configmaps_and_one_feedback_rule() {
+        let w = work_object("c", "ns", "w1", 3).expect("builds");
+        let spec = &w.data["spec"];
+        assert_eq!(
+            spec["workload"]["manifests"].as_array().map(Vec::len),
+            Some(3)
+        );
+        assert_eq!(spec["workload"]["manifests"][2]["metadata"]["name"], "w1-2");
+        assert_eq!(
+            spec["manifestConfigs"][0]["resourceIdentifier"]["name"],
+            "w1-0"
+        );
+        assert_eq!(
+            spec["manifestConfigs"][0]["feedbackRules"][0]["jsonPaths"][0]["path"],
+            ".metadata.annotations.benchflag"
+        );
+    }
+
+    #[test]
+    fn spoke_agent_resources_include_subresources_only_of_those() {
+        assert!(is_spoke_agent_resource("configmaps"));
+        assert!(is_spoke_agent_resource(
+            "appliedmanifestworks.work.open-cluster-management.io/status"
+        ));
+        assert!(!is_spoke_agent_resource("leases.coordination.k8s.io"));
+        assert!(!is_spoke_agent_resource("-"));
+    }
+}

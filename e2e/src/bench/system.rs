@@ -1,0 +1,76 @@
+//! The machine and the agent process as /proc shows them: load, CPU, resident memory.
+
+use std::path::Path;
+
+/// A `kB` field of /proc/PID/status (`VmRSS`, `VmHWM`), in MiB.
+pub fn status_mib(status: &str, field: &str) -> Option<f64> {
+    let line = status
+        .lines()
+        .find(|l| l.split(':').next() == Some(field))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// The three load averages of /proc/loadavg text.
+pub fn parse_loadavg(text: &str) -> Option<[f64; 3]> {
+    let mut it = text.split_whitespace().map(str::parse::<f64>);
+    Some([it.next()?.ok()?, it.next()?.ok()?, it.next()?.ok()?])
+}
+
+/// The first `model name` of /proc/cpuinfo text.
+pub fn cpu_model(cpuinfo: &str) -> Option<String> {
+    cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// The current load averages (zeros if /proc is unreadable).
+pub fn loadavg() -> [f64; 3] {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|t| parse_loadavg(&t))
+        .unwrap_or_default()
+}
+
+/// The machine's CPU model, or `unknown`.
+pub fn machine_cpu() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| cpu_model(&t))
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// `VmRSS` and `VmHWM` of a process in MiB (`None` when it has ended).
+pub fn memory_mib(pid: u32) -> Option<(f64, f64)> {
+    let status =
+        std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status")).ok()?;
+    Some((status_mib(&status, "VmRSS")?, status_mib(&status, "VmHWM")?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_files() {
+        let status = "Name:\twork-agent\nVmHWM:\t   65536 kB\nVmRSS:\t   32768 kB\n";
+        assert_eq!(status_mib(status, "VmRSS"), Some(32.0));
+        assert_eq!(status_mib(status, "VmHWM"), Some(64.0));
+        assert_eq!(status_mib(status, "VmSwap"), None);
+        assert_eq!(
+            parse_loadavg("4.50 3.00 1.25 3/456 789\n"),
+            Some([4.5, 3.0, 1.25])
+        );
+        assert_eq!(parse_loadavg("x"), None);
+        let cpuinfo = "processor\t: 0\nmodel name\t: Some CPU @ 2.0GHz\n";
+        assert_eq!(cpu_model(cpuinfo).as_deref(), Some("Some CPU @ 2.0GHz"));
+    }
+
+    #[test]
+    fn reads_this_process() {
+        let (rss, hwm) = memory_mib(std::process::id()).expect("own /proc status");
+        assert!(rss > 0.0 && hwm >= rss, "rss {rss} hwm {hwm}");
+    }
+}

@@ -1,0 +1,171 @@
+//! `bench_agent`: the agent benchmark. Run it through `make bench-agent` (which builds the agent,
+//! starts the control planes if none run, and passes their kubeconfigs in
+//! `WORK_AGENT_HUB_KUBECONFIG` and `WORK_AGENT_SPOKE_KUBECONFIG`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use e2e::bench::run::{Options, run};
+
+/// Creates N ManifestWorks of C ConfigMaps at once and measures what the agent does with them.
+#[derive(Debug, Parser)]
+#[command(name = "bench_agent")]
+struct Cli {
+    /// ManifestWorks to create.
+    #[arg(long, default_value_t = 1000)]
+    works: usize,
+    /// ConfigMaps per ManifestWork.
+    #[arg(long, default_value_t = 5)]
+    configmaps_per_work: usize,
+    /// Client QPS of the agent, for hub and spoke.
+    #[arg(long, default_value_t = 50.0)]
+    qps: f64,
+    /// Client burst of the agent, for hub and spoke.
+    #[arg(long, default_value_t = 100)]
+    burst: u32,
+    /// The agent binary.
+    #[arg(long)]
+    agent_bin: PathBuf,
+    /// An extra agent argument (repeat for several).
+    #[arg(long = "agent-arg", allow_hyphen_values = true)]
+    agent_args: Vec<String>,
+    /// Commit the agent was built from (for the report).
+    #[arg(long, default_value = "unknown")]
+    agent_commit: String,
+    /// Build profile of the agent (for the report).
+    #[arg(long, default_value = "unknown")]
+    agent_profile: String,
+    /// `--status-sync-period` of the agent in the idle-resync phase (`60s`, `2m`).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    resync_period: Duration,
+    /// Spoke changes to time (status latency).
+    #[arg(long, default_value_t = 100)]
+    latency_samples: usize,
+    /// Works to delete and time (at most half of --works).
+    #[arg(long, default_value_t = 100)]
+    deletion_samples: usize,
+    /// How long the first apply may take before the run fails (`30m`).
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    apply_timeout: Duration,
+    /// Report name: the files are OUT_DIR/LABEL.md and OUT_DIR/LABEL.json.
+    #[arg(long, default_value = "bench-agent")]
+    label: String,
+    /// Directory of the report.
+    #[arg(long, default_value = "target/bench")]
+    out_dir: PathBuf,
+}
+
+/// `90`, `90s`, `2m` or `1h`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 90s, 2m or 1h"))?;
+    let seconds = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use s, m or h)")),
+    };
+    Ok(Duration::from_secs(seconds))
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.works == 0 || cli.configmaps_per_work == 0 || cli.qps <= 0.0 {
+        eprintln!("bench_agent: --works, --configmaps-per-work and --qps must be positive");
+        return ExitCode::from(2);
+    }
+    let out_dir = cli.out_dir.clone();
+    let label = cli.label.clone();
+    let opts = Options {
+        works: cli.works,
+        configmaps_per_work: cli.configmaps_per_work,
+        qps: cli.qps,
+        burst: cli.burst,
+        agent_bin: cli.agent_bin,
+        agent_args: cli.agent_args,
+        agent_commit: cli.agent_commit,
+        agent_profile: cli.agent_profile,
+        resync_period: cli.resync_period,
+        latency_samples: cli.latency_samples,
+        deletion_samples: cli.deletion_samples,
+        label: cli.label,
+        out_dir: cli.out_dir,
+        apply_timeout: cli.apply_timeout,
+    };
+    let report = match run(opts).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("bench_agent: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let md = report.markdown();
+    let json = match serde_json::to_string_pretty(&report) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("bench_agent: encoding the report: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let written = std::fs::create_dir_all(&out_dir)
+        .and_then(|()| std::fs::write(out_dir.join(format!("{label}.md")), &md))
+        .and_then(|()| std::fs::write(out_dir.join(format!("{label}.json")), json + "\n"));
+    println!("{md}");
+    match written {
+        Ok(()) => {
+            eprintln!(
+                "bench_agent: report written to {}/{label}.{{md,json}}",
+                out_dir.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!(
+                "bench_agent: writing the report to {}: {e}",
+                out_dir.display()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(parse_duration("1d").is_err());
+        assert!(parse_duration("s").is_err());
+    }
+
+    #[test]
+    fn cli_defaults_match_the_documented_run() {
+        let cli = Cli::try_parse_from([
+            "bench_agent",
+            "--agent-bin",
+            "/a",
+            "--agent-arg",
+            "--workers=10",
+        ])
+        .expect("parses");
+        assert_eq!(
+            (cli.works, cli.configmaps_per_work, cli.qps, cli.burst),
+            (1000, 5, 50.0, 100)
+        );
+        assert_eq!(cli.agent_args, ["--workers=10"]);
+        assert_eq!(cli.resync_period, Duration::from_secs(60));
+    }
+}

@@ -46,11 +46,11 @@ const FIELDS: &[&str] = &[
 fn segment() -> impl Strategy<Value = String> {
     let field = prop::sample::select(FIELDS);
     prop_oneof![
-        4 => field.prop_map(|f| format!(".{f}")),
+        4 => field.clone().prop_map(|f| format!(".{f}")),
         2 => (0usize..4).prop_map(|i| format!("[{i}]")),
         1 => Just("[*]".to_string()),
-        1 => field.prop_map(|f| format!("['{f}']")),
-        1 => field.prop_map(|f| format!("[\"{f}\"]")),
+        1 => field.clone().prop_map(|f| format!("['{f}']")),
+        1 => field.clone().prop_map(|f| format!("[\"{f}\"]")),
         2 => (field, prop::sample::select(&["Ready", "Complete", "", "x]"][..]))
             .prop_map(|(f, v)| format!("[?(@.{f}==\"{v}\")]")),
         // Nearly valid and plain wrong.

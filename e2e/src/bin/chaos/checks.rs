@@ -155,6 +155,7 @@ pub async fn unconverged(
     cluster: &str,
     run: &str,
     hub_hash: &str,
+    unverified: &mut BTreeSet<String>,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let works_api: Api<ManifestWork> = Api::namespaced(hub.clone(), cluster);
@@ -190,11 +191,16 @@ pub async fn unconverged(
         let amw_name = work_api::applied_manifest_work_name(hub_hash, &m.name);
         let reason = match (&m.phase, hub_work) {
             (Phase::Live, None) => {
-                // Gone without the driver deleting it: fine only after a TTL.
-                if completions.contains_key(&m.name) && m.ttl.is_some() {
-                    None
-                } else {
+                // Gone without the driver deleting it: only the TTL collection may do that. When
+                // its completion fell into a gap of the watch (an outage, a re-list after a
+                // compaction) the deadline cannot be checked: reported, not counted.
+                if m.ttl.is_none() {
                     Some("work vanished from the hub".to_string())
+                } else {
+                    if !completions.contains_key(&m.name) {
+                        unverified.insert(m.name.clone());
+                    }
+                    None
                 }
             }
             (Phase::Live, Some(work)) => {
@@ -247,7 +253,17 @@ pub async fn unconverged(
                 }
                 for obj in m.objects() {
                     let present = state.get(&obj).is_some_and(|(_, deleting, _)| !deleting);
-                    let kept = m.deletion == Deletion::Orphan || live_owned.contains(&obj);
+                    // A shared object goes with the last of its works, unless one of them was
+                    // deleted with Orphan (then whether it stays depends on the order).
+                    let twin_orphans = models.values().any(|t| {
+                        t.shared.as_deref() == Some(obj.name.as_str())
+                            && t.namespace == obj.namespace
+                            && t.deletion == Deletion::Orphan
+                    });
+                    let shared = m.shared.as_deref() == Some(obj.name.as_str());
+                    let kept = m.deletion == Deletion::Orphan
+                        || live_owned.contains(&obj)
+                        || (shared && twin_orphans);
                     if present && !kept {
                         why.push(format!("{} not deleted", obj.describe()));
                     }

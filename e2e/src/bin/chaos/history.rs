@@ -1,19 +1,22 @@
 //! The driver's own watches: ManifestWorks on the hub (completions, TTL deletions) and the
 //! labelled objects on the spoke (writes after Complete, deletions of objects the agent does not
-//! own). Watches re-list after API server restarts and compactions; what a gap hides, the final
-//! checks find.
+//! own). Watches re-list after API server restarts and compactions; what a gap hides (a work that
+//! completed and was collected inside it), the final checks find or report as unverified.
 
 use std::collections::BTreeMap;
 
 use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::api::{Api, DynamicObject};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use work_api::ManifestWork;
 
 use crate::kubeops::{agent_fingerprint, api, api_all, condition, obj_ref};
 use crate::workload::{Phase, RUN_LABEL};
 use crate::world::{Completion, Shared};
+
+/// Pause after a watch error before the watcher retries.
+const RETRY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// Kinds watched on the spoke: (group, version, kind, plural).
 pub const SPOKE_KINDS: &[(&str, &str, &str, &str)] = &[
@@ -39,9 +42,7 @@ pub fn start(shared: &Shared, hub: Client, spoke: Client, cluster: &str, run: &s
 }
 
 async fn watch_works(shared: Shared, works: Api<ManifestWork>, spoke: Client) {
-    let mut stream = watcher(works, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let mut stream = watcher(works, watcher::Config::default()).boxed();
     loop {
         match stream.try_next().await {
             Ok(Some(watcher::Event::Apply(w) | watcher::Event::InitApply(w))) => {
@@ -56,8 +57,9 @@ async fn watch_works(shared: Shared, works: Api<ManifestWork>, spoke: Client) {
             }
             Ok(Some(_)) => {}
             Ok(None) => return,
-            // Errors are retried by the backoff (API server down, 410 Gone re-lists).
-            Err(_) => {}
+            // The watcher retries on the next poll (API server down, 410 Gone re-lists); a short
+            // pause keeps the gaps in the history short.
+            Err(_) => tokio::time::sleep(RETRY).await,
         }
     }
 }
@@ -126,7 +128,7 @@ async fn watch_spoke(
     cfg: watcher::Config,
     (group, version, kind, plural): (&str, &str, &str, &str),
 ) {
-    let mut stream = watcher(api, cfg).default_backoff().boxed();
+    let mut stream = watcher(api, cfg).boxed();
     loop {
         match stream.try_next().await {
             Ok(Some(watcher::Event::Apply(o) | watcher::Event::InitApply(o))) => {
@@ -176,7 +178,7 @@ async fn watch_spoke(
             }
             Ok(Some(_)) => {}
             Ok(None) => return,
-            Err(_) => {}
+            Err(_) => tokio::time::sleep(RETRY).await,
         }
     }
 }

@@ -173,7 +173,6 @@ async fn run(plan: Plan) -> Result<bool, String> {
         "[chaos] seed {} (reproduce with --seed {}); mode {}; faults for {:?}",
         plan.seed, plan.seed, plan.mode, plan.duration
     );
-    let started = Instant::now();
     let hub = TestCluster::connect(&env_path("WORK_AGENT_HUB_KUBECONFIG")?)
         .await
         .map_err(|e| e.to_string())?;
@@ -240,6 +239,8 @@ async fn run(plan: Plan) -> Result<bool, String> {
     .map(|s| s.to_string())
     .collect();
     let agent = Supervisor::start(args).map_err(|e| format!("starting the agent: {e}"))?;
+    // The fault phase starts with the agent.
+    let started = Instant::now();
     agent.watch(shared.clone());
 
     let mut rng = Rng::new(plan.seed);
@@ -409,6 +410,7 @@ async fn run(plan: Plan) -> Result<bool, String> {
     let last_fault = shared.lock().last_fault_at.unwrap_or_else(Instant::now);
     let hub_hash = work_api::hub_hash(&hub.server_url);
     let mut pending = Default::default();
+    let mut unverified = std::collections::BTreeSet::new();
     let converge_started = Instant::now();
     while last_fault.elapsed() < plan.converge_bound
         || converge_started.elapsed() < Duration::from_secs(5)
@@ -420,6 +422,7 @@ async fn run(plan: Plan) -> Result<bool, String> {
             &cluster,
             &run_id,
             &hub_hash,
+            &mut unverified,
         )
         .await;
         if pending.is_empty() {
@@ -464,8 +467,16 @@ async fn run(plan: Plan) -> Result<bool, String> {
         }
     }
     let kills = agent.kills();
-    // Memory figures are read before the agent is stopped.
     let samples: Vec<soak::Sample> = samples.lock().map(|v| v.clone()).unwrap_or_default();
+    shared.lock().tally.ttl_unverified = unverified.len() as u64;
+    // The report is made before the cleanup, whose deletions are not part of the run.
+    let (report, all_zero) = {
+        let w = shared.lock();
+        (
+            report(&plan, &w, kills, started.elapsed(), converged_in, &samples),
+            w.counts.all_zero(),
+        )
+    };
     ops::delete_all(&shared, &target, Duration::from_secs(60)).await;
     agent.stop();
     hub.cleanup().await;
@@ -475,9 +486,6 @@ async fn run(plan: Plan) -> Result<bool, String> {
             .delete(ns, &Default::default())
             .await;
     }
-
-    let w = shared.lock();
-    let report = report(&plan, &w, kills, started.elapsed(), converged_in, &samples);
     println!("{report}");
     if let Some(path) = &plan.report {
         soak::write(path, &report).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -502,7 +510,7 @@ async fn run(plan: Plan) -> Result<bool, String> {
             plan.min_kills
         );
     }
-    Ok(w.counts.all_zero() && enough_kills)
+    Ok(all_zero && enough_kills)
 }
 
 async fn create_namespace(spoke: &kube::Client, name: &str) -> Result<(), kube::Error> {

@@ -190,14 +190,24 @@ async fn edit(shared: &Shared, t: &Target, name: &str) -> Result<(), String> {
         m.spec(&t.run)
     };
     let patch = json!({"spec": spec});
-    t.works()
+    let result = t
+        .works()
         .patch(
             name,
             &kube::api::PatchParams::default(),
             &kube::api::Patch::Merge(patch),
         )
-        .await
-        .map_err(|e| format!("editing work {name}: {e}"))?;
+        .await;
+    if let Err(kube::Error::Api(s)) = &result
+        && s.code == 404
+    {
+        // Collected by its TTL while the driver's watch was in a gap.
+        if let Some(m) = shared.lock().works.get_mut(name) {
+            m.phase = Phase::Gone;
+        }
+        return Ok(());
+    }
+    result.map_err(|e| format!("editing work {name}: {e}"))?;
     shared.lock().tally.edited += 1;
     Ok(())
 }
@@ -301,7 +311,13 @@ pub async fn remove_unused_kinds(shared: &Shared, t: &Target) {
 
 /// Deletes every work of the run and waits (bounded) until they are gone: the end of a run.
 pub async fn delete_all(shared: &Shared, t: &Target, bound: Duration) {
-    let names: Vec<String> = shared.lock().works.keys().cloned().collect();
+    let names: Vec<String> = {
+        let mut w = shared.lock();
+        for m in w.works.values_mut().filter(|m| m.phase == Phase::Live) {
+            m.phase = Phase::DeletedByDriver(Instant::now());
+        }
+        w.works.keys().cloned().collect()
+    };
     for name in &names {
         let _ = t.works().delete(name, &DeleteParams::default()).await;
     }

@@ -88,6 +88,8 @@ pub struct Tally {
     pub ttl_deleted: u64,
     /// Agent exits the driver did not cause.
     pub agent_unexpected_exits: u64,
+    /// Works collected by TTL whose completion the driver's watch missed.
+    pub ttl_unverified: u64,
     /// Driver operations that failed (e.g. while the hub was down), retried later.
     pub op_errors: u64,
 }

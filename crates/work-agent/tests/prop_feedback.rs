@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use work_agent::agent::feedback::{MAX_JSON_RAW, collect};
 use work_api::{FeedbackRule, FeedbackType, JsonPath, ValueType};
 
-/// Cases per property when `PROPTEST_CASES` is unset.
+/// Cases per property when `PROPTEST_CASES` is unset (`make prop` runs 100,000).
 const DEFAULT_CASES: u32 = 100_000;
 
 fn config() -> Config {

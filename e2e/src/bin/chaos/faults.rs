@@ -53,20 +53,28 @@ impl Fault {
         }
     }
 
-    /// Picks one, weighted (cheap faults often, API server restarts less).
-    pub fn pick(rng: &mut Rng) -> Fault {
-        const ALL: [(Fault, u64); 8] = [
-            (Fault::RestartSpokeApiserver, 8),
-            (Fault::RestartHubApiserver, 8),
-            (Fault::HubOutage, 3),
-            (Fault::CompactHub, 10),
-            (Fault::CompactSpoke, 10),
-            (Fault::DeleteBehind, 20),
-            (Fault::EditBehind, 20),
-            (Fault::StuckFinalizer, 12),
+    /// One cycle of faults in a random order: every kind at least once, the cheap ones twice,
+    /// so that even a short run injects each kind.
+    pub fn cycle(rng: &mut Rng) -> Vec<Fault> {
+        let mut all = vec![
+            Fault::RestartSpokeApiserver,
+            Fault::RestartHubApiserver,
+            Fault::HubOutage,
+            Fault::CompactHub,
+            Fault::CompactSpoke,
+            Fault::DeleteBehind,
+            Fault::DeleteBehind,
+            Fault::EditBehind,
+            Fault::EditBehind,
+            Fault::StuckFinalizer,
+            Fault::StuckFinalizer,
         ];
-        let weights: Vec<u64> = ALL.iter().map(|(_, w)| *w).collect();
-        ALL[rng.weighted(&weights)].0
+        // Fisher-Yates with the seeded generator.
+        for i in (1..all.len()).rev() {
+            let j = rng.range(0, i as u64 + 1) as usize;
+            all.swap(i, j);
+        }
+        all
     }
 }
 

@@ -67,7 +67,7 @@ fn parse_args() -> Result<Plan, String> {
         seed: seed_default,
         duration: Duration::from_secs(240),
         kill_every: Some((1, 6)),
-        fault_every: Some((4, 12)),
+        fault_every: Some((2, 6)),
         outage: Duration::from_secs(20),
         recovery_window: Duration::from_secs(90),
         converge_bound: Duration::from_secs(180),
@@ -312,21 +312,16 @@ async fn run(plan: Plan) -> Result<bool, String> {
             plan.outage,
         );
         tasks.push(tokio::spawn(async move {
-            // The first hub outage is guaranteed, the rest are drawn.
-            let mut outage_done = false;
+            let mut queue: Vec<Fault> = Vec::new();
             loop {
                 tokio::time::sleep(Duration::from_millis(rng.range(lo * 1000, hi * 1000))).await;
                 if Instant::now() >= fault_end {
                     return;
                 }
-                let mut fault = Fault::pick(&mut rng);
-                if !outage_done
-                    && fault_end.saturating_duration_since(Instant::now())
-                        < fault_end.saturating_duration_since(started) / 2
-                {
-                    fault = Fault::HubOutage;
+                if queue.is_empty() {
+                    queue = Fault::cycle(&mut rng);
                 }
-                outage_done |= fault == Fault::HubOutage;
+                let Some(fault) = queue.pop() else { continue };
                 let t0 = Instant::now();
                 let result =
                     faults::inject(fault, &shared, &planes, &spoke_client, &mut rng, outage).await;

@@ -238,6 +238,9 @@ up() {
   write_kubeconfig "$api_port"
   printf 'etcd=http://127.0.0.1:%s\napiserver=https://127.0.0.1:%s\n' "$etcd_port" "$api_port" >"$RUN/endpoints"
 
+  # etcd's request limit is raised from 1.5 MiB to 8 MiB so that a ManifestWork at the documented
+  # limits (500 KiB of manifests, 256 manifestConfigs with 64 rules each, and their status) can
+  # be stored: e2e/tests/agent_hostile.rs.
   data=$(etcd_data_dir)
   rm -rf "$data"
   mkdir -p "$data"
@@ -247,7 +250,8 @@ up() {
     --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
     --listen-peer-urls="http://127.0.0.1:$peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
     --initial-cluster="node0=http://127.0.0.1:$peer_port" --unsafe-no-fsync=true \
-    --auto-compaction-retention=1 --quota-backend-bytes=8589934592 --log-level=warn
+    --auto-compaction-retention=1 --quota-backend-bytes=8589934592 --log-level=warn \
+    --max-request-bytes=8388608
   wait_until etcd "etcd /health" url_has "http://127.0.0.1:$etcd_port/health" '"health":"true"'
   log "etcd ready on 127.0.0.1:$etcd_port ($((SECONDS - t0))s)"
 

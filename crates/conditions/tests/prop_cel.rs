@@ -4,7 +4,7 @@
 //! Every call must return a value or an error that says what went wrong: no panic (caught or
 //! not), no internal error, no hang (evaluation is bounded by the evaluator's limits).
 //!
-//! Cases per property: `PROPTEST_CASES`, else [`CHEAP`] or [`COSTLY`] (see docs/testing.md).
+//! Cases per property: `PROPTEST_CASES`, else [`COSTLY`] (see docs/testing.md).
 
 use std::time::{Duration, Instant};
 
@@ -14,10 +14,8 @@ use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Map, Value, json};
 use work_api::{CelExpression, ConditionRule, ConditionRuleType};
 
-/// Cases of the properties cheap enough for every `make test` (a debug build) when
-/// `PROPTEST_CASES` is unset; `make prop` runs every property at 100,000.
-const CHEAP: u32 = 100_000;
-/// Cases of the costly properties (every case compiles new expressions) when unset.
+/// Cases per property when `PROPTEST_CASES` is unset: every case compiles new expressions on a
+/// parser thread, so `make test` (a debug build) runs fewer; `make prop` runs 100,000.
 const COSTLY: u32 = 2_000;
 
 fn config(default_cases: u32) -> Config {

@@ -530,11 +530,12 @@ fn report(
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "Seed {} ({} mode), {:.1} min in total ({:.0} s of faults), recovery window {:.0} s, convergence bound {:.0} s.\n",
+        "Seed {} ({} mode), {:.1} min in total ({:.0} s of workload{}), recovery window {:.0} s, convergence bound {:.0} s.\n",
         plan.seed,
         plan.mode,
         took.as_secs_f64() / 60.0,
         plan.duration.as_secs_f64(),
+        if plan.kill_every.is_some() { " and faults" } else { ", no faults" },
         plan.recovery_window.as_secs_f64(),
         plan.converge_bound.as_secs_f64()
     );

@@ -56,7 +56,7 @@ pub async fn seed_foreign(shared: &Shared, t: &Target) -> Result<usize, kube::Er
                 ..obj
             };
             let body: kube::api::DynamicObject =
-                serde_json::from_value(manifest).map_err(|e| kube::Error::SerdeError(e))?;
+                serde_json::from_value(manifest).map_err(kube::Error::SerdeError)?;
             let created = api(&t.spoke, &obj)
                 .create(&PostParams::default(), &body)
                 .await?;

@@ -12,8 +12,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, ListParams, PostParams};
 use kube::Client;
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use test_support::{AgentProcess, TestCluster, free_port, unique_name};
 use work_api::ManifestWork;
@@ -376,8 +376,16 @@ async fn run() -> Result<(), String> {
     // Watches the agents added (the API server holds some of its own).
     let watches: f64 =
         idle_after.watches.values().sum::<f64>() - before_agents.watches.values().sum::<f64>();
-    let work_watches = idle_after.watches.get("manifestworks").copied().unwrap_or(0.0)
-        - before_agents.watches.get("manifestworks").copied().unwrap_or(0.0);
+    let work_watches = idle_after
+        .watches
+        .get("manifestworks")
+        .copied()
+        .unwrap_or(0.0)
+        - before_agents
+            .watches
+            .get("manifestworks")
+            .copied()
+            .unwrap_or(0.0);
     // The API server renews its own identity lease (kube-system) every 10 s: not the agents'.
     let own_leases = idle
         .remove(&("PUT".to_string(), "leases".to_string()))
@@ -497,9 +505,16 @@ async fn run() -> Result<(), String> {
             .delete_collection(&Default::default(), &idle_lp)
             .await;
     }
-    let _ = wait_until("every idle work deleted", Duration::from_secs(300), async || {
-        all.list(&idle_lp).await.map(|l| l.items.is_empty()).map_err(|e| e.to_string())
-    })
+    let _ = wait_until(
+        "every idle work deleted",
+        Duration::from_secs(300),
+        async || {
+            all.list(&idle_lp)
+                .await
+                .map(|l| l.items.is_empty())
+                .map_err(|e| e.to_string())
+        },
+    )
     .await;
     for a in &mut agents {
         a.stop();

@@ -535,7 +535,11 @@ fn report(
         plan.mode,
         took.as_secs_f64() / 60.0,
         plan.duration.as_secs_f64(),
-        if plan.kill_every.is_some() { " and faults" } else { ", no faults" },
+        if plan.kill_every.is_some() {
+            " and faults"
+        } else {
+            ", no faults"
+        },
         plan.recovery_window.as_secs_f64(),
         plan.converge_bound.as_secs_f64()
     );

@@ -315,7 +315,7 @@ pub async fn set_hold(spoke: &Client, obj: &ObjRef, hold: bool) -> Result<(), St
         let patch = json!({"metadata": {"finalizers": finalizers,
                                         "resourceVersion": live.metadata.resource_version}});
         match api(spoke, obj)
-            .patch(&obj.name, &PatchParams::default(), &Patch::Merge(patch))
+            .patch(&obj.name, &driver_params(), &Patch::Merge(patch))
             .await
         {
             Ok(_) => return Ok(()),
@@ -327,6 +327,15 @@ pub async fn set_hold(spoke: &Client, obj: &ObjRef, hold: bool) -> Result<(), St
         "could not update the finalizers of {}",
         obj.describe()
     ))
+}
+
+/// Patch parameters naming the driver as the field manager, so that its writes are told apart
+/// from the agent's (a merge patch without one is recorded under the manager "unknown").
+fn driver_params() -> PatchParams {
+    PatchParams {
+        field_manager: Some(DRIVER_MANAGER.to_string()),
+        ..PatchParams::default()
+    }
 }
 
 /// An object of a live work (of a not completed one when `live_only` and none completed matter).

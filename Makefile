@@ -47,8 +47,30 @@ integration: ## integration tests against running control planes (see cluster-up
 	e2e/scripts/run-integration.sh
 
 .PHONY: test
-test: lint unit ## everything: lint, unit tests, then integration tests on a fresh local control plane
-	e2e/scripts/with-cluster.sh e2e/scripts/run-integration.sh
+test: lint unit ## everything: lint, unit tests, then integration tests and a short chaos run on a fresh local control plane
+	e2e/scripts/with-cluster.sh e2e/scripts/run-suite.sh
+
+.PHONY: chaos
+chaos: ## fault injection, a few minutes (report in docs/reliability.md; CHAOS_ARGS="--seed N" reproduces)
+	CHAOS_UPDATE_DOCS=1 e2e/scripts/with-cluster.sh e2e/scripts/chaos.sh $(CHAOS_ARGS)
+
+.PHONY: chaos-long
+chaos-long: ## fault injection and churn for an hour, with RSS samples (docs/reliability.md, docs/soak-rss-long.*)
+	CHAOS_UPDATE_DOCS=1 e2e/scripts/with-cluster.sh e2e/scripts/chaos.sh --long $(CHAOS_ARGS)
+
+.PHONY: soak
+soak: ## churn without faults for an hour (new kinds, namespaces, names); RSS curve in docs/soak-rss-soak.*
+	CHAOS_UPDATE_DOCS=1 e2e/scripts/with-cluster.sh e2e/scripts/chaos.sh --soak $(CHAOS_ARGS)
+
+.PHONY: bench-fleet
+bench-fleet: ## 50 release agents on one hub: hub requests per work lifecycle and while idle (docs/performance.md, Fleet)
+	FLEET_UPDATE_DOCS=1 e2e/scripts/with-cluster.sh e2e/scripts/fleet.sh $(FLEET_ARGS)
+
+.PHONY: prop
+prop: ## property-based tests of hostile input at 100,000 cases each (PROPTEST_CASES overrides)
+	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test --release -p work-api --test prop_decoding -- --nocapture
+	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test --release -p conditions --test prop_cel -- --nocapture
+	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test --release -p work-agent --test prop_feedback -- --nocapture
 
 .PHONY: bench
 bench: ## micro-benchmarks (reports under target/criterion); the agent benchmark is `make bench-agent`

@@ -6,6 +6,9 @@
 #   controlplane.sh down NAME             stop exactly the processes `up NAME` started
 #   controlplane.sh status NAME           exit 0 when every saved process runs and the apiserver is ready
 #   controlplane.sh install-crds NAME PATH...   server-side apply CRD files/dirs, wait for Established
+#   controlplane.sh stop-apiserver NAME   stop only kube-apiserver (etcd and the rest keep running)
+#   controlplane.sh start-apiserver NAME  start it again: same port, certs, flags and etcd
+#   controlplane.sh restart-apiserver NAME   stop-apiserver then start-apiserver
 #
 # State lives in $RUN_ROOT/NAME (default: <repo>/.run/NAME): admin.kubeconfig, pki/, *.pid, *.log.
 # etcd data goes to /dev/shm when present (tmpfs: fsync-free and fast). `up` is idempotent: a healthy
@@ -22,7 +25,7 @@ READY_TIMEOUT=${CONTROLPLANE_READY_TIMEOUT:-120}
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
 usage() {
-  sed -n '2,13p' "${BASH_SOURCE[0]}" >&2
+  sed -n '2,16p' "${BASH_SOURCE[0]}" >&2
   exit 2
 }
 
@@ -184,7 +187,7 @@ down() {
     rm -f "$RUN/etcd-data-dir"
   fi
   # Logs stay for post-mortems; credentials and endpoints go.
-  rm -rf "$RUN/pki" "$RUN/admin.kubeconfig" "$RUN/apiserver" "$RUN/endpoints" "$RUN/mode"
+  rm -rf "$RUN/pki" "$RUN/admin.kubeconfig" "$RUN/apiserver" "$RUN/endpoints" "$RUN/mode" "$RUN/kube-apiserver.args"
 }
 
 create_node() {
@@ -235,6 +238,9 @@ up() {
   write_kubeconfig "$api_port"
   printf 'etcd=http://127.0.0.1:%s\napiserver=https://127.0.0.1:%s\n' "$etcd_port" "$api_port" >"$RUN/endpoints"
 
+  # etcd's request limit is raised from 1.5 MiB to 8 MiB so that a ManifestWork at the documented
+  # limits (500 KiB of manifests, 256 manifestConfigs with 64 rules each, and their status) can
+  # be stored: e2e/tests/agent_hostile.rs.
   data=$(etcd_data_dir)
   rm -rf "$data"
   mkdir -p "$data"
@@ -244,20 +250,22 @@ up() {
     --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
     --listen-peer-urls="http://127.0.0.1:$peer_port" --initial-advertise-peer-urls="http://127.0.0.1:$peer_port" \
     --initial-cluster="node0=http://127.0.0.1:$peer_port" --unsafe-no-fsync=true \
-    --auto-compaction-retention=1 --quota-backend-bytes=8589934592 --log-level=warn
+    --auto-compaction-retention=1 --quota-backend-bytes=8589934592 --log-level=warn \
+    --max-request-bytes=8388608
   wait_until etcd "etcd /health" url_has "http://127.0.0.1:$etcd_port/health" '"health":"true"'
   log "etcd ready on 127.0.0.1:$etcd_port ($((SECONDS - t0))s)"
 
   local p=$RUN/pki
-  start kube-apiserver "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
+  # The flags are kept so that `start-apiserver` brings it back on the same port, certs and etcd.
+  printf '%s\n' --etcd-servers="http://127.0.0.1:$etcd_port" \
     --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
     --tls-cert-file="$p/apiserver.crt" --tls-private-key-file="$p/apiserver.key" --client-ca-file="$p/ca.crt" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-account-key-file="$p/sa.pub" --service-account-signing-key-file="$p/sa.key" \
     --service-cluster-ip-range=10.96.0.0/16 --authorization-mode=RBAC --allow-privileged=true \
     --disable-admission-plugins=ServiceAccount,TaintNodesByCondition --endpoint-reconciler-type=none \
-    --cert-dir="$RUN/apiserver" --v=1
-  wait_until kube-apiserver "kube-apiserver /readyz" url_has "https://127.0.0.1:$api_port/readyz" '^ok'
+    --cert-dir="$RUN/apiserver" --v=1 >"$RUN/kube-apiserver.args"
+  start_apiserver "$BIN/kube-apiserver"
   log "kube-apiserver ready on https://127.0.0.1:$api_port ($((SECONDS - t0))s)"
 
   if [ "$minimal" = 0 ]; then
@@ -278,6 +286,35 @@ up() {
   fi
   log "up in $((SECONDS - t0))s; logs: $RUN/*.log"
   echo "$RUN/admin.kubeconfig"
+}
+
+# start_apiserver BINARY: starts kube-apiserver with the saved flags and waits until it is ready.
+# Its log is appended to, so the log of a restarted server keeps its history.
+start_apiserver() {
+  local bin=$1 args=() server
+  mapfile -t args <"$RUN/kube-apiserver.args"
+  "$bin" "${args[@]}" </dev/null >>"$RUN/kube-apiserver.log" 2>&1 9>&- &
+  echo "$! $(readlink -f "$bin")" >"$RUN/kube-apiserver.pid"
+  server=$(sed -n 's/^ *server: *//p' "$RUN/admin.kubeconfig" | head -1)
+  wait_until kube-apiserver "kube-apiserver /readyz" url_has "$server/readyz" '^ok'
+}
+
+# stop_apiserver: SIGTERM (then SIGKILL after 10 s) the running kube-apiserver; etcd stays.
+stop_apiserver() {
+  local pid
+  pid_alive kube-apiserver || { log "kube-apiserver is not running"; return 0; }
+  pid=$(saved_pid kube-apiserver)
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 100); do pid_alive kube-apiserver || break; sleep 0.1; done
+  pid_alive kube-apiserver && kill -KILL "$pid" 2>/dev/null || true
+  for _ in $(seq 1 50); do pid_alive kube-apiserver || break; sleep 0.1; done
+  log "stopped kube-apiserver (pid $pid)"
+}
+
+# The binary a stopped kube-apiserver ran, from its pid file.
+apiserver_bin() {
+  [ -f "$RUN/kube-apiserver.args" ] || die "control plane $NAME was not started by this script version"
+  awk '{print $2}' "$RUN/kube-apiserver.pid"
 }
 
 install_crds() {
@@ -335,6 +372,18 @@ case "$CMD" in
     ;;
   down) down ;;
   status) status ;;
+  stop-apiserver) stop_apiserver ;;
+  start-apiserver)
+    pid_alive kube-apiserver && { log "kube-apiserver already running"; exit 0; }
+    start_apiserver "$(apiserver_bin)"
+    log "kube-apiserver started"
+    ;;
+  restart-apiserver)
+    bin=$(apiserver_bin)
+    stop_apiserver
+    start_apiserver "$bin"
+    log "kube-apiserver restarted"
+    ;;
   install-crds)
     [ $# -ge 1 ] || usage
     install_crds "$@"

@@ -222,10 +222,24 @@ impl Env {
     where
         F: Fn(&ManifestWork) -> bool,
     {
+        self.wait_work_for(name, what, TIMEOUT, pred).await
+    }
+
+    /// [`wait_work`](Self::wait_work) with a given bound (for works at the size limits).
+    pub async fn wait_work_for<F>(
+        &self,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        pred: F,
+    ) -> ManifestWork
+    where
+        F: Fn(&ManifestWork) -> bool,
+    {
         let api = self.works();
         let log = self.agent.log_path().display().to_string();
         let description = format!("ManifestWork {name}: {what} (agent log {log})");
-        wait_for(&description, TIMEOUT, || {
+        wait_for(&description, timeout, || {
             let api = api.clone();
             let pred = &pred;
             async move {
@@ -241,6 +255,16 @@ impl Env {
             }
         })
         .await
+    }
+
+    /// Waits until the agent answers `/readyz`.
+    pub async fn wait_ready(&self) {
+        let port = self.http_port;
+        let description = format!("agent /readyz (log {})", self.agent.log_path().display());
+        wait_for(&description, TIMEOUT, || async move {
+            http_get(port, "/readyz").await
+        })
+        .await;
     }
 
     /// Waits until the work is gone from the hub.

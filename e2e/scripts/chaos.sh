@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# chaos.sh [CHAOS_ARGS...]   (see `chaos --help`: --seed N, --duration S, --long, --soak, ...)
+# Builds the agent and the fault-injection driver, then runs the driver against the control planes
+# named by WORK_AGENT_{HUB,SPOKE}_KUBECONFIG (or $RUN_ROOT/clusters.env). The driver restarts and
+# stops the hub's and spoke's kube-apiservers through controlplane.sh, so run it on control planes
+# of its own (`make chaos` starts fresh ones with with-cluster.sh).
+#   CHAOS_PROFILE=release   agent built with --release (default: debug, as the integration suite)
+#   CHAOS_UPDATE_DOCS=1     write the report into docs/reliability.md (and, for --long/--soak runs,
+#                           the RSS curve to docs/soak-rss.{csv,svg})
+# Exits with the driver's code: 0 when every invariant count is 0.
+set -euo pipefail
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+export RUN_ROOT=${RUN_ROOT:-$ROOT/.run}
+CARGO=${CARGO:-cargo}
+PROFILE=${CHAOS_PROFILE:-debug}
+log() { printf '[chaos.sh] %s\n' "$*" >&2; }
+cd "$ROOT"
+
+if [ -z "${WORK_AGENT_SPOKE_KUBECONFIG:-}" ] && [ -f "$RUN_ROOT/clusters.env" ]; then
+  # shellcheck disable=SC1091
+  . "$RUN_ROOT/clusters.env"
+fi
+for v in WORK_AGENT_HUB_KUBECONFIG WORK_AGENT_SPOKE_KUBECONFIG; do
+  [ -n "${!v:-}" ] && [ -f "${!v}" ] || { log "ERROR: $v not set or not a file; use 'make chaos'"; exit 1; }
+done
+export WORK_AGENT_HUB_KUBECONFIG WORK_AGENT_SPOKE_KUBECONFIG
+
+release=()
+[ "$PROFILE" = release ] && release=(--release)
+log "building work-agent ($PROFILE) and the chaos driver"
+"$CARGO" build -q -p work-agent --bin work-agent "${release[@]}"
+"$CARGO" build -q -p e2e --bin chaos
+TARGET_DIR=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys;print(json.load(sys.stdin)["target_directory"])')
+export WORK_AGENT_BIN=$TARGET_DIR/$PROFILE/work-agent
+export WORK_AGENT_RUN_DIR=$RUN_ROOT
+
+mode=default
+for a in "$@"; do case "$a" in --long) mode=long ;; --soak) mode=soak ;; esac; done
+out=$RUN_ROOT/chaos-$mode
+mkdir -p "$out"
+args=(--report "$out/report.md" --csv "$out/samples.csv" --svg "$out/rss.svg")
+set +e
+"$TARGET_DIR/debug/chaos" "${args[@]}" "$@"
+rc=$?
+set -e
+log "report: $out/report.md (exit $rc)"
+
+if [ "${CHAOS_UPDATE_DOCS:-0}" = 1 ] && [ -f "$out/report.md" ]; then
+  python3 - "$ROOT/docs/reliability.md" "$mode" "$out/report.md" "$PROFILE" <<'PY'
+import datetime, re, sys
+doc, mode, report, profile = sys.argv[1:]
+text = open(doc).read()
+body = open(report).read().strip()
+stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+block = f"<!-- chaos-{mode}:begin -->\nRun of {stamp}, {profile} agent build.\n\n{body}\n<!-- chaos-{mode}:end -->"
+pattern = re.compile(rf"<!-- chaos-{mode}:begin -->.*?<!-- chaos-{mode}:end -->", re.S)
+if not pattern.search(text):
+    sys.exit(f"{doc} has no chaos-{mode} markers")
+open(doc, "w").write(pattern.sub(lambda _: block, text))
+PY
+  if [ "$mode" != default ]; then
+    cp "$out/samples.csv" "$ROOT/docs/soak-rss-$mode.csv"
+    cp "$out/rss.svg" "$ROOT/docs/soak-rss-$mode.svg"
+  fi
+  log "docs/reliability.md updated"
+fi
+exit "$rc"

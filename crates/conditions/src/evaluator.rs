@@ -27,7 +27,7 @@ pub enum Bindings<'a> {
 /// blocking pool), on a grown stack when the thread has too little left, and within a cost
 /// budget per manifest ([`Limits::manifest_cost_budget`]) shared by all of its rules.
 pub struct Evaluator {
-    engine: Engine,
+    pub(crate) engine: Engine,
     objects: ObjectCache,
 }
 

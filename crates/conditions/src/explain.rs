@@ -406,17 +406,20 @@ impl Evaluator {
         object: &serde_json::Value,
         result: bool,
     ) -> Result<Option<String>, EvalError> {
-        let compiled = self.compile(source)?;
-        let mut ctx = self.context()?;
-        ctx.add_variable_as_val("object", convert::json_to_val(object));
-        ctx.add_variable_as_val("result", Box::new(CelBool::from(result)));
-        match self.run(&compiled, &ctx)? {
-            Value::String(s) if s.is_empty() => Ok(None),
-            Value::String(s) => Ok(Some(s.to_string())),
-            other => Err(EvalError::WrongType {
-                expected: "string".to_string(),
-                got: convert::type_name(&other),
-            }),
-        }
+        let compiled = self.engine.compile(source)?;
+        crate::limits::with_stack(self.limits(), || {
+            let mut ctx = self.engine.context()?;
+            ctx.add_variable_as_val("object", convert::json_to_val(object));
+            ctx.add_variable_as_val("result", Box::new(CelBool::from(result)));
+            let budget = crate::budget::ManifestBudget::new(self.limits());
+            match self.engine.run(&compiled, &ctx, &budget)? {
+                Value::String(s) if s.is_empty() => Ok(None),
+                Value::String(s) => Ok(Some(s.to_string())),
+                other => Err(EvalError::WrongType {
+                    expected: "string".to_string(),
+                    got: convert::type_name(&other),
+                }),
+            }
+        })
     }
 }

@@ -22,7 +22,8 @@ pub fn reloading_client(
     qps: f64,
     burst: u32,
 ) -> Result<kube::Client, String> {
-    let inner = crate::agent::client::build(config, qps, burst, crate::agent::client::ApiServer::Hub)?;
+    let inner =
+        crate::agent::client::build(config, qps, burst, crate::agent::client::ApiServer::Hub)?;
     let default_namespace = inner.default_namespace().to_string();
     let current = Arc::new(RwLock::new(inner));
     let for_requests = current.clone();
@@ -91,7 +92,12 @@ impl CredentialFiles {
             kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| e.to_string())?;
-        crate::agent::client::build(config, self.qps, self.burst, crate::agent::client::ApiServer::Hub)
+        crate::agent::client::build(
+            config,
+            self.qps,
+            self.burst,
+            crate::agent::client::ApiServer::Hub,
+        )
     }
 }
 

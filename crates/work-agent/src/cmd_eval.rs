@@ -23,9 +23,10 @@ pub struct EvalArgs {
     /// A ManifestWork file: print the manifest conditions its rules give for the object.
     #[arg(long, value_name = "WORK.yaml", conflicts_with = "bind")]
     pub work: Option<PathBuf>,
-    /// The object (YAML or JSON; `-` reads standard input).
+    /// The object (YAML or JSON; `-` reads standard input). Required with `--work` and
+    /// `--explain`; without it an expression sees no variables (`-e '-1 < 0'`).
     #[arg(long, value_name = "FILE")]
-    pub object: PathBuf,
+    pub object: Option<PathBuf>,
     /// How the object is bound: as `object`, or each top-level field as a variable.
     #[arg(long, value_enum)]
     pub bind: Option<Bind>,
@@ -169,15 +170,18 @@ impl PartialEq for InputError {
     }
 }
 
-/// Evaluates one expression against the object in `object_path`.
-pub fn eval_expression(expression: &str, object_path: &Path, bind: Bind) -> ExprOutcome {
-    let object = match read_object(object_path) {
-        Ok(o) => o,
-        Err(e) => return ExprOutcome::BadInput(e),
+/// Evaluates one expression against the object in `object_path` (no object: no variables).
+pub fn eval_expression(expression: &str, object_path: Option<&Path>, bind: Bind) -> ExprOutcome {
+    let object = match object_path.map(read_object) {
+        Some(Ok(o)) => Some(o),
+        Some(Err(e)) => return ExprOutcome::BadInput(e),
+        None => None,
     };
-    let bindings = match bind {
-        Bind::Object => Bindings::Object(&object),
-        Bind::Toplevel => Bindings::TopLevel(&object),
+    let no_variables = Value::Object(serde_json::Map::new());
+    let bindings = match (&object, bind) {
+        (None, _) => Bindings::TopLevel(&no_variables),
+        (Some(object), Bind::Object) => Bindings::Object(object),
+        (Some(object), Bind::Toplevel) => Bindings::TopLevel(object),
     };
     match Evaluator::shared().eval_expression(expression, &bindings) {
         Ok(v) => ExprOutcome::Value(v),
@@ -358,7 +362,11 @@ pub fn main(args: EvalArgs) -> ExitCode {
 }
 
 fn main_expression(expression: &str, args: &EvalArgs) -> ExitCode {
-    let outcome = eval_expression(expression, &args.object, args.bind.unwrap_or_default());
+    let outcome = eval_expression(
+        expression,
+        args.object.as_deref(),
+        args.bind.unwrap_or_default(),
+    );
     match args.output.unwrap_or(Output::Text) {
         Output::Json => println!("{}", outcome.json_line()),
         Output::Yaml => {
@@ -381,7 +389,13 @@ fn main_expression(expression: &str, args: &EvalArgs) -> ExitCode {
 }
 
 fn main_work(work_path: &Path, args: &EvalArgs) -> ExitCode {
-    let loaded = read_work(work_path).and_then(|w| Ok((w, read_object(&args.object)?)));
+    let Some(object_path) = args.object.as_deref() else {
+        return input_failure(
+            "--work needs --object (the live object to evaluate)",
+            args.output,
+        );
+    };
+    let loaded = read_work(work_path).and_then(|w| Ok((w, read_object(object_path)?)));
     let (work, object) = match loaded {
         Ok(x) => x,
         Err(e) => return input_failure(&e.to_string(), args.output),
@@ -420,7 +434,13 @@ fn main_explain(args: &EvalArgs) -> ExitCode {
             args.output,
         );
     }
-    let object = match read_object(&args.object) {
+    let Some(object_path) = args.object.as_deref() else {
+        return input_failure(
+            "--explain needs --object (the live object to evaluate)",
+            args.output,
+        );
+    };
+    let object = match read_object(object_path) {
         Ok(o) => o,
         Err(e) => return input_failure(&e.to_string(), args.output),
     };

@@ -320,3 +320,15 @@ fn an_expression_may_start_with_a_minus() {
     let r = run(&["eval", "-e=-object.spec.completions", "--object", &job]);
     assert_eq!((r.code, r.stdout.trim()), (0, "-1"), "{}", r.stderr);
 }
+
+#[test]
+fn an_expression_needs_no_object() {
+    let r = run(&["eval", "-e", "-1 < 0"]);
+    assert_eq!((r.code, r.stdout.trim()), (0, "true"), "{}", r.stderr);
+    let r = run(&["eval", "-e", "object.kind == 'Job'"]);
+    assert_ne!(r.code, 0, "no object: `object` is undeclared");
+    assert!(r.stderr.contains("object"), "{}", r.stderr);
+    let r = run(&["eval", "--work", &fixture("work-job.yaml")]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("--work needs --object"), "{}", r.stderr);
+}

@@ -271,23 +271,10 @@ pub(crate) fn update_body(
     Ok(body)
 }
 
-/// Lays `top` over `base`: objects merge key by key (a `null` removes the key), anything else
-/// replaces.
+/// Lays `top` over `base` as a JSON merge patch (RFC 7386): objects merge key by key, a `null`
+/// removes the key, anything else replaces.
 fn overlay(base: &mut Value, top: &Value) {
-    match (base, top) {
-        (Value::Object(base), Value::Object(top)) => {
-            for (k, v) in top {
-                if v.is_null() {
-                    base.remove(k);
-                } else if let Some(slot) = base.get_mut(k) {
-                    overlay(slot, v);
-                } else {
-                    base.insert(k.clone(), v.clone());
-                }
-            }
-        }
-        (base, top) => *base = top.clone(),
-    }
+    json_patch::merge(base, top);
 }
 
 /// JSON pointers of every object key a cleaned manifest sets (descending into objects, not into

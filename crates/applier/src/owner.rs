@@ -8,12 +8,13 @@ use work_api::AppliedManifestWork;
 /// Label put on every object the agent writes, so it can watch only its own objects.
 pub const AGENT_LABEL: &str = "work.open-cluster-management.io/applied-by";
 
-/// The value for [`AGENT_LABEL`]: a 16-hex-digit hash of `id` (the agent's hub hash is the natural
-/// choice: the same on every work, so a resource shared by two works carries one value). A hub
-/// hash itself is 64 characters, longer than a label value may be.
-pub fn agent_label_value(id: &str) -> String {
-    let digest = hex::encode(Sha256::digest(id.as_bytes()));
-    digest[..16].to_string()
+/// The value for [`AGENT_LABEL`], identifying one agent (hub + managed cluster): 24 hex digits
+/// of a SHA-256 of both. The same on every work of the agent, so an object shared by two works
+/// carries one value; different for two agents of one hub on one spoke. A hub hash itself (64
+/// characters) is longer than a label value may be (63).
+pub fn agent_label_value(hub_hash: &str, cluster_name: &str) -> String {
+    let digest = Sha256::digest(format!("{hub_hash}/{cluster_name}").as_bytes());
+    hex::encode(&digest[..12])
 }
 
 /// The ownerReference an applied object gets: to its AppliedManifestWork, not a controller, and
@@ -120,10 +121,11 @@ mod tests {
     #[test]
     fn label_value_is_short_stable_and_valid() {
         let hub_hash = work_api::hub_hash("https://hub.example:6443");
-        let v = agent_label_value(&hub_hash);
-        assert_eq!(v.len(), 16);
-        assert_eq!(v, agent_label_value(&hub_hash));
-        assert_ne!(v, agent_label_value("other"));
+        let v = agent_label_value(&hub_hash, "cluster1");
+        assert_eq!(v.len(), 24);
+        assert_eq!(v, agent_label_value(&hub_hash, "cluster1"));
+        assert_ne!(v, agent_label_value(&hub_hash, "cluster2"));
+        assert_ne!(v, agent_label_value("other", "cluster1"));
         assert!(v.chars().all(|c| c.is_ascii_hexdigit()));
     }
 }

@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
 
 /// What the agent serves and how.
 #[derive(Clone, Debug)]
@@ -46,7 +45,7 @@ impl AgentConfig {
     /// A config with defaults for everything but the identity.
     pub fn new(cluster_name: String, agent_id: String, hub_server_url: &str) -> Self {
         let hub_hash = work_api::hub_hash(hub_server_url);
-        let label_value = label_value(&hub_hash, &cluster_name);
+        let label_value = applier::agent_label_value(&hub_hash, &cluster_name);
         Self {
             cluster_name,
             agent_id,
@@ -126,14 +125,6 @@ impl AgentConfig {
             .and_then(|rest| rest.strip_prefix('-'))
             .filter(|rest| !rest.is_empty())
     }
-}
-
-/// The label value identifying one agent (hub + managed cluster): label values are limited to 63
-/// characters, so a hub hash (64) cannot be used as is. Several agents serving different
-/// clusters of one hub on one spoke (as in the tests) each see only their own objects.
-fn label_value(hub_hash: &str, cluster_name: &str) -> String {
-    let digest = Sha256::digest(format!("{hub_hash}/{cluster_name}").as_bytes());
-    hex::encode(&digest[..12])
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-
 /// What the agent serves and how.
 #[derive(Clone, Debug)]
 pub struct AgentConfig {

@@ -152,6 +152,9 @@ pub fn main(args: RunArgs) -> ExitCode {
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Rule evaluation runs on the blocking pool: a small bound keeps a burst of works from
+        // spawning hundreds of threads (each with its stack and malloc arena).
+        .max_blocking_threads(8)
         .build()
     {
         Ok(rt) => rt,

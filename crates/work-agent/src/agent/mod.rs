@@ -271,6 +271,7 @@ async fn run_controller(
     let gone = ctx.clone();
     let works = watcher(ctx.works(), watcher::Config::default())
         .default_backoff()
+        .modify(|w| w.managed_fields_mut().clear())
         .inspect(move |e| match e {
             Ok(watcher::Event::InitDone) => synced.set_caches_synced(true),
             Ok(watcher::Event::Delete(work)) => forget_work(&gone, work),
@@ -300,6 +301,7 @@ async fn run_controller(
     let ns = namespace.clone();
     let applied: Queue = watcher(applied_api, watcher::Config::default())
         .default_backoff()
+        .modify(|a| a.managed_fields_mut().clear())
         .reflect(applied_writer)
         // After the store took the event: "synced" then means the store has the full list.
         .inspect(move |e| {

@@ -257,6 +257,9 @@ impl Watches {
         let handle = tokio::spawn(async move {
             let mut events = watcher::watcher(api, config)
                 .default_backoff()
+                // managedFields are often a third of an object and nothing reads them from the
+                // cache: dropping them keeps the store's memory proportional to the content.
+                .modify(|o| kube::ResourceExt::managed_fields_mut(o).clear())
                 .reflect(writer)
                 .boxed();
             while let Some(event) = events.next().await {
@@ -268,7 +271,7 @@ impl Watches {
                     }
                     Ok(Event::Init) => continue,
                     Err(e) => {
-                        tracing::debug!(group = %group, resource = %plural, error = %e, "watch error");
+                        tracing::warn!(group = %group, resource = %plural, error = %e, "watch error");
                         continue;
                     }
                 };

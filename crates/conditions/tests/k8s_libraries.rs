@@ -121,6 +121,68 @@ fn semver_functions() {
 }
 
 #[test]
+fn ip_and_cidr_conversions() {
+    assert_all(&[
+        ("string(ip('192.168.0.1'))", json!("192.168.0.1")),
+        ("string(ip('2001:db8::68'))", json!("2001:db8::68")),
+        ("string(ip('2001:DB8:0:0:0::68'))", json!("2001:db8::68")),
+        (
+            "string(ip('2001:db8:0:0:1:0:0:1'))",
+            json!("2001:db8::1:0:0:1"),
+        ),
+        ("ip.isCanonical('127.0.0.1')", json!(true)),
+        ("ip.isCanonical('2001:db8::abcd')", json!(true)),
+        ("ip.isCanonical('2001:DB8::68')", json!(false)),
+        ("ip.isCanonical('2001:db8::0:0:0:abcd')", json!(false)),
+        ("ip.isCanonical(object.status.podIP)", json!(true)),
+        ("string(cidr('192.168.0.0/24'))", json!("192.168.0.0/24")),
+        ("string(cidr('192.168.0.5/24'))", json!("192.168.0.5/24")),
+        (
+            "string(cidr('192.168.0.5/24').masked())",
+            json!("192.168.0.0/24"),
+        ),
+        ("string(cidr('192.168.0.5/24').ip())", json!("192.168.0.5")),
+        ("string(cidr('2001:DB8::/32'))", json!("2001:db8::/32")),
+        (
+            "cidr('10.0.0.0/8').containsIP(string(ip('10.1.2.3')))",
+            json!(true),
+        ),
+        // The standard conversions still apply to everything else.
+        ("string(1)", json!("1")),
+        ("string('x')", json!("x")),
+    ]);
+    let err = eval("ip.isCanonical('127.0.0.1.0')").unwrap_err();
+    assert!(err.contains("127.0.0.1.0"), "{err}");
+}
+
+#[test]
+fn semver_normalization() {
+    assert_all(&[
+        ("isSemver('v1.0.0', true)", json!(true)),
+        ("isSemver('v1.0.0', false)", json!(false)),
+        ("isSemver('1.0', true)", json!(true)),
+        ("isSemver('01.01.01', true)", json!(true)),
+        ("isSemver('hello', true)", json!(false)),
+        ("isSemver('1.0-rc.1', true)", json!(false)),
+        ("semver('v1.0.0', true) == semver('1.0.0')", json!(true)),
+        ("semver('1.0', true) == semver('1.0.0')", json!(true)),
+        ("semver('01.01.01', true) == semver('1.1.1')", json!(true)),
+        ("semver('v1', true).compareTo(semver('1.0.0'))", json!(0)),
+        ("semver('v1.2', true).minor()", json!(2)),
+        (
+            "semver('v1.10', true).isGreaterThan(semver('1.9.0'))",
+            json!(true),
+        ),
+        ("semver('1.0.0+a') == semver('1.0.0+b')", json!(true)),
+    ]);
+    assert!(eval("semver('v1.0.0', false)").is_err());
+    assert!(eval("semver('1.0-rc.1', true)").is_err());
+    // Kubernetes declares no `string(semver)` conversion, so neither does the agent: a rule
+    // using it would fail on upstream agents.
+    assert!(eval("string(semver('1.2.3'))").is_err());
+}
+
+#[test]
 fn format_functions() {
     assert_all(&[
         (

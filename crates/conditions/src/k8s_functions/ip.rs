@@ -1,7 +1,8 @@
-//! The Kubernetes IP and CIDR libraries: `ip(string)`, `isIP(string)`, `cidr(string)`,
-//! `isCIDR(string)` and the members `family`, `isUnspecified`, `isLoopback`,
-//! `isLinkLocalMulticast`, `isLinkLocalUnicast`, `isGlobalUnicast` (IP) and `containsIP`,
-//! `containsCIDR`, `ip`, `masked`, `prefixLength` (CIDR).
+//! The Kubernetes IP and CIDR libraries: `ip(string)`, `isIP(string)`, `ip.isCanonical(string)`,
+//! `cidr(string)`, `isCIDR(string)`, `string(ip)`, `string(cidr)` and the members `family`,
+//! `isUnspecified`, `isLoopback`, `isLinkLocalMulticast`, `isLinkLocalUnicast`,
+//! `isGlobalUnicast` (IP) and `containsIP`, `containsCIDR`, `ip`, `masked`, `prefixLength`
+//! (CIDR).
 //!
 //! Parsing is as strict as Kubernetes' (Go's `netip`): no IPv4 octets with leading zeros, no
 //! IPv6 zones, and no IPv4-mapped IPv6 addresses.
@@ -9,7 +10,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
-use cel::common::types::{DYN_TYPE, STRING_TYPE};
+use cel::common::types::{DYN_TYPE, STRING_TYPE, Type};
 use cel::objects::Opaque;
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
@@ -19,9 +20,13 @@ use super::{arity, string_arg, value_overload};
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Ip(pub(crate) IpAddr);
 
+/// The CEL type names Kubernetes gives IP and CIDR values.
+const IP_TYPE_NAME: &str = "net.IP";
+const CIDR_TYPE_NAME: &str = "net.CIDR";
+
 impl Opaque for Ip {
     fn runtime_type_name(&self) -> &str {
-        "net.IP"
+        IP_TYPE_NAME
     }
 }
 
@@ -34,7 +39,7 @@ pub(crate) struct Cidr {
 
 impl Opaque for Cidr {
     fn runtime_type_name(&self) -> &str {
-        "net.CIDR"
+        CIDR_TYPE_NAME
     }
 }
 
@@ -133,6 +138,8 @@ value_overload!(contains_ip_overload, contains_ip);
 value_overload!(contains_cidr_overload, contains_cidr);
 value_overload!(masked_overload, masked);
 value_overload!(prefix_length_overload, prefix_length);
+value_overload!(is_canonical_overload, is_canonical);
+value_overload!(to_string_overload, to_string);
 
 /// Registers the IP and CIDR functions.
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
@@ -144,6 +151,24 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         "isCIDR(string)",
         vec![STRING_TYPE],
         is_cidr_overload,
+    )?;
+    env.add_overload(
+        "ip.isCanonical",
+        "ip.isCanonical(string)",
+        vec![STRING_TYPE],
+        is_canonical_overload,
+    )?;
+    env.add_overload(
+        "string",
+        "string(net.IP)",
+        vec![Type::new_opaque_type(IP_TYPE_NAME)],
+        to_string_overload,
+    )?;
+    env.add_overload(
+        "string",
+        "string(net.CIDR)",
+        vec![Type::new_opaque_type(CIDR_TYPE_NAME)],
+        to_string_overload,
     )?;
     let members: [(&str, cel::common::functions::Function); 8] = [
         ("family", family_overload),
@@ -211,6 +236,31 @@ fn cidr(args: &[Value]) -> Result<Value, ExecutionError> {
 fn is_cidr(args: &[Value]) -> Result<Value, ExecutionError> {
     let [s] = arity::<1>("isCIDR", args)?;
     Ok(Value::Bool(Cidr::parse(string_arg("isCIDR", s)?).is_ok()))
+}
+
+/// `ip.isCanonical(s)`: whether `s` is already written as `string(ip(s))` would write it
+/// (lowercase hex, longest zero run compressed); an error when `s` is no IP, as in Kubernetes.
+fn is_canonical(args: &[Value]) -> Result<Value, ExecutionError> {
+    let [s] = arity::<1>("ip.isCanonical", args)?;
+    let s = string_arg("ip.isCanonical", s)?;
+    let addr = parse_ip(s).map_err(|e| function_error("ip.isCanonical", e))?;
+    Ok(Value::Bool(addr.to_string() == s))
+}
+
+/// `string(ip)` and `string(cidr)`: the canonical form (RFC 5952 for IPv6, as Go's `netip`
+/// writes it); a CIDR keeps the address as written, host bits included.
+fn to_string(args: &[Value]) -> Result<Value, ExecutionError> {
+    let [this] = arity::<1>("string", args)?;
+    let text = match this {
+        Value::Opaque(o) => match (o.downcast_ref::<Ip>(), o.downcast_ref::<Cidr>()) {
+            (Some(ip), _) => Some(ip.0.to_string()),
+            (_, Some(cidr)) => Some(format!("{}/{}", cidr.addr, cidr.prefix)),
+            _ => None,
+        },
+        _ => None,
+    };
+    text.map(|t| Value::String(Arc::new(t)))
+        .ok_or_else(|| function_error("string", "expected an IP or a CIDR"))
 }
 
 /// The IP receiver of a member function.

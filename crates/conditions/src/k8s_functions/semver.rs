@@ -1,19 +1,22 @@
-//! The Kubernetes semver library: `semver(string)`, `isSemver(string)` and the members `major`,
-//! `minor`, `patch`, `isGreaterThan`, `isLessThan`, `compareTo` (the last three shared with the
-//! quantity library, which dispatches on the receiver). Versions are strict Semantic
-//! Versioning 2.0.0 (`1.2.3`, `1.2.3-rc.1+build`): no `v` prefix, no missing parts, no leading
-//! zeros; comparisons ignore build metadata and order pre-releases as the specification says.
+//! The Kubernetes semver library: `semver(string)`, `semver(string, bool)`, `isSemver(string)`,
+//! `isSemver(string, bool)` and the members `major`, `minor`, `patch`,
+//! `isGreaterThan`, `isLessThan`, `compareTo` (the last three shared with the quantity library,
+//! which dispatches on the receiver). Versions are strict Semantic Versioning 2.0.0 (`1.2.3`,
+//! `1.2.3-rc.1+build`): no `v` prefix, no missing parts, no leading zeros, unless the `bool`
+//! asks for Kubernetes' normalization; comparisons and equality ignore build metadata and order
+//! pre-releases as the specification says. Like Kubernetes, there is no `string(semver)`.
 
 use std::cmp::Ordering;
 use std::sync::Arc;
 
-use cel::common::types::{DYN_TYPE, STRING_TYPE};
+use cel::common::types::{BOOL_TYPE, DYN_TYPE, STRING_TYPE};
 use cel::objects::Opaque;
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
 use super::{arity, string_arg, value_overload};
 
-/// A parsed semantic version.
+/// A parsed semantic version. Build metadata is not kept: Kubernetes ignores it in comparisons
+/// and in `==` (`1.0.0+a == 1.0.0+b`), and offers no way to read it back.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Semver {
     major: u64,
@@ -79,6 +82,37 @@ impl Semver {
         })
     }
 
+    /// Parses after Kubernetes' normalization: a leading `v` dropped, leading zeros of each of
+    /// the first three dot-separated parts dropped, and a missing minor or patch taken as 0
+    /// (`v01.2` is `1.2.0`). A shortened version cannot carry a pre-release or build.
+    pub(crate) fn parse_normalized(s: &str) -> Result<Semver, String> {
+        let trimmed = s.strip_prefix('v').unwrap_or(s);
+        let mut parts: Vec<String> = trimmed
+            .splitn(3, '.')
+            .map(|p| {
+                if p.len() <= 1 {
+                    return p.to_string();
+                }
+                let rest = p.trim_start_matches('0');
+                if rest.starts_with(|c: char| c.is_ascii_digit()) {
+                    rest.to_string()
+                } else {
+                    format!("0{rest}")
+                }
+            })
+            .collect();
+        if parts.len() < 3 {
+            if parts.last().is_some_and(|p| p.contains(['+', '-'])) {
+                return Err(format!(
+                    "could not parse {s:?} as version: short version cannot contain pre-release or build metadata"
+                ));
+            }
+            parts.resize(3, "0".to_string());
+        }
+        Semver::parse(&parts.join("."))
+            .map_err(|_| format!("could not parse {s:?} as version, even normalized"))
+    }
+
     fn compare(&self, other: &Semver) -> Ordering {
         (self.major, self.minor, self.patch)
             .cmp(&(other.major, other.minor, other.patch))
@@ -127,6 +161,18 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         vec![STRING_TYPE],
         is_semver_overload,
     )?;
+    env.add_overload(
+        "semver",
+        "semver(string, bool)",
+        vec![STRING_TYPE, BOOL_TYPE],
+        semver_overload,
+    )?;
+    env.add_overload(
+        "isSemver",
+        "isSemver(string, bool)",
+        vec![STRING_TYPE, BOOL_TYPE],
+        is_semver_overload,
+    )?;
     let getters: [(&str, cel::common::functions::Function); 3] = [
         ("major", major_overload),
         ("minor", minor_overload),
@@ -140,18 +186,40 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     Ok(())
 }
 
+/// Parses the string argument of `function`, normalized when its optional second argument is
+/// `true`.
+fn parse_arg(function: &str, args: &[Value]) -> Result<Result<Semver, String>, ExecutionError> {
+    let (s, normalize) = match args {
+        [s] => (s, false),
+        [s, Value::Bool(normalize)] => (s, *normalize),
+        [_, _] => {
+            return Err(ExecutionError::function_error(
+                function,
+                "expected a bool as the second argument (normalize)",
+            ));
+        }
+        _ => {
+            return Err(ExecutionError::function_error(
+                function,
+                format!("expected 1 or 2 arguments, got {}", args.len()),
+            ));
+        }
+    };
+    let s = string_arg(function, s)?;
+    Ok(if normalize {
+        Semver::parse_normalized(s)
+    } else {
+        Semver::parse(s)
+    })
+}
+
 fn semver(args: &[Value]) -> Result<Value, ExecutionError> {
-    let [s] = arity::<1>("semver", args)?;
-    let v = Semver::parse(string_arg("semver", s)?)
-        .map_err(|e| ExecutionError::function_error("semver", e))?;
+    let v = parse_arg("semver", args)?.map_err(|e| ExecutionError::function_error("semver", e))?;
     Ok(Value::Opaque(Arc::new(v)))
 }
 
 fn is_semver(args: &[Value]) -> Result<Value, ExecutionError> {
-    let [s] = arity::<1>("isSemver", args)?;
-    Ok(Value::Bool(
-        Semver::parse(string_arg("isSemver", s)?).is_ok(),
-    ))
+    Ok(Value::Bool(parse_arg("isSemver", args)?.is_ok()))
 }
 
 fn as_semver<'a>(function: &str, v: &'a Value) -> Result<&'a Semver, ExecutionError> {
@@ -257,5 +325,27 @@ mod tests {
             with_build.compare(&Semver::parse("1.0.0").unwrap()),
             Ordering::Equal
         );
+    }
+
+    #[test]
+    fn normalization_is_kubernetes_normalize_and_parse() {
+        for (input, want) in [
+            ("v1.0.0", "1.0.0"),
+            ("1.0", "1.0.0"),
+            ("1", "1.0.0"),
+            ("01.01.01", "1.1.1"),
+            ("v00.000.0", "0.0.0"),
+            ("1.2.03-rc.1+b", "1.2.3-rc.1+b"),
+            ("1.2.3-alpha.1+build.7", "1.2.3-alpha.1+build.7"),
+        ] {
+            assert_eq!(
+                Semver::parse_normalized(input),
+                Semver::parse(want),
+                "{input}"
+            );
+        }
+        for bad in ["1.0-rc.1", "1+build", "vv1.0.0", "", "v", "1.x", " 1.0.0"] {
+            assert!(Semver::parse_normalized(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -163,7 +163,7 @@ fn bad_input_exits_two_with_a_json_error() {
 fn usage_errors_exit_two() {
     let job = fixture("job-complete.yaml");
     assert_eq!(run(&["eval", "--object", &job]).code, 2);
-    assert_eq!(run(&["eval", "-e", "true"]).code, 2);
+    assert_eq!(run(&["eval", "--explain", "-e", "true"]).code, 2);
     assert_eq!(
         run(&["eval", "-e", "true", "--object", &job, "--bind", "nope"]).code,
         2

@@ -16,12 +16,12 @@ use work_api::{AppliedManifestResourceMeta, UpdateStrategy, UpdateStrategyType};
 
 use crate::ignore::{plan_ignore_fields, read_record, write_record};
 use crate::manifest::{
-    MANIFEST_HASH_ANNOTATION, Target, annotation, clean_manifest, content_hash, create_body,
+    MANIFEST_HASH_ANNOTATION, annotation, clean_manifest, content_hash, create_body,
     is_noop_update, meta_str, owner_references_of, owner_references_patch, set_annotation,
     set_apply_owner_references, update_body,
 };
 use crate::owner::{has_owner_reference, remove_owner_reference};
-use crate::{ApplyError, ResolvedResource, Resolver};
+use crate::{ApplyError, ManifestId, ResolvedResource, Resolver};
 
 /// Field manager for the agent's own (non-apply) writes.
 const WRITER: &str = "work-agent";
@@ -91,7 +91,7 @@ impl<'a> LiveSource<'a> {
     async fn read(
         &self,
         api: &Api<DynamicObject>,
-        target: &Target,
+        target: &ManifestId,
     ) -> Result<Option<Value>, ApplyError> {
         let cached = self
             .cached
@@ -211,12 +211,12 @@ impl Applier {
     /// ServerSideApply), asks `complete_check` about the live object; if the manifest is
     /// complete, nothing is written and the outcome is `CompleteBeforeUpdate`.
     pub async fn apply(&self, req: ApplyRequest<'_>) -> Result<Applied, ApplyError> {
-        let target = Target::of(req.manifest)?;
+        let target = ManifestId::of(req.manifest)?;
         let resource = self
             .resolver
             .resolve(&target.api_version, &target.kind)
             .await?;
-        let api = self.api(&resource, target.namespace.as_deref(), &target)?;
+        let api = self.api(&resource, target.namespace(), &target)?;
         let (outcome, object) = match &req.strategy.type_ {
             UpdateStrategyType::Update => self.apply_update(&api, &resource, &target, &req).await?,
             UpdateStrategyType::CreateOnly => {
@@ -325,13 +325,8 @@ impl Applier {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Value>, ApplyError> {
-        let target = Target {
-            api_version: resource.api_version(),
-            kind: resource.kind.clone(),
-            name: name.to_string(),
-            namespace: namespace.filter(|ns| !ns.is_empty()).map(str::to_string),
-        };
-        let api = self.api(resource, target.namespace.as_deref(), &target)?;
+        let target = ManifestId::of_resource(resource, namespace.unwrap_or_default(), name);
+        let api = self.api(resource, target.namespace(), &target)?;
         get_value(&api, &target).await
     }
 
@@ -339,7 +334,7 @@ impl Applier {
         &self,
         resource: &ResolvedResource,
         namespace: Option<&str>,
-        target: &Target,
+        target: &ManifestId,
     ) -> Result<Api<DynamicObject>, ApplyError> {
         let ar = resource.api_resource();
         match (resource.namespaced, namespace) {
@@ -357,7 +352,7 @@ impl Applier {
     async fn api_for_meta(
         &self,
         meta: &AppliedManifestResourceMeta,
-    ) -> Result<Option<(Api<DynamicObject>, Target)>, ApplyError> {
+    ) -> Result<Option<(Api<DynamicObject>, ManifestId)>, ApplyError> {
         let resource = match self
             .resolver
             .resolve_resource(&meta.group, &meta.version, &meta.resource)
@@ -369,12 +364,7 @@ impl Applier {
         };
         let namespace =
             Some(meta.namespace.as_str()).filter(|ns| resource.namespaced && !ns.is_empty());
-        let target = Target {
-            api_version: resource.api_version(),
-            kind: resource.kind.clone(),
-            name: meta.name.clone(),
-            namespace: namespace.map(str::to_string),
-        };
+        let target = ManifestId::of_resource(&resource, namespace.unwrap_or_default(), &meta.name);
         let api = self.api(&resource, namespace, &target)?;
         Ok(Some((api, target)))
     }
@@ -383,7 +373,7 @@ impl Applier {
         &self,
         api: &Api<DynamicObject>,
         resource: &ResolvedResource,
-        target: &Target,
+        target: &ManifestId,
         req: &ApplyRequest<'_>,
     ) -> Result<(ApplyOutcome, Option<Value>), ApplyError> {
         let hash = content_hash(req.manifest);
@@ -435,7 +425,7 @@ impl Applier {
         &self,
         api: &Api<DynamicObject>,
         resource: &ResolvedResource,
-        target: &Target,
+        target: &ManifestId,
         req: &ApplyRequest<'_>,
     ) -> Result<(ApplyOutcome, Option<Value>), ApplyError> {
         if let Some(live) = LiveSource::new(req.cached).read(api, target).await? {
@@ -466,7 +456,7 @@ impl Applier {
         &self,
         api: &Api<DynamicObject>,
         resource: &ResolvedResource,
-        target: &Target,
+        target: &ManifestId,
         req: &ApplyRequest<'_>,
     ) -> Result<(ApplyOutcome, Option<Value>), ApplyError> {
         let config = req.strategy.server_side_apply.clone().unwrap_or_default();
@@ -567,7 +557,7 @@ fn changed_outcome(before: &Value, after: &Value) -> ApplyOutcome {
 
 async fn set_owner_references(
     api: &Api<DynamicObject>,
-    target: &Target,
+    target: &ManifestId,
     refs: &[OwnerReference],
     resource_version: Option<&str>,
 ) -> Result<(), ApplyError> {
@@ -582,7 +572,10 @@ async fn set_owner_references(
     }
 }
 
-async fn get_value(api: &Api<DynamicObject>, target: &Target) -> Result<Option<Value>, ApplyError> {
+async fn get_value(
+    api: &Api<DynamicObject>,
+    target: &ManifestId,
+) -> Result<Option<Value>, ApplyError> {
     match api.get_opt(&target.name).await {
         Ok(Some(obj)) => Ok(Some(from_dynamic(&obj)?)),
         Ok(None) => Ok(None),
@@ -592,7 +585,7 @@ async fn get_value(api: &Api<DynamicObject>, target: &Target) -> Result<Option<V
 
 async fn create(
     api: &Api<DynamicObject>,
-    target: &Target,
+    target: &ManifestId,
     body: &Value,
 ) -> Result<Value, ApplyError> {
     let object = to_dynamic(body)?;
@@ -621,7 +614,7 @@ fn post_params() -> PostParams {
 
 fn to_dynamic(body: &Value) -> Result<DynamicObject, ApplyError> {
     // Only apiVersion, kind and metadata are typed (the rest stays raw JSON), so a decoding
-    // error is about one of them; Target::of already checked apiVersion and kind.
+    // error is about one of them; ManifestId::of already checked apiVersion and kind.
     serde_json::from_value(body.clone())
         .map_err(|e| ApplyError::InvalidManifest(format!("metadata: {e}")))
 }

@@ -11,49 +11,26 @@ use serde_json::Value;
 use work_api::{IgnoreField, IgnoreFieldsCondition};
 
 use crate::ApplyError;
+use crate::json_path::{self, Segment, Step};
 use crate::manifest::content_hash;
 
 /// Annotation recording, per JSON pointer, a hash of the value last applied for `OnSpokeChange`
 /// fields, so a later apply can tell whether the spoke changed the field since.
 pub const IGNORE_FIELDS_ANNOTATION: &str = "work.open-cluster-management.io/ignore-fields-applied";
 
-/// One step of a path pattern.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Segment {
-    /// An object key (on an array, a decimal key selects that index).
-    Key(String),
-    /// An array index.
-    Index(usize),
-    /// Every element of an array or value of an object.
-    Any,
-}
-
-/// One step of a concrete path into a document.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Step {
-    Key(String),
-    Index(usize),
-}
-
-/// Parses a Kubernetes JSONPath naming fields: `.spec.replicas`, `{.spec.replicas}`,
-/// `$.metadata.annotations['a.b/c']`, `.spec.containers[0].image`, `.spec.containers[*].image`,
-/// with `\.` for a dot inside a key.
+/// Parses a Kubernetes JSONPath naming fields (see [`json_path::parse`]); filters, which
+/// select rather than name a field, are refused.
 pub fn parse_json_path(path: &str) -> Result<Vec<Segment>, ApplyError> {
-    let invalid = |reason: &str| ApplyError::InvalidIgnoreField {
+    let invalid = |reason: String| ApplyError::InvalidIgnoreField {
         path: path.to_string(),
-        reason: reason.to_string(),
+        reason,
     };
-    let mut s = path.trim();
-    if let Some(inner) = s.strip_prefix('{') {
-        s = inner
-            .strip_suffix('}')
-            .ok_or_else(|| invalid("unbalanced braces"))?
-            .trim();
+    let segments = json_path::parse(path).map_err(invalid)?;
+    if segments.iter().any(|s| matches!(s, Segment::Filter { .. })) {
+        return Err(invalid("filters are not supported in ignoreFields".into()));
     }
-    s = s.strip_prefix('$').unwrap_or(s);
-    let segments = parse_dotted(s, false).map_err(|reason| invalid(&reason))?;
     if segments.is_empty() {
-        return Err(invalid("the path names no field"));
+        return Err(invalid("the path names no field".into()));
     }
     Ok(segments)
 }
@@ -87,151 +64,28 @@ pub fn parse_json_pointer(pointer: &str) -> Result<Vec<Segment>, ApplyError> {
         .collect()
 }
 
-/// Parses the plain-path subset of jq: `.spec.replicas`, `.metadata.annotations["a/b"]`,
-/// `.spec.containers[0].image`, `.spec.containers[].image`. Filters, pipes and functions are
-/// refused with an error rather than silently ignored.
+/// Parses the plain-path subset of jq (see [`json_path::parse_jq`]).
 pub fn parse_jq_path(expression: &str) -> Result<Vec<Segment>, ApplyError> {
-    let invalid = |reason: &str| ApplyError::InvalidIgnoreField {
-        path: expression.to_string(),
-        reason: reason.to_string(),
-    };
-    let s = expression.trim();
-    if !s.starts_with('.') {
-        return Err(invalid(
-            "only plain jq paths starting with '.' are supported",
-        ));
-    }
-    let segments = parse_dotted(s, true)
-        .map_err(|_| invalid("only plain jq paths (keys, [N], [] and [\"key\"]) are supported"))?;
+    let segments =
+        json_path::parse_jq(expression).map_err(|reason| ApplyError::InvalidIgnoreField {
+            path: expression.to_string(),
+            reason,
+        })?;
     if segments.is_empty() {
-        return Err(invalid("the path names no field"));
+        return Err(ApplyError::InvalidIgnoreField {
+            path: expression.to_string(),
+            reason: "the path names no field".into(),
+        });
     }
     Ok(segments)
 }
 
-/// The shared grammar of JSONPath field paths and jq paths: `.key`, `['key']`, `["key"]`, `[N]`,
-/// `[*]`, `.*`, and (jq) `[]`.
-fn parse_dotted(s: &str, jq: bool) -> Result<Vec<Segment>, String> {
-    let chars: Vec<char> = s.chars().collect();
-    let mut i = 0;
-    let mut out = Vec::new();
-    while i < chars.len() {
-        match chars[i] {
-            '.' => {
-                i += 1;
-                if i < chars.len() && chars[i] == '[' {
-                    continue; // `.[0]` is the same as `[0]`
-                }
-                let mut key = String::new();
-                while i < chars.len() && chars[i] != '.' && chars[i] != '[' {
-                    if chars[i] == '\\' && !jq && i + 1 < chars.len() {
-                        key.push(chars[i + 1]);
-                        i += 2;
-                        continue;
-                    }
-                    if !jq_key_char(chars[i], jq) {
-                        return Err(format!("unexpected '{}'", chars[i]));
-                    }
-                    key.push(chars[i]);
-                    i += 1;
-                }
-                if key.is_empty() {
-                    if i >= chars.len() && out.is_empty() {
-                        return Ok(out); // the identity path `.`
-                    }
-                    return Err("empty key".into());
-                }
-                if key == "*" && !jq {
-                    out.push(Segment::Any);
-                } else {
-                    out.push(Segment::Key(key));
-                }
-            }
-            '[' => {
-                let close = chars[i..]
-                    .iter()
-                    .position(|&c| c == ']')
-                    .map(|p| p + i)
-                    .ok_or("unclosed '['")?;
-                let inner: String = chars[i + 1..close].iter().collect();
-                let inner = inner.trim();
-                let seg = if inner.is_empty() && jq || inner == "*" && !jq {
-                    Segment::Any
-                } else if let Some(q) = unquote(inner) {
-                    Segment::Key(q)
-                } else if let Ok(n) = inner.parse::<usize>() {
-                    Segment::Index(n)
-                } else {
-                    return Err(format!("unsupported selector [{inner}]"));
-                };
-                out.push(seg);
-                i = close + 1;
-            }
-            c => return Err(format!("unexpected '{c}'")),
-        }
-    }
-    Ok(out)
-}
-
-fn jq_key_char(c: char, jq: bool) -> bool {
-    if jq {
-        c.is_alphanumeric() || c == '_'
-    } else {
-        !matches!(
-            c,
-            ' ' | '(' | ')' | '|' | '?' | '@' | '=' | '!' | '<' | '>' | ','
-        )
-    }
-}
-
-fn unquote(s: &str) -> Option<String> {
-    let quote = s.chars().next().filter(|c| *c == '\'' || *c == '"')?;
-    let body = s.strip_prefix(quote)?.strip_suffix(quote)?;
-    Some(body.to_string())
-}
-
 /// Every concrete path in `doc` that `pattern` matches.
 fn expand(pattern: &[Segment], doc: &Value) -> Vec<Vec<Step>> {
-    let mut paths: Vec<(Vec<Step>, &Value)> = vec![(Vec::new(), doc)];
-    for seg in pattern {
-        let mut next = Vec::new();
-        for (path, node) in paths {
-            let children: Vec<(Step, &Value)> = match (seg, node) {
-                (Segment::Key(k), Value::Object(m)) => m
-                    .get(k)
-                    .map(|c| (Step::Key(k.clone()), c))
-                    .into_iter()
-                    .collect(),
-                (Segment::Key(k), Value::Array(a)) => k
-                    .parse::<usize>()
-                    .ok()
-                    .and_then(|i| a.get(i).map(|c| (Step::Index(i), c)))
-                    .into_iter()
-                    .collect(),
-                (Segment::Index(i), Value::Array(a)) => a
-                    .get(*i)
-                    .map(|c| (Step::Index(*i), c))
-                    .into_iter()
-                    .collect(),
-                (Segment::Any, Value::Object(m)) => {
-                    m.iter().map(|(k, c)| (Step::Key(k.clone()), c)).collect()
-                }
-                (Segment::Any, Value::Array(a)) => a
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| (Step::Index(i), c))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            for (step, child) in children {
-                let mut p = path.clone();
-                p.push(step);
-                next.push((p, child));
-            }
-        }
-        paths = next;
-    }
-    paths.into_iter().map(|(p, _)| p).collect()
+    json_path::walk(pattern, doc)
+        .into_iter()
+        .map(|(path, _)| path)
+        .collect()
 }
 
 fn get<'a>(doc: &'a Value, path: &[Step]) -> Option<&'a Value> {

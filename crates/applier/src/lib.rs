@@ -50,7 +50,9 @@
 
 mod applier;
 mod error;
+mod identity;
 mod ignore;
+pub mod json_path;
 mod manifest;
 mod order;
 mod owner;
@@ -60,10 +62,12 @@ pub use applier::{
     Applied, Applier, ApplyOutcome, ApplyRequest, CompleteCheck, DeleteOutcome, WriteGate,
 };
 pub use error::ApplyError;
+pub use identity::ManifestId;
 pub use ignore::{
-    IGNORE_FIELDS_ANNOTATION, IgnorePlan, Segment, parse_jq_path, parse_json_path,
-    parse_json_pointer, plan_ignore_fields,
+    IGNORE_FIELDS_ANNOTATION, IgnorePlan, parse_jq_path, parse_json_path, parse_json_pointer,
+    plan_ignore_fields,
 };
+pub use json_path::Segment;
 pub use kube::api::PropagationPolicy;
 pub use manifest::{
     APPLIED_FIELDS_ANNOTATION, MANIFEST_HASH_ANNOTATION, content_hash, is_noop_update,

@@ -35,86 +35,6 @@ const SERVER_METADATA: &[&str] = &[
     "deletionGracePeriodSeconds",
 ];
 
-/// Identity of a manifest: what it is and where it goes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Target {
-    pub api_version: String,
-    pub kind: String,
-    pub name: String,
-    pub namespace: Option<String>,
-}
-
-impl Target {
-    /// Reads apiVersion, kind, name and namespace, with a clear error for each one missing.
-    pub fn of(manifest: &Value) -> Result<Self, ApplyError> {
-        let obj = manifest.as_object().ok_or_else(|| {
-            ApplyError::InvalidManifest("a manifest must be a JSON object".into())
-        })?;
-        let field = |name: &str| -> Result<String, ApplyError> {
-            match obj.get(name) {
-                Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-                Some(Value::String(_)) | None | Some(Value::Null) => {
-                    Err(ApplyError::InvalidManifest(format!("{name} is required")))
-                }
-                Some(_) => Err(ApplyError::InvalidManifest(format!(
-                    "{name} must be a string"
-                ))),
-            }
-        };
-        let api_version = field("apiVersion")?;
-        let kind = field("kind")?;
-        let meta = match obj.get("metadata") {
-            Some(Value::Object(meta)) => meta,
-            Some(_) => {
-                return Err(ApplyError::InvalidManifest(
-                    "metadata must be an object".into(),
-                ));
-            }
-            None => {
-                return Err(ApplyError::InvalidManifest(
-                    "metadata.name is required".into(),
-                ));
-            }
-        };
-        let name = match meta.get("name") {
-            Some(Value::String(s)) if !s.is_empty() => s.clone(),
-            Some(Value::String(_)) | Some(Value::Null) | None => {
-                return Err(ApplyError::InvalidManifest(
-                    "metadata.name is required (generateName is not supported)".into(),
-                ));
-            }
-            Some(_) => {
-                return Err(ApplyError::InvalidManifest(
-                    "metadata.name must be a string".into(),
-                ));
-            }
-        };
-        let namespace = match meta.get("namespace") {
-            Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
-            Some(Value::String(_)) | Some(Value::Null) | None => None,
-            Some(_) => {
-                return Err(ApplyError::InvalidManifest(
-                    "metadata.namespace must be a string".into(),
-                ));
-            }
-        };
-        Ok(Self {
-            api_version,
-            kind,
-            name,
-            namespace,
-        })
-    }
-
-    /// `Kind namespace/name` or `Kind name`, for error messages.
-    pub fn describe(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{} {ns}/{}", self.kind, self.name),
-            None => format!("{} {}", self.kind, self.name),
-        }
-    }
-}
-
 /// Lowercase hex SHA-256 (first 32 digits) of a JSON value with object keys sorted, so the hash
 /// does not depend on key order.
 pub fn content_hash(value: &Value) -> String {
@@ -501,7 +421,7 @@ pub(crate) fn set_annotation(body: &mut Value, key: &str, value: &str) {
         .insert(key.into(), Value::String(value.into()));
 }
 
-/// `metadata` as a map, created (or replaced when not an object; `Target::of` rejects those).
+/// `metadata` as a map, created (or replaced when not an object; `ManifestId::of` rejects those).
 pub(crate) fn metadata_mut(body: &mut Value) -> &mut Map<String, Value> {
     if !body.is_object() {
         *body = Value::Object(Map::new());
@@ -670,65 +590,6 @@ mod tests {
             base,
             json!({"a": {"b": 1, "c": 3}, "l": [3], "s": {"o": 1}})
         );
-    }
-
-    #[test]
-    fn target_reads_identity() {
-        let t = Target::of(&deployment()).ok();
-        assert_eq!(
-            t,
-            Some(Target {
-                api_version: "apps/v1".into(),
-                kind: "Deployment".into(),
-                name: "web".into(),
-                namespace: Some("ns".into()),
-            })
-        );
-        assert_eq!(
-            t.map(|t| t.describe()).as_deref(),
-            Some("Deployment ns/web")
-        );
-    }
-
-    #[test]
-    fn target_rejects_malformed_manifests_with_clear_messages() {
-        let cases = [
-            (json!([]), "must be a JSON object"),
-            (
-                json!({"kind": "ConfigMap", "metadata": {"name": "a"}}),
-                "apiVersion is required",
-            ),
-            (
-                json!({"apiVersion": "v1", "metadata": {"name": "a"}}),
-                "kind is required",
-            ),
-            (
-                json!({"apiVersion": "v1", "kind": 1, "metadata": {"name": "a"}}),
-                "kind must be a string",
-            ),
-            (
-                json!({"apiVersion": "v1", "kind": "ConfigMap"}),
-                "metadata.name is required",
-            ),
-            (
-                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"generateName": "a-"}}),
-                "metadata.name is required",
-            ),
-            (
-                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": 3}}),
-                "metadata.namespace must be a string",
-            ),
-        ];
-        for (manifest, expected) in cases {
-            let err = Target::of(&manifest)
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
-            assert!(
-                err.contains(expected),
-                "{manifest}: got {err:?}, want {expected:?}"
-            );
-        }
     }
 
     #[test]

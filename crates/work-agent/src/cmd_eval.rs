@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Value, json};
 use work_api::{ManifestCondition, ManifestWork};
 
-use crate::agent::manifests::{ManifestId, glob_match, identify, resource_meta, settings_for};
+use crate::agent::manifests::{ManifestId, glob_match, resource_meta, settings_for};
 
 /// Arguments of `work-agent eval`.
 #[derive(clap::Args, Debug)]
@@ -249,7 +249,7 @@ pub struct Located {
 
 /// Finds `object` in `work` and the condition rules the agent would evaluate for it.
 pub fn locate(work: &ManifestWork, object: &Value) -> Result<Located, String> {
-    let id = identify(object).map_err(|e| format!("object: {e}"))?;
+    let id = ManifestId::of(object).map_err(|e| format!("object: {e}"))?;
     let resource = guess_plural(&id.kind);
     let mut notes = Vec::new();
     let ordinal = work
@@ -257,7 +257,7 @@ pub fn locate(work: &ManifestWork, object: &Value) -> Result<Located, String> {
         .workload
         .manifests
         .iter()
-        .position(|m| identify(&m.0).is_ok_and(|mid| same_object(&mid, &id)))
+        .position(|m| ManifestId::of(&m.0).is_ok_and(|mid| same_object(&mid, &id)))
         .unwrap_or_else(|| {
             notes.push(format!(
                 "the work has no manifest {}/{} {}; ordinal shown as 0",

@@ -16,7 +16,7 @@ use work_api::{
     ConditionRule, ConditionRuleType, ManifestConfigOption, ManifestWork, condition_types,
 };
 
-use crate::agent::manifests::{ManifestId, glob_match, identify};
+use crate::agent::manifests::{ManifestId, glob_match};
 use crate::cmd_eval::{guess_plural, parse_documents};
 use crate::{lint_cel, rule_library};
 
@@ -156,7 +156,7 @@ fn identify_manifests(work: &ManifestWork) -> Manifests {
     let mut seen: HashMap<(String, String, String, String), usize> = HashMap::new();
     for (i, manifest) in work.spec.workload.manifests.iter().enumerate() {
         let path = format!("spec.workload.manifests[{i}]");
-        match identify(&manifest.0) {
+        match ManifestId::of(&manifest.0) {
             Ok(id) => {
                 let key = (
                     id.group.clone(),

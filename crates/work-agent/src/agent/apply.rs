@@ -131,7 +131,7 @@ impl WorkScope<'_> {
 
     async fn manifest(&self, idx: usize, manifest: &Value) -> ManifestResult {
         let ctx = self.ctx;
-        let id = match manifests::identify(manifest) {
+        let id = match ManifestId::of(manifest) {
             Ok(id) => id,
             Err(e) => {
                 let meta = ManifestResourceMeta {

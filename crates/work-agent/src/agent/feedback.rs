@@ -141,100 +141,10 @@ fn to_field_value(found: Vec<&Value>) -> Result<Option<FieldValue>, String> {
     Ok(Some(fv))
 }
 
-/// One step of a path.
-#[derive(Debug, PartialEq)]
-enum Step {
-    Field(String),
-    Index(usize),
-    All,
-    Filter { field: String, equals: String },
-}
-
-fn parse(path: &str) -> Result<Vec<Step>, String> {
-    let path = path.trim();
-    let path = path
-        .strip_prefix('{')
-        .and_then(|p| p.strip_suffix('}'))
-        .unwrap_or(path);
-    let path = path.strip_prefix('$').unwrap_or(path);
-    let mut steps = Vec::new();
-    let mut rest = path;
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix('.') {
-            let end = r.find(['.', '[']).unwrap_or(r.len());
-            let field = &r[..end];
-            if field.is_empty() {
-                return Err("empty field name".into());
-            }
-            steps.push(Step::Field(field.to_string()));
-            rest = &r[end..];
-        } else if let Some(r) = rest.strip_prefix('[') {
-            let end = r.find(']').ok_or("unclosed [")?;
-            // A filter can contain ']' only inside quotes, which we do not support in values.
-            let inner = r[..end].trim();
-            rest = &r[end + 1..];
-            if inner == "*" {
-                steps.push(Step::All);
-            } else if let Some(filter) = inner.strip_prefix("?(").and_then(|f| f.strip_suffix(')'))
-            {
-                let (lhs, rhs) = filter
-                    .split_once("==")
-                    .ok_or("only == filters are supported")?;
-                let field = lhs
-                    .trim()
-                    .strip_prefix("@.")
-                    .ok_or("a filter must compare a field of @")?;
-                let equals =
-                    unquote(rhs.trim()).ok_or("a filter must compare with a quoted string")?;
-                steps.push(Step::Filter {
-                    field: field.to_string(),
-                    equals,
-                });
-            } else if let Some(key) = unquote(inner) {
-                steps.push(Step::Field(key));
-            } else {
-                let index = inner
-                    .parse::<usize>()
-                    .map_err(|_| format!("bad index {inner:?}"))?;
-                steps.push(Step::Index(index));
-            }
-        } else {
-            return Err(format!("unexpected {rest:?}"));
-        }
-    }
-    Ok(steps)
-}
-
-fn unquote(s: &str) -> Option<String> {
-    let s = s.trim();
-    for q in ['"', '\''] {
-        if s.len() >= 2 && s.starts_with(q) && s.ends_with(q) {
-            return Some(s[1..s.len() - 1].to_string());
-        }
-    }
-    None
-}
-
 /// Every value the path reaches (missing keys reach nothing).
 fn evaluate<'a>(path: &str, object: &'a Value) -> Result<Vec<&'a Value>, String> {
-    let mut current = vec![object];
-    for step in parse(path)? {
-        let mut next = Vec::new();
-        for v in current {
-            match &step {
-                Step::Field(f) => next.extend(v.get(f.as_str())),
-                Step::Index(i) => next.extend(v.get(*i)),
-                Step::All => next.extend(v.as_array().into_iter().flatten()),
-                Step::Filter { field, equals } => {
-                    next.extend(v.as_array().into_iter().flatten().filter(|item| {
-                        item.get(field.as_str()).and_then(Value::as_str) == Some(equals.as_str())
-                    }))
-                }
-            }
-        }
-        current = next;
-    }
-    Ok(current)
+    let pattern = applier::json_path::parse(path)?;
+    Ok(applier::json_path::select(&pattern, object))
 }
 
 #[cfg(test)]

@@ -3,68 +3,13 @@
 
 use std::collections::BTreeSet;
 
-use serde_json::Value;
 use work_api::{
     AppliedManifestResourceMeta, ConditionRule, DeleteOption, DeletePropagationPolicy,
     FeedbackRule, ManifestCondition, ManifestConfigOption, ManifestResourceMeta,
     ManifestWorkStatus, UpdateStrategy, condition_types,
 };
 
-/// Identity of a raw manifest, read from its own fields.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ManifestId {
-    /// `apiVersion` as written.
-    pub api_version: String,
-    /// API group (empty for core).
-    pub group: String,
-    /// API version.
-    pub version: String,
-    /// Kind.
-    pub kind: String,
-    /// `metadata.name`.
-    pub name: String,
-    /// `metadata.namespace` (empty when absent).
-    pub namespace: String,
-}
-
-/// Why a manifest cannot even be identified.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ManifestError {
-    /// A required field is missing or not a string.
-    #[error("manifest has no {0}")]
-    Missing(&'static str),
-}
-
-/// Reads apiVersion, kind, name and namespace of a manifest.
-pub fn identify(manifest: &Value) -> Result<ManifestId, ManifestError> {
-    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or_default().to_string();
-    let api_version = text(manifest.get("apiVersion"));
-    if api_version.is_empty() {
-        return Err(ManifestError::Missing("apiVersion"));
-    }
-    let kind = text(manifest.get("kind"));
-    if kind.is_empty() {
-        return Err(ManifestError::Missing("kind"));
-    }
-    let metadata = manifest.get("metadata");
-    let name = text(metadata.and_then(|m| m.get("name")));
-    if name.is_empty() {
-        return Err(ManifestError::Missing("metadata.name"));
-    }
-    let namespace = text(metadata.and_then(|m| m.get("namespace")));
-    let (group, version) = match api_version.split_once('/') {
-        Some((g, v)) => (g.to_string(), v.to_string()),
-        None => (String::new(), api_version.clone()),
-    };
-    Ok(ManifestId {
-        api_version,
-        group,
-        version,
-        kind,
-        name,
-        namespace,
-    })
-}
+pub use applier::ManifestId;
 
 /// Status identity of a manifest; `resource` is empty when it could not be resolved.
 pub fn resource_meta(ordinal: usize, id: &ManifestId, resource: &str) -> ManifestResourceMeta {
@@ -280,27 +225,6 @@ mod tests {
     }
 
     #[test]
-    fn identifies_manifests_and_rejects_incomplete_ones() {
-        let id = identify(&json!({"apiVersion": "batch/v1", "kind": "Job",
-            "metadata": {"name": "j", "namespace": "ns"}}))
-        .expect("valid");
-        assert_eq!((id.group.as_str(), id.version.as_str()), ("batch", "v1"));
-        let core =
-            identify(&json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "n"}}))
-                .expect("valid");
-        assert_eq!((core.group.as_str(), core.namespace.as_str()), ("", ""));
-        assert_eq!(
-            identify(&json!({"kind": "X", "metadata": {"name": "n"}})),
-            Err(ManifestError::Missing("apiVersion"))
-        );
-        assert_eq!(
-            identify(&json!({"apiVersion": "v1", "kind": "X", "metadata": {}})),
-            Err(ManifestError::Missing("metadata.name"))
-        );
-        assert!(identify(&json!("text")).is_err());
-    }
-
-    #[test]
     fn globs() {
         assert!(glob_match("*", "anything"));
         assert!(glob_match("*", ""));
@@ -369,7 +293,7 @@ mod tests {
 
     #[test]
     fn sticky_completion_matches_by_object_not_ordinal() {
-        let id = identify(&json!({"apiVersion": "batch/v1", "kind": "Job",
+        let id = ManifestId::of(&json!({"apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "j", "namespace": "ns"}}))
         .expect("valid");
         let mut entry = ManifestCondition {

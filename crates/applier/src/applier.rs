@@ -246,17 +246,22 @@ impl Applier {
     /// ownerReference; if we are the only owner, deletes with a UID precondition (`meta.uid`, or
     /// the live UID when `meta.uid` is empty) and the given propagation. Never deletes an object
     /// without our ownerReference, nor one whose UID differs from `meta.uid`.
+    ///
+    /// `cached` is what the caller's watch cache says about the object (as in
+    /// [`ApplyRequest::cached`]): the first decision uses it, a retry after a conflict reads.
     pub async fn delete_owned(
         &self,
         meta: &AppliedManifestResourceMeta,
         owner_uid: &str,
         propagation: PropagationPolicy,
+        cached: Option<Option<&Value>>,
     ) -> Result<DeleteOutcome, ApplyError> {
         let Some((api, target)) = self.api_for_meta(meta).await? else {
             return Ok(DeleteOutcome::AlreadyGone);
         };
+        let source = LiveSource::new(cached);
         let attempt = || async {
-            let Some(live) = get_value(&api, &target).await? else {
+            let Some(live) = source.read(&api, &target).await? else {
                 return Ok(DeleteOutcome::AlreadyGone);
             };
             let Some(live_uid) = owned_uid(&live, meta, owner_uid)? else {
@@ -269,11 +274,13 @@ impl Applier {
                     .await?;
                 return Ok(DeleteOutcome::OwnerRemoved);
             }
+            // The resourceVersion too: the decision was made on this version (maybe a cached
+            // one), so any change since (another owner added) is a conflict and a fresh read.
             let params = DeleteParams {
                 propagation_policy: Some(propagation.clone()),
                 preconditions: Some(Preconditions {
                     uid: Some(live_uid),
-                    resource_version: None,
+                    resource_version: meta_str(&live, "resourceVersion").map(str::to_string),
                 }),
                 ..DeleteParams::default()
             };
@@ -293,16 +300,19 @@ impl Applier {
 
     /// Orphans an applied resource: removes our ownerReference and keeps the object. Does nothing
     /// when the object is gone, has another UID, or carries no reference of ours.
+    /// `cached` as in [`Applier::delete_owned`].
     pub async fn release(
         &self,
         meta: &AppliedManifestResourceMeta,
         owner_uid: &str,
+        cached: Option<Option<&Value>>,
     ) -> Result<(), ApplyError> {
         let Some((api, target)) = self.api_for_meta(meta).await? else {
             return Ok(());
         };
+        let source = LiveSource::new(cached);
         let attempt = || async {
-            let Some(live) = get_value(&api, &target).await? else {
+            let Some(live) = source.read(&api, &target).await? else {
                 return Ok(());
             };
             if owned_uid(&live, meta, owner_uid)?.is_none() {

@@ -67,6 +67,11 @@ impl AppliedWorks {
             .map(|seen| self.latest.fresher(name, seen).as_ref().clone()))
     }
 
+    /// The watch delivered `applied`: drops the agent's own copy once the store has caught up.
+    pub fn observe(&self, applied: &AppliedManifestWork) {
+        self.latest.observe(&applied.name_any(), applied);
+    }
+
     /// Forgets the agent's own copy (the object is gone).
     pub fn forget(&self, name: &str) {
         self.latest.forget(name);

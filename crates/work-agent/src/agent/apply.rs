@@ -280,11 +280,7 @@ impl WorkScope<'_> {
                 complete_check: complete_check
                     .as_ref()
                     .map(|c| c as &dyn applier::CompleteCheck),
-                cached: match &cached {
-                    Cached::Unknown => None,
-                    Cached::Absent => Some(None),
-                    Cached::Present(object) => Some(Some(object)),
-                },
+                cached: cached.hint(),
                 write_gate: gate.as_ref().map(|g| g as &dyn applier::WriteGate),
             })
             .await;

@@ -16,7 +16,7 @@ use work_api::{
 use super::context::Context;
 use super::error::Error;
 use super::finalizers::set_finalizers;
-use super::watches::ObjectKey;
+use super::watches::{Cached, ObjectKey};
 use super::{manifests, status};
 
 /// Safety net for a deletion that waits for resources to go away: their watch events re-queue
@@ -90,17 +90,22 @@ pub async fn cleanup_applied(
     let mut waiting = 0usize;
     let mut errors: Vec<String> = Vec::new();
     for res in resources {
-        if manifests::is_orphaned(option, &res.group, &res.resource, &res.namespace, &res.name) {
-            match ctx.applier.release(res, &owner_uid).await {
+        let orphan =
+            manifests::is_orphaned(option, &res.group, &res.resource, &res.namespace, &res.name);
+        if !orphan {
+            // Watched and indexed first: its deletion event then wakes this work.
+            watch_for_gone(ctx, work, res);
+        }
+        let cached = cached_of(ctx, res).await;
+        if orphan {
+            match ctx.applier.release(res, &owner_uid, cached.hint()).await {
                 Ok(()) => {}
                 Err(e) if e.is_not_found() => {}
                 Err(e) => errors.push(e.to_string()),
             }
             continue;
         }
-        // Watched and indexed first: its deletion event then wakes this work.
-        watch_for_gone(ctx, work, res).await;
-        match still_terminating(res, &owner_uid, ctx).await {
+        match still_terminating(res, &owner_uid, &cached, ctx).await {
             Ok(true) => {
                 waiting += 1;
                 continue;
@@ -113,7 +118,12 @@ pub async fn cleanup_applied(
         }
         match ctx
             .applier
-            .delete_owned(res, &owner_uid, PropagationPolicy::Foreground)
+            .delete_owned(
+                res,
+                &owner_uid,
+                PropagationPolicy::Foreground,
+                cached.hint(),
+            )
             .await
         {
             Ok(applier::DeleteOutcome::Deleted) => waiting += 1,
@@ -169,16 +179,9 @@ pub async fn cleanup_applied(
     Ok(true)
 }
 
-/// Makes sure the deletion of an applied resource wakes `work`: its type watched, the object in
-/// the index.
-async fn watch_for_gone(ctx: &Context, work: &str, res: &work_api::AppliedManifestResourceMeta) {
-    if let Ok(resolved) = ctx
-        .resolver
-        .resolve_resource(&res.group, &res.version, &res.resource)
-        .await
-    {
-        ctx.watches.ensure(&resolved);
-    }
+/// Makes sure the deletion of an applied resource wakes `work`: the object in the index (its
+/// type's watch is started by [`cached_of`]).
+fn watch_for_gone(ctx: &Context, work: &str, res: &work_api::AppliedManifestResourceMeta) {
     ctx.watches.add(
         work,
         ObjectKey {
@@ -190,29 +193,40 @@ async fn watch_for_gone(ctx: &Context, work: &str, res: &work_api::AppliedManife
     );
 }
 
-/// Whether the object we deleted still exists (same UID, deletion in progress): then we wait.
-async fn still_terminating(
-    res: &work_api::AppliedManifestResourceMeta,
-    owner_uid: &str,
+/// What the watch cache says about an applied resource (its type's watch started if needed);
+/// `Unknown` when the type cannot be resolved or its store is not synced yet.
+pub(super) async fn cached_of(
     ctx: &Context,
-) -> Result<bool, Error> {
-    let resolved = match ctx
+    res: &work_api::AppliedManifestResourceMeta,
+) -> Cached {
+    match ctx
         .resolver
         .resolve_resource(&res.group, &res.version, &res.resource)
         .await
     {
-        Ok(r) => r,
-        // A type no longer served has no objects left to wait for.
-        Err(applier::ApplyError::UnknownResource { .. }) => return Ok(false),
-        Err(e) => return Err(e.into()),
-    };
-    let namespace = (!res.namespace.is_empty()).then_some(res.namespace.as_str());
-    let live = match ctx.applier.get(&resolved, namespace, &res.name).await {
-        Ok(Some(live)) => live,
-        Ok(None) => return Ok(false),
-        // Also a type whose CRD went away with the work (the discovery cache still has it).
-        Err(e) if e.is_not_found() => return Ok(false),
-        Err(e) => return Err(e.into()),
+        Ok(resolved) => {
+            ctx.watches.ensure(&resolved);
+            ctx.watches.cached(&resolved, &res.namespace, &res.name)
+        }
+        Err(_) => Cached::Unknown,
+    }
+}
+
+/// Whether the object we deleted still exists (same UID, deletion in progress): then we wait.
+/// Decided from the watch cache when it knows the object, else from a read.
+async fn still_terminating(
+    res: &work_api::AppliedManifestResourceMeta,
+    owner_uid: &str,
+    cached: &Cached,
+    ctx: &Context,
+) -> Result<bool, Error> {
+    let live = match cached {
+        Cached::Present(live) => live.clone(),
+        Cached::Absent => return Ok(false),
+        Cached::Unknown => match read_live(res, ctx).await? {
+            Some(live) => live,
+            None => return Ok(false),
+        },
     };
     let uid = live.pointer("/metadata/uid").and_then(|v| v.as_str());
     let deleting = live.pointer("/metadata/deletionTimestamp").is_some();
@@ -224,4 +238,28 @@ async fn still_terminating(
                 .any(|r| r.get("uid").and_then(|u| u.as_str()) == Some(owner_uid))
         });
     Ok(uid == Some(res.uid.as_str()) && deleting && ours)
+}
+
+/// Reads an applied resource; `None` when it or its type is gone.
+async fn read_live(
+    res: &work_api::AppliedManifestResourceMeta,
+    ctx: &Context,
+) -> Result<Option<serde_json::Value>, Error> {
+    let resolved = match ctx
+        .resolver
+        .resolve_resource(&res.group, &res.version, &res.resource)
+        .await
+    {
+        Ok(r) => r,
+        // A type no longer served has no objects left to wait for.
+        Err(applier::ApplyError::UnknownResource { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let namespace = (!res.namespace.is_empty()).then_some(res.namespace.as_str());
+    match ctx.applier.get(&resolved, namespace, &res.name).await {
+        Ok(live) => Ok(live),
+        // Also a type whose CRD went away with the work (the discovery cache still has it).
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }

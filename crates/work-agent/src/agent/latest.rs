@@ -36,8 +36,10 @@ impl<K> Default for Latest<K> {
 }
 
 impl<K: Resource> Latest<K> {
-    /// Remembers an object the agent just wrote (the server's answer).
-    pub fn record(&self, name: &str, object: K) {
+    /// Remembers an object the agent just wrote (the server's answer), without its
+    /// managedFields (nothing reads them, and they are often a third of the object).
+    pub fn record(&self, name: &str, mut object: K) {
+        object.meta_mut().managed_fields = None;
         self.written
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -63,6 +65,33 @@ impl<K: Resource> Latest<K> {
             }
             None => seen,
         }
+    }
+
+    /// The store saw `seen` (a watch event): the agent's own write is dropped once the store
+    /// has it or a newer version, so nothing is held for objects no reconcile reads again.
+    pub fn observe(&self, name: &str, seen: &K) {
+        let mut written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
+        if written.get(name).is_some_and(|ours| {
+            !is_newer(
+                ours.meta().resource_version.as_deref(),
+                seen.meta().resource_version.as_deref(),
+            )
+        }) {
+            written.remove(name);
+        }
+    }
+
+    /// How many writes are held (for the size gauges and tests).
+    pub fn len(&self) -> usize {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Whether no write is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Forgets an object (it is gone).
@@ -122,6 +151,11 @@ mod tests {
         assert!(Arc::ptr_eq(&latest.fresher("a", older.clone()), &older));
         latest.record("b", cm("3", "x"));
         latest.forget("b");
+        latest.record("c", cm("7", "ours"));
+        latest.observe("c", &cm("6", "stale"));
+        assert_eq!(latest.len(), 1, "an older event keeps our write");
+        latest.observe("c", &cm("7", "ours"));
+        assert!(latest.is_empty(), "the store caught up: dropped");
         let seen = Arc::new(cm("1", "y"));
         assert!(Arc::ptr_eq(&latest.fresher("b", seen.clone()), &seen));
     }

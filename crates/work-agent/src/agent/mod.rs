@@ -17,6 +17,7 @@ pub mod executor;
 pub mod feedback;
 pub mod finalizers;
 pub mod latest;
+pub mod live_object;
 pub mod manifests;
 pub mod outcome;
 pub mod params;
@@ -269,6 +270,7 @@ async fn run_controller(
     let (reader, writer) = reflector::store::<ManifestWork>();
     let synced = readiness.clone();
     let gone = ctx.clone();
+    let observed_work = ctx.clone();
     let works = watcher(ctx.works(), watcher::Config::default())
         .default_backoff()
         .modify(|w| w.managed_fields_mut().clear())
@@ -279,6 +281,12 @@ async fn run_controller(
         });
     let own: Queue = trigger_self(
         reflector::reflector(writer, works)
+            // After the store took the event, so a reconcile never sees neither copy.
+            .inspect(move |e| {
+                if let Ok(watcher::Event::Apply(work)) = e {
+                    observed_work.status.observe(work);
+                }
+            })
             .applied_objects()
             .predicate_filter(spec_or_lifecycle, Default::default()),
         (),
@@ -297,6 +305,7 @@ async fn run_controller(
     .boxed();
 
     let config = ctx.config.clone();
+    let observed = ctx.clone();
     let applied_api: Api<AppliedManifestWork> = ctx.applied_works();
     let ns = namespace.clone();
     let applied: Queue = watcher(applied_api, watcher::Config::default())
@@ -304,10 +313,12 @@ async fn run_controller(
         .modify(|a| a.managed_fields_mut().clear())
         .reflect(applied_writer)
         // After the store took the event: "synced" then means the store has the full list.
-        .inspect(move |e| {
-            if matches!(e, Ok(watcher::Event::InitDone)) {
+        .inspect(move |e| match e {
+            Ok(watcher::Event::InitDone) => {
                 applied_synced.store(true, std::sync::atomic::Ordering::Release);
             }
+            Ok(watcher::Event::Apply(a)) => observed.applied.observe(a),
+            _ => {}
         })
         .filter_map(move |event| {
             let request = match event {

@@ -195,14 +195,20 @@ async fn prune(
     for res in manifests::removed_resources(before, now) {
         let orphan =
             manifests::is_orphaned(option, &res.group, &res.resource, &res.namespace, &res.name);
+        let cached = deletion::cached_of(ctx, &res).await;
         let result = if orphan {
             ctx.applier
-                .release(&res, &owner_uid)
+                .release(&res, &owner_uid, cached.hint())
                 .await
                 .map(|_| "released")
         } else {
             ctx.applier
-                .delete_owned(&res, &owner_uid, PropagationPolicy::Background)
+                .delete_owned(
+                    &res,
+                    &owner_uid,
+                    PropagationPolicy::Background,
+                    cached.hint(),
+                )
                 .await
                 .map(|_| "deleted")
         };

@@ -42,6 +42,11 @@ impl StatusWriter {
         self.latest.record(&work.name_any(), work);
     }
 
+    /// The watch delivered `work`: drops the agent's own copy once the store has caught up.
+    pub fn observe(&self, work: &ManifestWork) {
+        self.latest.observe(&work.name_any(), work);
+    }
+
     /// Forgets a work (it is gone).
     pub fn forget(&self, name: &str) {
         self.latest.forget(name);

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use applier::ResolvedResource;
 
+use super::live_object::LiveObject;
 use super::triggers::Triggers;
 
 /// Identifies an object: group, resource (plural), namespace, name.
@@ -118,10 +119,21 @@ pub enum Cached {
     Present(Value),
 }
 
+impl Cached {
+    /// As the applier takes it: `None` when unknown (it reads), else the object or its absence.
+    pub fn hint(&self) -> Option<Option<&Value>> {
+        match self {
+            Cached::Unknown => None,
+            Cached::Absent => Some(None),
+            Cached::Present(object) => Some(Some(object)),
+        }
+    }
+}
+
 /// The watch and store of one resource type.
 struct TypeWatch {
     handle: tokio::task::JoinHandle<()>,
-    store: Store<DynamicObject>,
+    store: Store<LiveObject>,
     resource: ApiResource,
     /// True once the store holds the initial list.
     synced: tokio::sync::watch::Receiver<bool>,
@@ -211,7 +223,7 @@ impl Watches {
         }
         match watch.store.get(&key) {
             None => Cached::Absent,
-            Some(object) => match to_value(&object, &watch.resource) {
+            Some(object) => match object.to_value(&watch.resource) {
                 Some(value) => Cached::Present(value),
                 None => Cached::Unknown,
             },
@@ -245,7 +257,7 @@ impl Watches {
             return;
         }
         let api_resource = resource.api_resource();
-        let api: Api<DynamicObject> = Api::all_with(self.spoke.clone(), &api_resource);
+        let api: Api<LiveObject> = Api::all_with(self.spoke.clone(), &api_resource);
         let config = watcher::Config::default().labels(&self.label_selector);
         let writer = reflector::store::Writer::new(api_resource.clone());
         let store = writer.as_reader();
@@ -257,9 +269,6 @@ impl Watches {
         let handle = tokio::spawn(async move {
             let mut events = watcher::watcher(api, config)
                 .default_backoff()
-                // managedFields are often a third of an object and nothing reads them from the
-                // cache: dropping them keeps the store's memory proportional to the content.
-                .modify(|o| kube::ResourceExt::managed_fields_mut(o).clear())
                 .reflect(writer)
                 .boxed();
             while let Some(event) = events.next().await {
@@ -302,18 +311,6 @@ impl Watches {
             },
         );
     }
-}
-
-/// The JSON of a cached object, with the `apiVersion` and `kind` list items lack.
-fn to_value(object: &DynamicObject, resource: &ApiResource) -> Option<Value> {
-    let mut value = serde_json::to_value(object).ok()?;
-    let map = value.as_object_mut()?;
-    map.insert(
-        "apiVersion".into(),
-        Value::String(resource.api_version.clone()),
-    );
-    map.insert("kind".into(), Value::String(resource.kind.clone()));
-    Some(value)
 }
 
 impl Drop for Watches {

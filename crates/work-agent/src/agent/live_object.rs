@@ -1,0 +1,159 @@
+//! An applied object as the watch cache keeps it: its identity as metadata and the rest as
+//! compact JSON text. A parsed `serde_json::Value` costs several times its text in map nodes
+//! and small strings; the text is parsed only when a reconcile reads the object.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use kube::api::ApiResource;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+/// The annotation `kubectl apply` keeps a whole copy of the object in; nothing here reads it.
+const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// A live object: name, namespace, uid and resourceVersion, and its JSON without
+/// `managedFields` and `kubectl`'s last-applied copy.
+#[derive(Clone, Debug)]
+pub struct LiveObject {
+    /// Name, namespace, uid and resourceVersion only.
+    pub metadata: ObjectMeta,
+    /// The object as JSON text.
+    json: Arc<str>,
+}
+
+impl LiveObject {
+    /// Keeps `object`, dropping what nothing reads; `None` when it is not a JSON object.
+    pub fn from_value(mut object: Value) -> Option<Self> {
+        let map = object.as_object_mut()?;
+        let meta = map.get_mut("metadata").and_then(Value::as_object_mut);
+        let text = |m: &serde_json::Map<String, Value>, key: &str| {
+            m.get(key).and_then(Value::as_str).map(str::to_string)
+        };
+        let metadata = match meta {
+            Some(meta) => {
+                meta.remove("managedFields");
+                if let Some(annotations) =
+                    meta.get_mut("annotations").and_then(Value::as_object_mut)
+                {
+                    annotations.remove(LAST_APPLIED_ANNOTATION);
+                }
+                ObjectMeta {
+                    name: text(meta, "name"),
+                    namespace: text(meta, "namespace"),
+                    uid: text(meta, "uid"),
+                    resource_version: text(meta, "resourceVersion"),
+                    ..ObjectMeta::default()
+                }
+            }
+            None => ObjectMeta::default(),
+        };
+        let json = serde_json::to_string(&object).ok()?;
+        Some(Self {
+            metadata,
+            json: json.into(),
+        })
+    }
+
+    /// The object as JSON, with the `apiVersion` and `kind` list items lack.
+    pub fn to_value(&self, resource: &ApiResource) -> Option<Value> {
+        let mut value: Value = serde_json::from_str(&self.json).ok()?;
+        let map = value.as_object_mut()?;
+        map.entry("apiVersion")
+            .or_insert_with(|| Value::String(resource.api_version.clone()));
+        map.entry("kind")
+            .or_insert_with(|| Value::String(resource.kind.clone()));
+        Some(value)
+    }
+
+    /// Bytes of JSON held.
+    pub fn json_len(&self) -> usize {
+        self.json.len()
+    }
+}
+
+impl<'de> Deserialize<'de> for LiveObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Self::from_value(value).ok_or_else(|| serde::de::Error::custom("not a JSON object"))
+    }
+}
+
+impl Resource for LiveObject {
+    type DynamicType = ApiResource;
+    type Scope = kube::core::DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn configmaps() -> ApiResource {
+        ApiResource {
+            group: String::new(),
+            version: "v1".into(),
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            plural: "configmaps".into(),
+        }
+    }
+
+    #[test]
+    fn keeps_identity_and_content_but_not_managed_fields() {
+        let object: LiveObject = serde_json::from_value(json!({
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "labels": {"l": "v"},
+                "annotations": {"keep": "1", LAST_APPLIED_ANNOTATION: "{\"big\": true}"},
+                "managedFields": [{"manager": "x", "fieldsV1": {"f:data": {}}}]},
+            "data": {"k": "v"}
+        }))
+        .expect("an object");
+        assert_eq!(object.metadata.name.as_deref(), Some("a"));
+        assert_eq!(object.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(object.metadata.resource_version.as_deref(), Some("7"));
+        let value = object.to_value(&configmaps()).expect("parses");
+        assert_eq!(value["kind"], "ConfigMap");
+        assert_eq!(value["apiVersion"], "v1");
+        assert_eq!(value["data"]["k"], "v");
+        assert_eq!(value["metadata"]["labels"]["l"], "v");
+        assert_eq!(value["metadata"]["annotations"], json!({"keep": "1"}));
+        assert!(value["metadata"].get("managedFields").is_none());
+    }
+
+    #[test]
+    fn a_non_object_is_an_error_not_a_panic() {
+        assert!(serde_json::from_value::<LiveObject>(json!([1, 2])).is_err());
+        assert!(serde_json::from_value::<LiveObject>(json!("text")).is_err());
+    }
+}

@@ -38,4 +38,10 @@ impl Error {
             _ => false,
         }
     }
+
+    /// Whether the hub answered 404: the work itself is gone (deleted while it was being
+    /// reconciled); its watch's delete event forgets it, so there is nothing to retry.
+    pub fn is_work_gone(&self) -> bool {
+        matches!(self, Error::Hub(kube::Error::Api(s)) if s.is_not_found())
+    }
 }

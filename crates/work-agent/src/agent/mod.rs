@@ -392,6 +392,10 @@ fn error_policy(work: Arc<ManifestWork>, error: &Error, ctx: Arc<Context>) -> Ac
         })
         .inc();
     let name = work.metadata.name.as_deref().unwrap_or_default();
+    if error.is_work_gone() {
+        tracing::debug!(work = %name, error = %error, "work gone from the hub during its reconcile");
+        return Action::await_change();
+    }
     if error.is_conflict() {
         tracing::debug!(work = %name, error = %error, "conflict; retrying");
         return Action::requeue(Duration::from_millis(200));

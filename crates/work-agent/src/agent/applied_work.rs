@@ -69,7 +69,8 @@ impl AppliedWorks {
 
     /// The watch delivered `applied`: drops the agent's own copy once the store has caught up.
     pub fn observe(&self, applied: &AppliedManifestWork) {
-        self.latest.observe(&applied.name_any(), applied);
+        self.latest
+            .observe(&applied.name_any(), applied.resource_version().as_deref());
     }
 
     /// Forgets the agent's own copy (the object is gone).

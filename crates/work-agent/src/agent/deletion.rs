@@ -141,7 +141,9 @@ pub async fn cleanup_applied(
     }
     let api = ctx.applied.api();
     let name = amw.name_any();
-    if amw.metadata.deletion_timestamp.is_none() {
+    // The object to remove the finalizer from: the delete's answer (it has the new
+    // resourceVersion), or the one at hand when it was already being deleted.
+    let current = if amw.metadata.deletion_timestamp.is_none() {
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: amw.metadata.uid.clone(),
@@ -150,15 +152,17 @@ pub async fn cleanup_applied(
             ..DeleteParams::background()
         };
         match api.delete(&name, &params).await {
-            Ok(_) => {}
+            Ok(answer) => match answer.left() {
+                Some(deleting) => deleting,
+                // Deleted at once: no finalizer was left on it.
+                None => return Ok(true),
+            },
             // Gone, or another object of that name (UID precondition failed): not ours.
             Err(kube::Error::Api(s)) if s.is_not_found() || s.code == 409 => return Ok(true),
             Err(e) => return Err(Error::Spoke(e)),
         }
-    }
-    // Re-read: the delete changed its resourceVersion.
-    let Some(current) = api.get_opt(&name).await.map_err(Error::Spoke)? else {
-        return Ok(true);
+    } else {
+        amw.clone()
     };
     if current.metadata.uid != amw.metadata.uid {
         return Ok(true);

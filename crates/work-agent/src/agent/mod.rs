@@ -25,6 +25,7 @@ pub mod reconcile;
 pub mod states;
 pub mod status;
 pub mod status_writer;
+pub mod stored_work;
 pub mod triggers;
 pub mod ttl;
 pub mod ttl_failures;
@@ -38,7 +39,9 @@ use kube::runtime::controller::{self, Action, ReconcileRequest, trigger_self};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use work_api::{AppliedManifestWork, ManifestWork};
+use work_api::AppliedManifestWork;
+
+use stored_work::StoredWork;
 
 pub use config::AgentConfig;
 pub use context::Context;
@@ -225,12 +228,12 @@ async fn probe_api_servers(hub: kube::Client, spoke: kube::Client, readiness: Re
 }
 
 type Queue = std::pin::Pin<
-    Box<dyn Stream<Item = Result<ReconcileRequest<ManifestWork>, watcher::Error>> + Send>,
+    Box<dyn Stream<Item = Result<ReconcileRequest<StoredWork>, watcher::Error>> + Send>,
 >;
 
 /// What of a work re-queues it from its own watch: its spec (generation), finalizers, deletion
 /// and labels, not its status. So the agent's own status writes do not re-trigger it.
-fn spec_or_lifecycle(work: &ManifestWork) -> Option<u64> {
+fn spec_or_lifecycle(work: &StoredWork) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     work.metadata.uid.hash(&mut hasher);
@@ -246,7 +249,7 @@ fn spec_or_lifecycle(work: &ManifestWork) -> Option<u64> {
 }
 
 /// Forgets everything kept per work once the work is gone from the hub.
-fn forget_work(ctx: &Context, work: &ManifestWork) {
+fn forget_work(ctx: &Context, work: &StoredWork) {
     let name = work.metadata.name.clone().unwrap_or_default();
     ctx.watches.remove_work(&name);
     ctx.backoff.clear(&name);
@@ -267,13 +270,13 @@ async fn run_controller(
     applied_synced: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let namespace = ctx.config.cluster_name.clone();
-    let (reader, writer) = reflector::store::<ManifestWork>();
+    let (reader, writer) = reflector::store::<StoredWork>();
     let synced = readiness.clone();
     let gone = ctx.clone();
     let observed_work = ctx.clone();
-    let works = watcher(ctx.works(), watcher::Config::default())
+    let works_api: Api<StoredWork> = Api::namespaced(ctx.hub.clone(), &namespace);
+    let works = watcher(works_api, watcher::Config::default())
         .default_backoff()
-        .modify(|w| w.managed_fields_mut().clear())
         .inspect(move |e| match e {
             Ok(watcher::Event::InitDone) => synced.set_caches_synced(true),
             Ok(watcher::Event::Delete(work)) => forget_work(&gone, work),
@@ -284,7 +287,9 @@ async fn run_controller(
             // After the store took the event, so a reconcile never sees neither copy.
             .inspect(move |e| {
                 if let Ok(watcher::Event::Apply(work)) = e {
-                    observed_work.status.observe(work);
+                    observed_work
+                        .status
+                        .observe(&work.name_any(), work.resource_version().as_deref());
                 }
             })
             .applied_objects()
@@ -299,7 +304,7 @@ async fn run_controller(
     })
     .map(move |name| {
         Ok(ReconcileRequest::from(
-            ObjectRef::<ManifestWork>::new(&name).within(&ns),
+            ObjectRef::<StoredWork>::new(&name).within(&ns),
         ))
     })
     .boxed();
@@ -342,7 +347,7 @@ async fn run_controller(
                         .and_then(|n| config.work_name_of_applied(n));
                     match work {
                         Some(work) if mine => Some(Ok(ReconcileRequest::from(
-                            ObjectRef::<ManifestWork>::new(work).within(&ns),
+                            ObjectRef::<StoredWork>::new(work).within(&ns),
                         ))),
                         _ => None,
                     }
@@ -360,7 +365,7 @@ async fn run_controller(
         .debounce(Duration::from_millis(50));
     controller::applier(
         |work, ctx| {
-            let task = tokio::spawn(reconcile::reconcile(work, ctx));
+            let task = tokio::spawn(reconcile::reconcile_stored(work, ctx));
             Box::pin(async move {
                 task.await
                     .unwrap_or_else(|e| Err(Error::Task(e.to_string())))
@@ -384,7 +389,7 @@ async fn run_controller(
     .await;
 }
 
-fn error_policy(work: Arc<ManifestWork>, error: &Error, ctx: Arc<Context>) -> Action {
+fn error_policy(work: Arc<StoredWork>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics
         .reconcile_errors_total
         .get_or_create(&ControllerLabels {

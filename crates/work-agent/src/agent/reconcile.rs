@@ -17,11 +17,24 @@ use super::applied_work::AppliedState;
 use super::context::Context;
 use super::error::Error;
 use super::status::{self, DesiredStatus};
+use super::stored_work::StoredWork;
 use super::{apply, deletion, finalizers, manifests, ttl};
 use crate::metrics::ControllerLabels;
 
 /// Delay before retrying a manifest whose apply failed for a reason that may pass by itself.
 const TRANSIENT_RETRY: Duration = Duration::from_secs(5);
+
+/// Reconciles one stored ManifestWork: decodes it (a work that does not decode is logged with
+/// its name and waits for its next change), then [`reconcile`].
+pub async fn reconcile_stored(stored: Arc<StoredWork>, ctx: Arc<Context>) -> Result<Action, Error> {
+    match stored.decode() {
+        Ok(work) => reconcile(Arc::new(work), ctx).await,
+        Err(e) => {
+            tracing::warn!(work = %stored.name_any(), error = %e, "the ManifestWork cannot be decoded; waiting for it to change");
+            Ok(Action::await_change())
+        }
+    }
+}
 
 /// Reconciles one ManifestWork (counted and timed when it ends).
 pub async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Result<Action, Error> {

@@ -42,9 +42,10 @@ impl StatusWriter {
         self.latest.record(&work.name_any(), work);
     }
 
-    /// The watch delivered `work`: drops the agent's own copy once the store has caught up.
-    pub fn observe(&self, work: &ManifestWork) {
-        self.latest.observe(&work.name_any(), work);
+    /// The watch delivered version `resource_version` of work `name`: drops the agent's own
+    /// copy once the store has caught up.
+    pub fn observe(&self, name: &str, resource_version: Option<&str>) {
+        self.latest.observe(name, resource_version);
     }
 
     /// Forgets a work (it is gone).

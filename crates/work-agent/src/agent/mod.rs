@@ -92,7 +92,16 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
     });
     let http_stop = wait_true(stop_rx.clone());
     tokio::spawn(server.run(http_stop));
-    crate::health::spawn_for(&config, &clients.hub, &metrics, &readiness, stop_rx.clone()).await?;
+    let hub_auth = crate::hub_auth::HubAuth::new();
+    crate::health::spawn_for(
+        &config,
+        &clients.hub,
+        &metrics,
+        &readiness,
+        &hub_auth,
+        stop_rx.clone(),
+    )
+    .await?;
     tokio::spawn(probe_api_servers(
         clients.hub.clone(),
         clients.spoke.clone(),
@@ -133,6 +142,7 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         applied_writer.as_reader(),
         applied_synced.clone(),
     );
+    let (work_store, work_writer) = reflector::store::<ManifestWork>();
     let ctx = Arc::new(Context {
         applier: applier::Applier::new(clients.spoke.clone(), resolver.clone()),
         resolver,
@@ -155,6 +165,9 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         executor: executor::ExecutorCheck::new(clients.spoke.clone()),
         backoff,
         applied,
+        work_store,
+        works_synced: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        hub_auth,
         hub: clients.hub,
         spoke: clients.spoke,
         config,
@@ -167,7 +180,7 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         }
     };
     let result = tokio::select! {
-        () = run_controller(ctx, trigger_rx, readiness, applied_writer, applied_synced) => Ok(()),
+        () = run_controller(ctx, trigger_rx, readiness, work_writer, applied_writer, applied_synced) => Ok(()),
         _ = wait_true(stop_rx) => Ok(()),
         () = lost => Err(RunError::LostLeadership),
     };
@@ -262,23 +275,35 @@ async fn run_controller(
     ctx: Arc<Context>,
     triggers: tokio::sync::mpsc::Receiver<String>,
     readiness: Readiness,
+    work_writer: reflector::store::Writer<ManifestWork>,
     applied_writer: reflector::store::Writer<AppliedManifestWork>,
     applied_synced: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let namespace = ctx.config.cluster_name.clone();
-    let (reader, writer) = reflector::store::<ManifestWork>();
-    let synced = readiness.clone();
     let gone = ctx.clone();
+    let hub_auth = ctx.hub_auth.clone();
+    hub_auth.watch_started();
     let works = watcher(ctx.works(), watcher::Config::default())
         .default_backoff()
         .modify(|w| w.managed_fields_mut().clear())
-        .inspect(move |e| match e {
-            Ok(watcher::Event::InitDone) => synced.set_caches_synced(true),
-            Ok(watcher::Event::Delete(work)) => forget_work(&gone, work),
-            _ => {}
+        .inspect(move |e| {
+            hub_auth.observe(e);
+            if let Ok(watcher::Event::Delete(work)) = e {
+                forget_work(&gone, work);
+            }
         });
+    let synced = ctx.clone();
+    // After the store took the event: "synced" then means the store has the full list.
+    let works = reflector::reflector(work_writer, works).inspect(move |e| {
+        if matches!(e, Ok(watcher::Event::InitDone)) {
+            readiness.set_caches_synced(true);
+            synced
+                .works_synced
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+    });
     let own: Queue = trigger_self(
-        reflector::reflector(writer, works)
+        works
             .applied_objects()
             .predicate_filter(spec_or_lifecycle, Default::default()),
         (),
@@ -357,7 +382,7 @@ async fn run_controller(
         },
         error_policy,
         ctx.clone(),
-        reader,
+        ctx.work_store.clone(),
         queue,
         controller_config,
     )

@@ -262,7 +262,7 @@ fn forget_work(ctx: &Context, work: &ManifestWork) {
     let name = work.metadata.name.clone().unwrap_or_default();
     ctx.watches.remove_work(&name);
     ctx.backoff.clear(&name);
-    ctx.status.forget(&name);
+    ctx.status.gone(&name);
     ctx.states.set(&ctx.metrics, &name, None);
     ctx.states.set_ttl_pending(&ctx.metrics, &name, false);
 }
@@ -288,8 +288,14 @@ async fn run_controller(
         .modify(|w| w.managed_fields_mut().clear())
         .inspect(move |e| {
             hub_auth.observe(e);
-            if let Ok(watcher::Event::Delete(work)) = e {
-                forget_work(&gone, work);
+            match e {
+                Ok(watcher::Event::Delete(work)) => forget_work(&gone, work),
+                Ok(watcher::Event::Apply(work) | watcher::Event::InitApply(work))
+                    if work.metadata.deletion_timestamp.is_none() =>
+                {
+                    gone.status.unrelease(&work.name_any());
+                }
+                _ => {}
             }
         });
     let synced = ctx.clone();

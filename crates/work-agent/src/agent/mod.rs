@@ -130,11 +130,17 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
     tracing::info!(cluster = %config.cluster_name, hub_hash = %config.hub_hash, "leading; starting controllers");
     readiness.set_standby(false);
 
-    let (triggers, trigger_rx) =
-        triggers::Triggers::channel(metrics.trigger_overflows_total.clone());
+    let (triggers, trigger_rx) = triggers::Triggers::channel(
+        metrics.trigger_overflows_total.clone(),
+        metrics.trigger_queue_depth.clone(),
+    );
     let backoff = Arc::new(backoff::Backoff::default());
     let blocker_watches = blockers::spawn(clients.spoke.clone(), backoff.clone(), triggers.clone());
-    let resolver = applier::Resolver::new(clients.spoke.clone());
+    let resolver_size = metrics.resolver_cache_entries.clone();
+    let resolver =
+        applier::Resolver::new(clients.spoke.clone()).with_size_observer(Arc::new(move |n| {
+            resolver_size.set(i64::try_from(n).unwrap_or(i64::MAX));
+        }));
     let applied_writer = reflector::store::Writer::<AppliedManifestWork>::default();
     let applied_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let applied = applied_work::AppliedWorks::new(
@@ -143,6 +149,7 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         applied_synced.clone(),
     );
     let (work_store, work_writer) = reflector::store::<ManifestWork>();
+    let watch_gauges = (metrics.watches.clone(), metrics.index_objects.clone());
     let ctx = Arc::new(Context {
         applier: applier::Applier::new(clients.spoke.clone(), resolver.clone()),
         resolver,
@@ -156,7 +163,8 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
             clients.spoke.clone(),
             format!("{}={}", applier::AGENT_LABEL, config.label_value),
             triggers,
-        ),
+        )
+        .with_size_gauges(watch_gauges.0, watch_gauges.1),
         recorder: kube::runtime::events::Recorder::new(
             clients.hub.clone(),
             gc::event_reporter(std::env::var("POD_NAME").ok()),
@@ -317,8 +325,14 @@ async fn run_controller(
     .boxed();
 
     let ns = namespace.clone();
-    let external: Queue = futures::stream::unfold(triggers, |mut rx| async move {
-        rx.recv().await.map(|name| (name, rx))
+    let depth = ctx.metrics.trigger_queue_depth.clone();
+    let external: Queue = futures::stream::unfold(triggers, move |mut rx| {
+        let depth = depth.clone();
+        async move {
+            triggers::Triggers::receive(&mut rx, &depth)
+                .await
+                .map(|name| (name, rx))
+        }
     })
     .map(move |name| {
         Ok(ReconcileRequest::from(

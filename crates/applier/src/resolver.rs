@@ -1,4 +1,9 @@
 //! apiVersion+kind <-> resource resolution through API discovery, cached per group version.
+//!
+//! The cache holds only group versions the API server serves (a group version it does not serve
+//! is asked again at the next lookup, which a failing work's backoff spaces out), a group version
+//! found gone is dropped, and at most [`MAX_CACHED_GROUP_VERSIONS`] are kept (least recently used
+//! first out): whatever a hub sends, the cache stays bounded.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -41,13 +46,72 @@ impl ResolvedResource {
     }
 }
 
+/// Most group versions the discovery cache keeps.
+pub const MAX_CACHED_GROUP_VERSIONS: usize = 256;
+
+/// Called with the number of cached group versions whenever it changes.
+pub type SizeObserver = Arc<dyn Fn(usize) + Send + Sync>;
+
+/// Discovery documents by `group/version`, each with a use stamp for least-recently-used
+/// eviction. Pure data: the resolver locks it and never holds the lock across an await.
+#[derive(Debug, Default)]
+pub(crate) struct DiscoveryCache {
+    entries: HashMap<String, (Arc<Vec<ResolvedResource>>, u64)>,
+    clock: u64,
+}
+
+impl DiscoveryCache {
+    /// The cached document of a group version, marked as just used.
+    pub fn get(&mut self, key: &str) -> Option<Arc<Vec<ResolvedResource>>> {
+        self.clock += 1;
+        let clock = self.clock;
+        self.entries.get_mut(key).map(|(list, used)| {
+            *used = clock;
+            list.clone()
+        })
+    }
+
+    /// Stores what discovery said: an empty document (not served) removes the entry; over the
+    /// cap, the least recently used entry goes.
+    pub fn put(&mut self, key: String, list: Arc<Vec<ResolvedResource>>) {
+        if list.is_empty() {
+            self.entries.remove(&key);
+            return;
+        }
+        self.clock += 1;
+        self.entries.insert(key, (list, self.clock));
+        while self.entries.len() > MAX_CACHED_GROUP_VERSIONS {
+            let oldest = self
+                .entries
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(k, _)| k.clone());
+            match oldest {
+                Some(k) => self.entries.remove(&k),
+                None => break,
+            };
+        }
+    }
+
+    /// Number of cached group versions.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Forgets everything.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+    }
+}
+
 /// Resolves apiVersion+kind and group+version+resource via discovery; cached, refreshed on a miss
 /// so a CRD installed a moment ago resolves without restarting the agent.
 #[derive(Clone)]
 pub struct Resolver {
     client: kube::Client,
-    // Keyed by `group/version`; an Arc so lookups never hold the lock across an await.
-    cache: Arc<Mutex<HashMap<String, Arc<Vec<ResolvedResource>>>>>,
+    // An Arc per document so lookups never hold the lock across an await.
+    cache: Arc<Mutex<DiscoveryCache>>,
+    observer: Option<SizeObserver>,
 }
 
 impl std::fmt::Debug for Resolver {
@@ -62,6 +126,27 @@ impl Resolver {
         Self {
             client,
             cache: Arc::default(),
+            observer: None,
+        }
+    }
+
+    /// Reports the number of cached group versions to `observer` whenever it changes.
+    pub fn with_size_observer(mut self, observer: SizeObserver) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Number of cached group versions.
+    pub fn cached_group_versions(&self) -> usize {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    fn observe(&self, size: usize) {
+        if let Some(observer) = &self.observer {
+            observer(size);
         }
     }
 
@@ -110,6 +195,7 @@ impl Resolver {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear();
+        self.observe(0);
     }
 
     async fn lookup(
@@ -123,8 +209,7 @@ impl Resolver {
             .cache
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-            .cloned();
+            .get(&key);
         if let Some(found) = cached
             .as_ref()
             .and_then(|list| list.iter().find(|r| matches(r)))
@@ -134,10 +219,12 @@ impl Resolver {
         // A miss may be a CRD installed since we last looked: ask the server again.
         let fresh = Arc::new(self.discover(group, version).await?);
         let found = fresh.iter().find(|r| matches(r)).cloned();
-        self.cache
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(key, fresh);
+        let size = {
+            let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            cache.put(key, fresh);
+            cache.len()
+        };
+        self.observe(size);
         Ok(found)
     }
 
@@ -264,6 +351,45 @@ mod tests {
         );
         assert_eq!(got[0].api_version(), "apps/v1");
         assert_eq!(got[0].api_resource().api_version, "apps/v1");
+    }
+
+    fn doc(kind: &str) -> Arc<Vec<ResolvedResource>> {
+        Arc::new(vec![ResolvedResource {
+            group: "g".into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: kind.to_lowercase(),
+            namespaced: true,
+        }])
+    }
+
+    #[test]
+    fn group_versions_not_served_are_not_cached_and_gone_ones_are_dropped() {
+        let mut cache = DiscoveryCache::default();
+        cache.put("missing.example/v1".into(), Arc::new(Vec::new()));
+        assert_eq!(cache.len(), 0, "a miss takes no entry");
+        cache.put("g/v1".into(), doc("Widget"));
+        assert_eq!(cache.len(), 1);
+        cache.put("g/v1".into(), Arc::new(Vec::new()));
+        assert_eq!(cache.len(), 0, "a group version found gone is dropped");
+    }
+
+    #[test]
+    fn the_cache_is_capped_and_evicts_the_least_recently_used() {
+        let mut cache = DiscoveryCache::default();
+        for i in 0..MAX_CACHED_GROUP_VERSIONS {
+            cache.put(format!("g{i}/v1"), doc("Widget"));
+        }
+        assert!(cache.get("g0/v1").is_some(), "g0 used again");
+        for i in 0..10 {
+            cache.put(format!("new{i}/v1"), doc("Widget"));
+        }
+        assert_eq!(cache.len(), MAX_CACHED_GROUP_VERSIONS);
+        assert!(cache.get("g0/v1").is_some(), "recently used: kept");
+        assert!(cache.get("g1/v1").is_none(), "least recently used: evicted");
+        assert!(cache.get("new9/v1").is_some());
+        cache.clear();
+        assert_eq!(cache.len(), 0);
     }
 
     #[test]

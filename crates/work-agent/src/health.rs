@@ -13,6 +13,7 @@ use tokio_rustls::rustls;
 use work_api::ManifestWork;
 
 use crate::http::{HttpError, HttpServer, HttpState, Readiness};
+use crate::hub_auth::{HubAuth, ProbeAnswer};
 
 /// Time between two rounds of the liveness probe.
 pub const PROBE_PERIOD: Duration = Duration::from_secs(30);
@@ -117,6 +118,7 @@ pub async fn spawn_for(
     hub: &kube::Client,
     metrics: &Arc<crate::metrics::Metrics>,
     readiness: &Readiness,
+    hub_auth: &HubAuth,
     stop: watch::Receiver<bool>,
 ) -> Result<(), HealthError> {
     let state = HttpState {
@@ -129,6 +131,7 @@ pub async fn spawn_for(
         state,
         hub.clone(),
         &config.cluster_name,
+        hub_auth.clone(),
         stop,
     )
     .await
@@ -142,11 +145,13 @@ pub async fn spawn(
     state: HttpState,
     hub: kube::Client,
     cluster_namespace: &str,
+    hub_auth: HubAuth,
     stop: watch::Receiver<bool>,
 ) -> Result<(), HealthError> {
     tokio::spawn(probe_loop(
         Api::namespaced(hub, cluster_namespace),
         state.readiness.clone(),
+        hub_auth,
         stop.clone(),
     ));
     let Some(address) = address else {
@@ -162,20 +167,31 @@ pub async fn spawn(
     Ok(())
 }
 
-/// Every [`PROBE_PERIOD`], lists one ManifestWork of the cluster namespace with the current hub
-/// credentials and records whether the hub refused them.
+/// Every [`PROBE_PERIOD`], records whether the hub refuses the agent's credentials: as the
+/// ManifestWork watch says (no request), or, while the watch cannot tell, from a list of one
+/// ManifestWork of the cluster namespace.
 async fn probe_loop(
     works: Api<ManifestWork>,
     readiness: Readiness,
+    hub_auth: HubAuth,
     mut stop: watch::Receiver<bool>,
 ) {
     loop {
-        let unauthorized = match works.list_metadata(&ListParams::default().limit(1)).await {
-            Err(kube::Error::Api(status)) if status.code == 401 => {
-                tracing::warn!("the hub refuses the agent's credentials (401 Unauthorized)");
-                true
+        let unauthorized = match hub_auth.verdict() {
+            Some(refused) => {
+                tracing::debug!(refused, "liveness probe round from the ManifestWork watch");
+                refused
             }
-            _ => false,
+            None => {
+                let answer =
+                    ProbeAnswer::of(&works.list_metadata(&ListParams::default().limit(1)).await);
+                if answer == ProbeAnswer::Refused {
+                    tracing::warn!("the hub refuses the agent's credentials (401 Unauthorized)");
+                }
+                hub_auth.confirm(answer);
+                tracing::debug!(?answer, "liveness probe round from a request to the hub");
+                answer == ProbeAnswer::Refused
+            }
         };
         readiness.record_probe_round(unauthorized, Instant::now());
         tokio::select! {

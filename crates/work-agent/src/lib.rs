@@ -12,6 +12,7 @@ pub mod cmd_run;
 pub mod convert;
 pub mod health;
 pub mod http;
+pub mod hub_auth;
 pub mod hub_credentials;
 pub mod leader;
 pub mod lint_cel;

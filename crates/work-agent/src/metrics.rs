@@ -116,6 +116,16 @@ pub struct Metrics {
     /// Work names dropped from the watch-event queue because it was full (the works are
     /// still reconciled by their safety-net resync).
     pub trigger_overflows_total: Counter,
+    /// Resource-type watches open on the spoke.
+    pub watches: Gauge,
+    /// Objects in the index from applied objects to the works using them.
+    pub index_objects: Gauge,
+    /// Group versions in the discovery cache.
+    pub resolver_cache_entries: Gauge,
+    /// Works whose state the agent holds (the `works` gauge's entries).
+    pub work_states: Gauge,
+    /// Work names waiting in the trigger queue.
+    pub trigger_queue_depth: Gauge,
 }
 
 impl Default for Metrics {
@@ -146,6 +156,11 @@ impl Metrics {
             reconciles_total: Family::default(),
             reconcile_duration_seconds: histogram_seconds(),
             trigger_overflows_total: Counter::default(),
+            watches: Gauge::default(),
+            index_objects: Gauge::default(),
+            resolver_cache_entries: Gauge::default(),
+            work_states: Gauge::default(),
+            trigger_queue_depth: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -222,6 +237,31 @@ impl Metrics {
             "trigger_overflows",
             "Watch-event triggers dropped because the queue was full",
             m.trigger_overflows_total.clone(),
+        );
+        registry.register(
+            "watches",
+            "Resource-type watches open on the spoke",
+            m.watches.clone(),
+        );
+        registry.register(
+            "index_objects",
+            "Applied objects in the index from objects to the works using them",
+            m.index_objects.clone(),
+        );
+        registry.register(
+            "resolver_cache_entries",
+            "Group versions in the discovery cache",
+            m.resolver_cache_entries.clone(),
+        );
+        registry.register(
+            "work_states",
+            "Works whose state the agent holds",
+            m.work_states.clone(),
+        );
+        registry.register(
+            "trigger_queue_depth",
+            "Work names waiting in the trigger queue",
+            m.trigger_queue_depth.clone(),
         );
         registry.register(
             "api_requests",

@@ -270,8 +270,10 @@ async fn run() -> Result<(), String> {
             "--http-address".into(),
             format!("127.0.0.1:{}", free_port()),
             "--leader-elect=false".into(),
+            // Many agents on one machine: an ephemeral port each for the HTTPS probe endpoint.
+            "--health-address=127.0.0.1:0".into(),
             "--log-level".into(),
-            "warn".into(),
+            std::env::var("FLEET_AGENT_LOG").unwrap_or_else(|_| "warn".into()),
         ];
         agents.push(
             AgentProcess::try_start(&args, std::iter::empty::<(&str, &str)>())
@@ -409,7 +411,8 @@ async fn run() -> Result<(), String> {
         .filter(|((v, _), _)| !is_write(v))
         .map(|(_, n)| n)
         .sum();
-    let idle_total: f64 = idle.values().sum();
+    // A fold from +0: an empty float sum is -0, printed "-0.0".
+    let idle_total: f64 = idle.values().fold(0.0, |a, b| a + b);
     let _ = writeln!(
         out,
         "{} agents ({} still running at the end), {} lifecycles, {} idle works per agent, idle window {:.0} s.\n",

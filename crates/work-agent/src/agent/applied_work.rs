@@ -73,6 +73,20 @@ impl AppliedWorks {
             .observe(&applied.name_any(), applied.resource_version().as_deref());
     }
 
+    /// Whether the store holds the watch's full initial list.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Every AppliedManifestWork in the store (each with the agent's own later write overlaid).
+    pub fn all(&self) -> Vec<Arc<AppliedManifestWork>> {
+        self.store
+            .state()
+            .into_iter()
+            .map(|seen| self.latest.fresher(&seen.name_any(), seen))
+            .collect()
+    }
+
     /// Forgets the agent's own copy (the object is gone).
     pub fn forget(&self, name: &str) {
         self.latest.forget(name);

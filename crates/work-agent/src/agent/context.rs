@@ -2,9 +2,11 @@
 //! retry state.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use kube::Api;
 use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
 use work_api::{AppliedManifestWork, ManifestWork};
 
 use super::applied_work::AppliedWorks;
@@ -13,7 +15,9 @@ use super::config::AgentConfig;
 use super::executor::ExecutorCheck;
 use super::states::WorkStates;
 use super::status_writer::StatusWriter;
+use super::stored_work::StoredWork;
 use super::watches::Watches;
+use crate::hub_auth::HubAuth;
 use crate::metrics::Metrics;
 
 /// Shared state of the controllers.
@@ -46,12 +50,23 @@ pub struct Context {
     pub backoff: Arc<Backoff>,
     /// The works' AppliedManifestWorks (from their watch store).
     pub applied: AppliedWorks,
+    /// The ManifestWorks of the served namespace (the store of their watch).
+    pub work_store: Store<StoredWork>,
+    /// True once `work_store` holds the watch's initial list.
+    pub works_synced: Arc<AtomicBool>,
+    /// What the ManifestWork watch says about the hub credentials (and the watch's health).
+    pub hub_auth: HubAuth,
 }
 
 impl Context {
     /// ManifestWorks of the served namespace.
     pub fn works(&self) -> Api<ManifestWork> {
         Api::namespaced(self.hub.clone(), &self.config.cluster_name)
+    }
+
+    /// Whether the ManifestWork store holds a full list.
+    pub fn works_are_synced(&self) -> bool {
+        self.works_synced.load(Ordering::Acquire)
     }
 
     /// AppliedManifestWorks on the spoke.

@@ -5,24 +5,29 @@
 //! the work reappears first, the start time is cleared. A grace period of 100 years or more
 //! disables eviction (start times are then cleared).
 //!
-//! The controller scans periodically: one list of AppliedManifestWorks on the spoke and one
-//! metadata list of the ManifestWorks on the hub per scan. A scan whose hub list fails evicts
-//! nothing: an unreachable hub never looks like a hub without works.
+//! The controller scans periodically, reading both sides from the agent's watch stores (no
+//! request). An empty store that has not finished its initial list would look like "the hub
+//! has no works", so a scan is skipped until both stores are synced. It is also skipped while the
+//! ManifestWork watch is failing, so an unreachable hub never starts an eviction: a store keeps
+//! its last full list while its watch fails (and swaps in a new list only whole, after a
+//! re-list), so it never shows fewer works than the hub had at its last successful list or
+//! event; and the agent creates an AppliedManifestWork only for a work it saw in that store.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use work_api::{APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestWork};
 
 use super::config::{AgentConfig, EVICTION_DISABLED_AT};
 use super::context::Context;
 use super::deletion;
+use super::stored_work::StoredWork;
 
 /// Longest time between two scans.
 const MAX_SCAN_PERIOD: Duration = Duration::from_secs(30);
@@ -115,37 +120,54 @@ pub fn spawn(ctx: Arc<Context>) -> EvictionTask {
 async fn run(ctx: Arc<Context>) {
     let period = scan_period(ctx.config.eviction_grace_period);
     loop {
-        if let Err(e) = scan(&ctx).await {
-            tracing::warn!(error = %e, "AppliedManifestWork eviction scan failed; retrying");
-        }
-        tokio::time::sleep(period).await;
+        // Until the stores are synced (and after a hub outage), look again soon.
+        let wait = if scan(&ctx).await {
+            period
+        } else {
+            MIN_SCAN_PERIOD
+        };
+        tokio::time::sleep(wait).await;
     }
 }
 
-/// One pass over the AppliedManifestWorks.
-async fn scan(ctx: &Context) -> Result<(), super::Error> {
-    let hub_works: BTreeSet<String> = ctx
-        .works()
-        .list_metadata(&ListParams::default())
-        .await
-        .map_err(super::Error::Hub)?
-        .items
-        .into_iter()
-        .filter_map(|w| w.metadata.name)
-        .collect();
-    let applied = ctx
-        .applied_works()
-        .list(&ListParams::default())
-        .await
-        .map_err(super::Error::Spoke)?;
-    for amw in applied.items {
-        let has_work = hub_works.contains(&amw.spec.manifest_work_name);
+/// Why a scan cannot decide anything now, if it cannot.
+pub fn scan_blocker(
+    works_synced: bool,
+    applied_synced: bool,
+    hub_watch_healthy: bool,
+) -> Option<&'static str> {
+    if !works_synced {
+        Some("the ManifestWork store has not finished its initial list")
+    } else if !applied_synced {
+        Some("the AppliedManifestWork store has not finished its initial list")
+    } else if !hub_watch_healthy {
+        Some("the ManifestWork watch is failing (hub unreachable?)")
+    } else {
+        None
+    }
+}
+
+/// One pass over the AppliedManifestWorks, from the watch stores; false if it was skipped.
+async fn scan(ctx: &Context) -> bool {
+    if let Some(why) = scan_blocker(
+        ctx.works_are_synced(),
+        ctx.applied.is_synced(),
+        ctx.hub_auth.watch_is_healthy(),
+    ) {
+        tracing::debug!(reason = why, "eviction scan skipped");
+        return false;
+    }
+    let namespace = ctx.config.cluster_name.as_str();
+    for amw in ctx.applied.all() {
+        let key = ObjectRef::<StoredWork>::new(&amw.spec.manifest_work_name).within(namespace);
+        let has_work = ctx.work_store.get(&key).is_some();
         let step = decide(&amw, has_work, &ctx.config, Timestamp::now());
         if let Err(e) = act(ctx, &amw, step).await {
             tracing::warn!(applied = %amw.name_any(), error = %e, "AppliedManifestWork eviction step failed");
         }
     }
-    Ok(())
+    tracing::debug!("eviction scan done");
+    true
 }
 
 async fn act(
@@ -305,6 +327,14 @@ mod tests {
             EvictionStep::Nothing,
             "the work controller's"
         );
+    }
+
+    #[test]
+    fn a_scan_waits_for_both_full_lists_and_a_working_hub_watch() {
+        assert!(scan_blocker(false, true, true).is_some_and(|w| w.contains("ManifestWork store")));
+        assert!(scan_blocker(true, false, true).is_some_and(|w| w.contains("AppliedManifestWork")));
+        assert!(scan_blocker(true, true, false).is_some_and(|w| w.contains("failing")));
+        assert_eq!(scan_blocker(true, true, true), None);
     }
 
     #[test]

@@ -96,7 +96,16 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
     });
     let http_stop = wait_true(stop_rx.clone());
     tokio::spawn(server.run(http_stop));
-    crate::health::spawn_for(&config, &clients.hub, &metrics, &readiness, stop_rx.clone()).await?;
+    let hub_auth = crate::hub_auth::HubAuth::new();
+    crate::health::spawn_for(
+        &config,
+        &clients.hub,
+        &metrics,
+        &readiness,
+        &hub_auth,
+        stop_rx.clone(),
+    )
+    .await?;
     tokio::spawn(probe_api_servers(
         clients.hub.clone(),
         clients.spoke.clone(),
@@ -125,11 +134,17 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
     tracing::info!(cluster = %config.cluster_name, hub_hash = %config.hub_hash, "leading; starting controllers");
     readiness.set_standby(false);
 
-    let (triggers, trigger_rx) =
-        triggers::Triggers::channel(metrics.trigger_overflows_total.clone());
+    let (triggers, trigger_rx) = triggers::Triggers::channel(
+        metrics.trigger_overflows_total.clone(),
+        metrics.trigger_queue_depth.clone(),
+    );
     let backoff = Arc::new(backoff::Backoff::default());
     let blocker_watches = blockers::spawn(clients.spoke.clone(), backoff.clone(), triggers.clone());
-    let resolver = applier::Resolver::new(clients.spoke.clone());
+    let resolver_size = metrics.resolver_cache_entries.clone();
+    let resolver =
+        applier::Resolver::new(clients.spoke.clone()).with_size_observer(Arc::new(move |n| {
+            resolver_size.set(i64::try_from(n).unwrap_or(i64::MAX));
+        }));
     let applied_writer = reflector::store::Writer::<AppliedManifestWork>::default();
     let applied_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let applied = applied_work::AppliedWorks::new(
@@ -137,6 +152,8 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         applied_writer.as_reader(),
         applied_synced.clone(),
     );
+    let (work_store, work_writer) = reflector::store::<StoredWork>();
+    let watch_gauges = (metrics.watches.clone(), metrics.index_objects.clone());
     let ctx = Arc::new(Context {
         applier: applier::Applier::new(clients.spoke.clone(), resolver.clone()),
         resolver,
@@ -150,7 +167,8 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
             clients.spoke.clone(),
             format!("{}={}", applier::AGENT_LABEL, config.label_value),
             triggers,
-        ),
+        )
+        .with_size_gauges(watch_gauges.0, watch_gauges.1),
         recorder: kube::runtime::events::Recorder::new(
             clients.hub.clone(),
             gc::event_reporter(std::env::var("POD_NAME").ok()),
@@ -159,6 +177,9 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         executor: executor::ExecutorCheck::new(clients.spoke.clone()),
         backoff,
         applied,
+        work_store,
+        works_synced: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+        hub_auth,
         hub: clients.hub,
         spoke: clients.spoke,
         config,
@@ -171,7 +192,7 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         }
     };
     let result = tokio::select! {
-        () = run_controller(ctx, trigger_rx, readiness, applied_writer, applied_synced) => Ok(()),
+        () = run_controller(ctx, trigger_rx, readiness, work_writer, applied_writer, applied_synced) => Ok(()),
         _ = wait_true(stop_rx) => Ok(()),
         () = lost => Err(RunError::LostLeadership),
     };
@@ -253,7 +274,7 @@ fn forget_work(ctx: &Context, work: &StoredWork) {
     let name = work.metadata.name.clone().unwrap_or_default();
     ctx.watches.remove_work(&name);
     ctx.backoff.clear(&name);
-    ctx.status.forget(&name);
+    ctx.status.gone(&name);
     ctx.states.set(&ctx.metrics, &name, None);
     ctx.states.set_ttl_pending(&ctx.metrics, &name, false);
 }
@@ -266,32 +287,46 @@ async fn run_controller(
     ctx: Arc<Context>,
     triggers: tokio::sync::mpsc::Receiver<String>,
     readiness: Readiness,
+    work_writer: reflector::store::Writer<StoredWork>,
     applied_writer: reflector::store::Writer<AppliedManifestWork>,
     applied_synced: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let namespace = ctx.config.cluster_name.clone();
-    let (reader, writer) = reflector::store::<StoredWork>();
-    let synced = readiness.clone();
     let gone = ctx.clone();
-    let observed_work = ctx.clone();
+    let hub_auth = ctx.hub_auth.clone();
+    hub_auth.watch_started();
     let works_api: Api<StoredWork> = Api::namespaced(ctx.hub.clone(), &namespace);
     let works = watcher(works_api, watcher::Config::default())
         .default_backoff()
-        .inspect(move |e| match e {
-            Ok(watcher::Event::InitDone) => synced.set_caches_synced(true),
-            Ok(watcher::Event::Delete(work)) => forget_work(&gone, work),
-            _ => {}
-        });
-    let own: Queue = trigger_self(
-        reflector::reflector(writer, works)
-            // After the store took the event, so a reconcile never sees neither copy.
-            .inspect(move |e| {
-                if let Ok(watcher::Event::Apply(work)) = e {
-                    observed_work
-                        .status
-                        .observe(&work.name_any(), work.resource_version().as_deref());
+        .inspect(move |e| {
+            hub_auth.observe(e);
+            match e {
+                Ok(watcher::Event::Delete(work)) => forget_work(&gone, work),
+                Ok(watcher::Event::Apply(work) | watcher::Event::InitApply(work))
+                    if work.metadata.deletion_timestamp.is_none() =>
+                {
+                    gone.status.unrelease(&work.name_any());
                 }
-            })
+                _ => {}
+            }
+        });
+    let synced = ctx.clone();
+    // After the store took the event: "synced" then means the store has the full list.
+    let works = reflector::reflector(work_writer, works).inspect(move |e| match e {
+        Ok(watcher::Event::InitDone) => {
+            readiness.set_caches_synced(true);
+            synced
+                .works_synced
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
+        // The store has this version now: the agent's own copy of it is not needed.
+        Ok(watcher::Event::Apply(work)) => synced
+            .status
+            .observe(&work.name_any(), work.resource_version().as_deref()),
+        _ => {}
+    });
+    let own: Queue = trigger_self(
+        works
             .applied_objects()
             .predicate_filter(spec_or_lifecycle, Default::default()),
         (),
@@ -299,8 +334,14 @@ async fn run_controller(
     .boxed();
 
     let ns = namespace.clone();
-    let external: Queue = futures::stream::unfold(triggers, |mut rx| async move {
-        rx.recv().await.map(|name| (name, rx))
+    let depth = ctx.metrics.trigger_queue_depth.clone();
+    let external: Queue = futures::stream::unfold(triggers, move |mut rx| {
+        let depth = depth.clone();
+        async move {
+            triggers::Triggers::receive(&mut rx, &depth)
+                .await
+                .map(|name| (name, rx))
+        }
     })
     .map(move |name| {
         Ok(ReconcileRequest::from(
@@ -373,7 +414,7 @@ async fn run_controller(
         },
         error_policy,
         ctx.clone(),
-        reader,
+        ctx.work_store.clone(),
         queue,
         controller_config,
     )

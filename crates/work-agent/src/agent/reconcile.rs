@@ -57,6 +57,10 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
     let name = work.name_any();
     if work.metadata.deletion_timestamp.is_some() {
         ctx.backoff.clear(&name);
+        if ctx.status.is_released(&name) {
+            // Finalized already; the store has not seen the deletion yet.
+            return Ok(Action::await_change());
+        }
         return deletion::finalize_work(&work, ctx).await;
     }
     // The patched object (new resourceVersion) saves the status writer a conflict.

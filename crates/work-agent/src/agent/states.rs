@@ -21,6 +21,9 @@ impl WorkStates {
             Some(s) => states.insert(work.to_string(), s),
             None => states.remove(work),
         };
+        metrics
+            .work_states
+            .set(i64::try_from(states.len()).unwrap_or(i64::MAX));
         if old == state {
             return;
         }
@@ -100,6 +103,7 @@ mod tests {
             .get_or_create(&StateLabels { state: "complete" })
             .get();
         assert_eq!((applying, complete), (0, 1));
+        assert_eq!(metrics.work_states.get(), 1, "only a is held");
         states.set_ttl_pending(&metrics, "a", true);
         states.set_ttl_pending(&metrics, "a", true);
         assert_eq!(metrics.ttl_pending_deletions.get(), 1);

@@ -3,8 +3,9 @@
 //! yet; a fresh read only after a conflict), written only when it differs, with optimistic
 //! locking and conflicts retried.
 
-use std::sync::Arc;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use kube::api::Patch;
 use kube::{Api, ResourceExt};
@@ -17,10 +18,15 @@ use super::params;
 
 const ATTEMPTS: usize = 5;
 
+/// How long a released work is remembered at most: its deletion normally reaches the watch
+/// within moments; a deletion missed by a watch gap must not keep the entry for ever.
+const RELEASE_MEMORY: Duration = Duration::from_secs(300);
+
 /// Writes ManifestWork status.
 pub struct StatusWriter {
     api: Api<ManifestWork>,
     latest: Latest<ManifestWork>,
+    released: Mutex<HashMap<String, Instant>>,
 }
 
 impl StatusWriter {
@@ -29,6 +35,7 @@ impl StatusWriter {
         Self {
             api,
             latest: Latest::default(),
+            released: Mutex::default(),
         }
     }
 
@@ -48,9 +55,41 @@ impl StatusWriter {
         self.latest.observe(name, resource_version);
     }
 
-    /// Forgets a work (it is gone).
+    /// Forgets a work whose finalizer the agent removed. Until its deletion reaches the watch,
+    /// [`StatusWriter::is_released`] says so: a reconcile of the store's older copy (still with
+    /// the finalizer) then sends nothing instead of removing the finalizer a second time.
     pub fn forget(&self, name: &str) {
         self.latest.forget(name);
+        let now = Instant::now();
+        let mut released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
+        released.retain(|_, at| now.duration_since(*at) < RELEASE_MEMORY);
+        released.insert(name.to_string(), now);
+    }
+
+    /// Whether the agent removed this work's finalizer and its deletion has not been seen yet.
+    pub fn is_released(&self, name: &str) -> bool {
+        self.released
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .is_some_and(|at| at.elapsed() < RELEASE_MEMORY)
+    }
+
+    /// A live work of this name is in the watch (re-created after a deletion the watch missed).
+    pub fn unrelease(&self, name: &str) {
+        self.released
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name);
+    }
+
+    /// Forgets everything about a work whose deletion the watch delivered.
+    pub fn gone(&self, name: &str) {
+        self.latest.forget(name);
+        self.released
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name);
     }
 
     /// Builds the status from `current` (then from a fresh read after each conflict) with `build`,

@@ -4,6 +4,7 @@
 //! still reconciles it.
 
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::mpsc;
 
 /// How many work names may wait in the queue.
@@ -14,19 +15,39 @@ pub const CAPACITY: usize = 16_384;
 pub struct Triggers {
     tx: mpsc::Sender<String>,
     overflows: Counter,
+    depth: Gauge,
 }
 
 impl Triggers {
-    /// A queue of [`CAPACITY`] names; drops are counted in `overflows`.
-    pub fn channel(overflows: Counter) -> (Self, mpsc::Receiver<String>) {
+    /// A queue of [`CAPACITY`] names; drops are counted in `overflows`, the names waiting shown
+    /// in `depth`.
+    pub fn channel(overflows: Counter, depth: Gauge) -> (Self, mpsc::Receiver<String>) {
         let (tx, rx) = mpsc::channel(CAPACITY);
-        (Self { tx, overflows }, rx)
+        (
+            Self {
+                tx,
+                overflows,
+                depth,
+            },
+            rx,
+        )
+    }
+
+    /// Takes the next name off the queue (the controller's side), keeping the depth gauge.
+    pub async fn receive(rx: &mut mpsc::Receiver<String>, depth: &Gauge) -> Option<String> {
+        let name = rx.recv().await;
+        depth.set(i64::try_from(rx.len()).unwrap_or(i64::MAX));
+        name
     }
 
     /// Queues a work; false once the controller is gone (then the sender should stop).
     pub fn send(&self, work: String) -> bool {
         match self.tx.try_send(work) {
-            Ok(()) => true,
+            Ok(()) => {
+                let waiting = self.tx.max_capacity() - self.tx.capacity();
+                self.depth.set(i64::try_from(waiting).unwrap_or(i64::MAX));
+                true
+            }
             Err(mpsc::error::TrySendError::Full(work)) => {
                 self.overflows.inc();
                 tracing::debug!(work = %work, "trigger queue full; left to the resync");
@@ -44,13 +65,31 @@ mod tests {
     #[test]
     fn a_full_queue_counts_instead_of_growing() {
         let overflows = Counter::default();
-        let (triggers, mut rx) = Triggers::channel(overflows.clone());
+        let depth = Gauge::default();
+        let (triggers, mut rx) = Triggers::channel(overflows.clone(), depth.clone());
         for i in 0..CAPACITY + 3 {
             assert!(triggers.send(format!("w{i}")));
         }
         assert_eq!(overflows.get(), 3);
+        assert_eq!(depth.get(), CAPACITY as i64);
         assert_eq!(rx.try_recv().ok().as_deref(), Some("w0"));
         drop(rx);
         assert!(!triggers.send("late".into()));
+    }
+
+    #[tokio::test]
+    async fn the_depth_gauge_follows_sends_and_receives() {
+        let depth = Gauge::default();
+        let (triggers, mut rx) = Triggers::channel(Counter::default(), depth.clone());
+        triggers.send("a".into());
+        triggers.send("b".into());
+        assert_eq!(depth.get(), 2);
+        assert_eq!(
+            Triggers::receive(&mut rx, &depth).await.as_deref(),
+            Some("a")
+        );
+        assert_eq!(depth.get(), 1);
+        Triggers::receive(&mut rx, &depth).await;
+        assert_eq!(depth.get(), 0);
     }
 }

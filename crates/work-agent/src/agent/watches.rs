@@ -12,6 +12,7 @@ use kube::api::{Api, ApiResource};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
+use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 
 use applier::ResolvedResource;
@@ -99,6 +100,11 @@ impl ResourceIndex {
         }
     }
 
+    /// Number of indexed objects.
+    pub fn object_count(&self) -> usize {
+        self.by_object.len()
+    }
+
     /// The works using an object.
     pub fn works_of(&self, key: &ObjectKey) -> Vec<String> {
         self.by_object
@@ -150,6 +156,12 @@ pub struct Watches {
     index: Arc<Mutex<ResourceIndex>>,
     started: Mutex<HashMap<(String, String), TypeWatch>>,
     trigger: Triggers,
+    watches_gauge: Gauge,
+    index_gauge: Gauge,
+}
+
+fn set_gauge(gauge: &Gauge, n: usize) {
+    gauge.set(i64::try_from(n).unwrap_or(i64::MAX));
 }
 
 impl Watches {
@@ -161,13 +173,23 @@ impl Watches {
             index: Arc::default(),
             started: Mutex::default(),
             trigger,
+            watches_gauge: Gauge::default(),
+            index_gauge: Gauge::default(),
         }
+    }
+
+    /// Reports the number of open watches and of indexed objects in these gauges.
+    pub fn with_size_gauges(mut self, watches: Gauge, index_objects: Gauge) -> Self {
+        self.watches_gauge = watches;
+        self.index_gauge = index_objects;
+        self
     }
 
     /// Records which objects a work uses; stops the watches no work needs any more.
     pub fn set_work(&self, work: &str, keys: Vec<ObjectKey>) {
         let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
         index.set_work(work, keys);
+        set_gauge(&self.index_gauge, index.object_count());
         self.stop_unused(&index);
     }
 
@@ -182,21 +204,22 @@ impl Watches {
             }
             used
         });
+        set_gauge(&self.watches_gauge, started.len());
     }
 
     /// Records one more object a work uses, before it is written: an event on it between the
     /// write and the end of the reconcile then still wakes the work.
     pub fn add(&self, work: &str, key: ObjectKey) {
-        self.index
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .add(work, key);
+        let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        index.add(work, key);
+        set_gauge(&self.index_gauge, index.object_count());
     }
 
     /// Forgets a work; stops the watches no work needs any more.
     pub fn remove_work(&self, work: &str) {
         let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
         index.remove_work(work);
+        set_gauge(&self.index_gauge, index.object_count());
         self.stop_unused(&index);
     }
 
@@ -310,6 +333,7 @@ impl Watches {
                 synced,
             },
         );
+        set_gauge(&self.watches_gauge, started.len());
     }
 }
 
@@ -344,6 +368,7 @@ mod tests {
         let mut index = ResourceIndex::default();
         index.set_work("w1", vec![key("a"), key("shared")]);
         index.set_work("w2", vec![key("shared")]);
+        assert_eq!(index.object_count(), 2);
         assert_eq!(index.works_of(&key("shared")), vec!["w1", "w2"]);
         assert_eq!(index.works_of(&key("a")), vec!["w1"]);
         index.set_work("w1", vec![key("b")]);
@@ -366,5 +391,10 @@ mod tests {
         assert!(index.type_in_use("", "configmaps"));
         index.remove_work("w4");
         assert!(!index.type_in_use("", "configmaps"));
+        assert_eq!(
+            index.object_count(),
+            0,
+            "nothing is left once every work is gone"
+        );
     }
 }

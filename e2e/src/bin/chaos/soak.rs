@@ -25,7 +25,7 @@ pub struct Sample {
     pub pid: u32,
 }
 
-/// Size gauges a bounded agent should expose; sampled when present.
+/// The agent's size gauges (docs/metrics.md); sampled when present.
 pub const SIZE_GAUGES: &[&str] = &[
     "work_agent_watches",
     "work_agent_index_objects",

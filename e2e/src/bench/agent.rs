@@ -53,6 +53,9 @@ impl AgentSpec<'_> {
             "--http-address".into(),
             format!("127.0.0.1:{port}"),
             "--leader-elect=false".into(),
+            // The HTTPS probe port is fixed (8443) by default: another agent on this machine
+            // (a test, a soak) may hold it.
+            "--health-address=127.0.0.1:0".into(),
             "--status-sync-period".into(),
             format!("{}s", self.status_sync_period.as_secs()),
         ];

@@ -23,6 +23,7 @@ pub mod params;
 pub mod reconcile;
 pub mod states;
 pub mod status;
+pub mod status_size;
 pub mod status_writer;
 pub mod triggers;
 pub mod ttl;

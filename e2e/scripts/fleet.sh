@@ -4,6 +4,7 @@
 # spoke named by WORK_AGENT_{HUB,SPOKE}_KUBECONFIG (or $RUN_ROOT/clusters.env) and prints the
 # hub's figures. `make bench-fleet` runs it on fresh control planes (with-cluster.sh).
 #   FLEET_UPDATE_DOCS=1   write the figures into the Fleet section of docs/performance.md
+#   FLEET_AGENT_LOG=...   the agents' --log-level (default warn; e.g. debug,kube=info to trace writes)
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)

@@ -116,6 +116,7 @@ pub fn read_object(path: &Path) -> Result<Value, InputError> {
 /// All non-empty documents of a YAML (or JSON) text.
 pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
     use serde::Deserialize;
+    crate::yaml_depth::check_depth(text)?;
     let mut docs = Vec::new();
     for doc in serde_norway::Deserializer::from_str(text) {
         let value = Value::deserialize(doc).map_err(|e| format!("not valid YAML or JSON: {e}"))?;
@@ -513,6 +514,13 @@ mod tests {
             parse_documents("{\"x\": true}").unwrap(),
             vec![json!({"x": true})]
         );
+    }
+
+    #[test]
+    fn deeply_nested_input_is_refused_before_parsing() {
+        let deep = format!("a: {}", "[".repeat(50_000));
+        let err = parse_documents(&deep).expect_err("too deep");
+        assert!(err.contains("nested deeper than 256 levels"), "{err}");
     }
 
     #[test]

@@ -20,3 +20,4 @@ pub mod metrics;
 pub mod rule_library;
 pub mod terminate_on_files;
 pub mod upstream_flags;
+pub mod yaml_depth;

@@ -24,6 +24,7 @@ pub mod params;
 pub mod reconcile;
 pub mod states;
 pub mod status;
+pub mod status_size;
 pub mod status_writer;
 pub mod stored_work;
 pub mod triggers;

@@ -12,9 +12,13 @@ use kube::{Api, ResourceExt};
 use serde_json::json;
 use work_api::ManifestWork;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
 use super::error::Error;
 use super::latest::Latest;
-use super::params;
+use super::status_size::{MIN_STATUS_BUDGET, budget_for, fit_status, is_too_large};
+use super::{params, status};
 
 const ATTEMPTS: usize = 5;
 
@@ -27,6 +31,8 @@ pub struct StatusWriter {
     api: Api<ManifestWork>,
     latest: Latest<ManifestWork>,
     released: Mutex<HashMap<String, Instant>>,
+    /// Status budgets lowered after the API server refused a status as too large, per work.
+    refused_budgets: Mutex<HashMap<String, usize>>,
 }
 
 impl StatusWriter {
@@ -36,6 +42,7 @@ impl StatusWriter {
             api,
             latest: Latest::default(),
             released: Mutex::default(),
+            refused_budgets: Mutex::default(),
         }
     }
 
@@ -60,6 +67,10 @@ impl StatusWriter {
     /// the finalizer) then sends nothing instead of removing the finalizer a second time.
     pub fn forget(&self, name: &str) {
         self.latest.forget(name);
+        self.refused_budgets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name);
         let now = Instant::now();
         let mut released = self.released.lock().unwrap_or_else(PoisonError::into_inner);
         released.retain(|_, at| now.duration_since(*at) < RELEASE_MEMORY);
@@ -90,10 +101,28 @@ impl StatusWriter {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(name);
+        self.refused_budgets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(name);
+    }
+
+    /// The status budget for a work: from its size, or lower after a refusal.
+    fn budget(&self, name: &str, work: &ManifestWork) -> usize {
+        let refused = self
+            .refused_budgets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(name)
+            .copied();
+        let budget = budget_for(work);
+        refused.map_or(budget, |r| r.min(budget))
     }
 
     /// Builds the status from `current` (then from a fresh read after each conflict) with `build`,
-    /// which returns `None` when nothing needs writing. Returns the work as written, if written.
+    /// which returns `None` when nothing needs writing. A status over the size budget is reduced
+    /// first (see `status_size`); one the API server still refuses as too large is reduced
+    /// further. Returns the work as written, if written.
     pub async fn write<F>(
         &self,
         current: &ManifestWork,
@@ -106,9 +135,20 @@ impl StatusWriter {
         let mut fresh: Option<ManifestWork> = None;
         for attempt in 0..ATTEMPTS {
             let work = fresh.as_ref().unwrap_or(current);
+            let budget = self.budget(&name, work);
             let Some(status) = build(work) else {
                 return Ok(None);
             };
+            let status = fit_status(
+                status,
+                work.status.as_ref(),
+                budget,
+                work.metadata.generation,
+                Time(Timestamp::now()),
+            );
+            if !status::differs(work.status.as_ref(), &status) {
+                return Ok(None);
+            }
             let patch = json!({
                 "metadata": { "resourceVersion": work.resource_version() },
                 "status": status,
@@ -131,6 +171,16 @@ impl StatusWriter {
                     }
                 }
                 Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(None),
+                Err(e) if is_too_large(&e) && budget > MIN_STATUS_BUDGET => {
+                    // Remembered, so the next reconciles do not send a refused status again.
+                    let budget = (budget / 2).max(MIN_STATUS_BUDGET);
+                    self.refused_budgets
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(name.clone(), budget);
+                    tracing::warn!(work = %name, error = %e, budget_bytes = budget,
+                        "the API server refused the status as too large; writing a smaller one");
+                }
                 Err(e) => return Err(Error::Hub(e)),
             }
         }

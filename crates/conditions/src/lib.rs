@@ -87,7 +87,9 @@ mod limits;
 mod manifest;
 mod merge;
 mod not_evaluated;
+mod object_reads;
 mod prepared;
+mod projection;
 mod rules;
 mod well_known;
 

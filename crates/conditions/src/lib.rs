@@ -90,6 +90,8 @@ mod not_evaluated;
 mod object_reads;
 mod prepared;
 mod projection;
+#[cfg(test)]
+mod projection_equivalence;
 mod rules;
 mod well_known;
 

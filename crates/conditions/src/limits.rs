@@ -90,14 +90,20 @@ impl Default for Limits {
     }
 }
 
-/// Rejects a source that is too long or nests too deeply, without parsing it.
-pub(crate) fn check_source(source: &str, limits: &Limits) -> Result<(), EvalError> {
+/// Rejects a source longer than the limit.
+pub(crate) fn check_length(source: &str, limits: &Limits) -> Result<(), EvalError> {
     if source.len() > limits.max_expression_len {
         return Err(EvalError::TooLong {
             len: source.len(),
             limit: limits.max_expression_len,
         });
     }
+    Ok(())
+}
+
+/// Rejects a source that is too long or nests too deeply, without parsing it.
+pub(crate) fn check_source(source: &str, limits: &Limits) -> Result<(), EvalError> {
+    check_length(source, limits)?;
     let depth = lexical_depth(source, limits.max_nesting_depth);
     if depth > limits.max_nesting_depth {
         return Err(EvalError::TooDeep {

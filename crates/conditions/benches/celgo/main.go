@@ -50,7 +50,7 @@ var rules = []rule{
 		"hasConditions(object.status) ? object.status.conditions.filter(c, c.type == 'Complete' || c.type == 'Failed').exists(c, c.status == 'True') : false"}, ""},
 	{"deployment_map_result", "deployment.json", []string{
 		// cel-go's type checker wants map literals of one value type: dyn() says "any".
-		"object.status.readyReplicas >= object.spec.replicas ? {'status': dyn(true), 'reason': 'CountReached', 'message': 'Count matches expected'} : {'status': dyn(false), 'reason': 'CountNotReached', 'message': 'Only ' + string(object.status.readyReplicas)}"}, ""},
+		"object.status.readyReplicas >= object.spec.replicas ? {'status': dyn(true), 'reason': dyn('CountReached'), 'message': dyn('Count matches expected')} : {'status': dyn(false), 'reason': dyn('CountNotReached'), 'message': dyn('Only ' + string(object.status.readyReplicas))}"}, ""},
 	{"deployment_quantity_and_regex", "deployment.json", []string{
 		"object.spec.template.spec.containers.all(c, quantity(c.resources.limits.memory).isLessThan(quantity('1Gi')) && c.image.find(':[0-9.]+$') != '')"}, ""},
 }

@@ -6,6 +6,7 @@ use cel::common::types::CelNull;
 use work_api::{ConditionRule, ConditionRuleType};
 
 use crate::budget::ManifestBudget;
+use crate::cache::Compiled;
 use crate::engine::Engine;
 use crate::limits::{self, Limits};
 use crate::object_reads::Reads;
@@ -195,20 +196,29 @@ impl Evaluator {
         object: &serde_json::Value,
     ) -> Vec<ConditionUpdate> {
         if !needs_cel(rules.clone()) {
-            return self.evaluate_rules(rules, object, &NO_OBJECT);
+            return self.evaluate_rules(rules, object, &NO_OBJECT, &[]);
         }
-        // Compiled here for their reads (the cache hands the same programs to the rules);
-        // expressions that do not compile read nothing: they never run.
-        let programs: Vec<_> = cel_sources(rules.clone())
-            .filter_map(|source| self.engine.compile(source).ok())
+        // Compiled first for their reads, and handed to the rules; expressions that do not
+        // compile read nothing: they never run.
+        let compiled: Vec<(&str, Compiled)> = cel_sources(rules.clone())
+            .map(|source| (source, self.engine.compile(source)))
             .collect();
-        let reads = Reads::union(programs.iter().map(|p| &p.reads));
+        let reads = Reads::union(
+            compiled
+                .iter()
+                .filter_map(|(_, c)| c.as_ref().ok().map(|p| &p.reads)),
+        );
         if let Some(projected) = self.objects.cached(object, &reads) {
-            return self.evaluate_rules(rules, object, &projected.variable());
+            return self.evaluate_rules(rules, object, &projected.variable(), &compiled);
         }
         self.objects.count_conversion();
         let converted = projection::project(object, &reads);
-        self.evaluate_rules(rules, object, &ObjectVariable(converted.as_ref()))
+        self.evaluate_rules(
+            rules,
+            object,
+            &ObjectVariable(converted.as_ref()),
+            &compiled,
+        )
     }
 
     /// The conditions `rules` yield on one object, sharing one budget.
@@ -217,8 +227,9 @@ impl Evaluator {
         rules: impl Iterator<Item = &'r ConditionRule>,
         json: &serde_json::Value,
         variable: &ObjectVariable<'_>,
+        compiled: &[(&str, Compiled)],
     ) -> Vec<ConditionUpdate> {
-        let scope = ObjectScope::new(&self.engine, json, variable);
+        let scope = ObjectScope::new(&self.engine, json, variable, compiled);
         rules.filter_map(|rule| scope.evaluate_rule(rule)).collect()
     }
 }

@@ -8,33 +8,26 @@ use std::sync::{Arc, Mutex};
 
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
-use self_cell::self_cell;
 
 use crate::object_reads::{OBJECT_VARIABLE, Reads};
-use crate::{convert, projection};
+use crate::projection;
 
-type ObjectVal<'a> = Box<dyn Val + 'a>;
-
-self_cell!(
-    /// The pruned JSON and its CEL view, which borrows the JSON's strings.
-    pub(crate) struct Projected {
-        owner: serde_json::Value,
-        #[covariant]
-        dependent: ObjectVal,
-    }
-);
+/// The parts of a live object that rules read, converted to CEL with their own strings.
+pub(crate) struct Projected {
+    value: Box<dyn Val>,
+}
 
 impl Projected {
-    /// The parts of `object` that `reads` names, copied and converted.
+    /// The parts of `object` that `reads` names, converted.
     fn of(object: &serde_json::Value, reads: &Reads) -> Self {
-        Projected::new(projection::prune(object, reads), |json| {
-            convert::json_to_val(json)
-        })
+        Self {
+            value: projection::project_owned(object, reads),
+        }
     }
 
     /// The converted parts as the CEL variable `object`.
     pub(crate) fn variable(&self) -> ObjectVariable<'_> {
-        ObjectVariable(self.borrow_dependent().as_ref())
+        ObjectVariable(self.value.as_ref())
     }
 }
 
@@ -91,15 +84,6 @@ struct Entry {
     object: Arc<Projected>,
 }
 
-impl Entries {
-    fn remove(&mut self, uid: &str) {
-        if let Some(old) = self.by_uid.remove(uid) {
-            self.bytes -= old.bytes;
-            self.order.retain(|u| u != uid);
-        }
-    }
-}
-
 impl ObjectCache {
     /// Holds at most `capacity` objects whose JSON together weighs at most `max_bytes`
     /// (estimated); a capacity of 0 caches nothing.
@@ -146,7 +130,7 @@ impl ObjectCache {
         };
         self.count_conversion();
         let projected = Arc::new(Projected::of(object, &reads));
-        let bytes = estimated_bytes(projected.borrow_owner());
+        let bytes = projection::estimated_bytes(object, &reads);
         self.insert(uid, rv, Arc::new(reads), bytes, projected.clone());
         Some(projected)
     }
@@ -161,9 +145,15 @@ impl ObjectCache {
             return;
         }
         let mut entries = self.lock();
-        entries.remove(uid);
+        // A newer version of a cached object takes the older one's place in the eviction
+        // order (no scan of the order on every new version).
+        let replaced = entries.by_uid.remove(uid);
+        if let Some(old) = &replaced {
+            entries.bytes -= old.bytes;
+        }
         while entries.by_uid.len() >= self.capacity || entries.bytes + bytes > self.max_bytes {
             match entries.order.pop_front() {
+                Some(oldest) if oldest == uid => entries.order.push_back(oldest),
                 Some(oldest) => {
                     if let Some(old) = entries.by_uid.remove(&oldest) {
                         entries.bytes -= old.bytes;
@@ -173,7 +163,9 @@ impl ObjectCache {
             }
         }
         entries.bytes += bytes;
-        entries.order.push_back(uid.to_string());
+        if replaced.is_none() {
+            entries.order.push_back(uid.to_string());
+        }
         entries.by_uid.insert(
             uid.to_string(),
             Entry {
@@ -204,22 +196,6 @@ fn cache_key(object: &serde_json::Value) -> Option<(&str, &str)> {
     Some((uid, rv))
 }
 
-/// A rough size of `value` in memory: string bytes plus a fixed cost per node.
-fn estimated_bytes(value: &serde_json::Value) -> usize {
-    const NODE: usize = 64;
-    match value {
-        serde_json::Value::String(s) => NODE + s.len(),
-        serde_json::Value::Array(items) => NODE + items.iter().map(estimated_bytes).sum::<usize>(),
-        serde_json::Value::Object(fields) => {
-            NODE + fields
-                .iter()
-                .map(|(k, v)| NODE + k.len() + estimated_bytes(v))
-                .sum::<usize>()
-        }
-        _ => NODE,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,6 +207,13 @@ mod tests {
 
     fn reads(source: &str) -> Reads {
         Reads::of(&cel::Env::stdlib().parser().parse(source).expect("parses"))
+    }
+
+    impl Projected {
+        fn json(&self) -> serde_json::Value {
+            let value = cel::Value::try_from(self.value.as_ref()).expect("converts");
+            crate::convert::value_to_json(&value).expect("json")
+        }
     }
 
     fn whole() -> Reads {
@@ -252,6 +235,10 @@ mod tests {
             "the older version was dropped"
         );
         assert_eq!(cache.lock().order.len(), 1);
+        for rv in 3..10 {
+            cache.cached(&object("u1", &rv.to_string()), &whole());
+        }
+        assert_eq!(cache.lock().order.len(), 1, "one place per uid");
     }
 
     #[test]
@@ -261,8 +248,8 @@ mod tests {
         let paused = reads("object.spec.paused");
         let a = cache.cached(&object("u1", "1"), &replicas).unwrap();
         assert_eq!(
-            a.borrow_owner(),
-            &json!({"spec": {"replicas": 3}}),
+            a.json(),
+            json!({"spec": {"replicas": 3}}),
             "only what is read is kept"
         );
         assert!(Arc::ptr_eq(
@@ -271,10 +258,7 @@ mod tests {
         ));
         let b = cache.cached(&object("u1", "1"), &paused).unwrap();
         assert_eq!(cache.conversions(), 2);
-        assert_eq!(
-            b.borrow_owner(),
-            &json!({"spec": {"replicas": 3, "paused": false}})
-        );
+        assert_eq!(b.json(), json!({"spec": {"replicas": 3, "paused": false}}));
         let c = cache.cached(&object("u1", "1"), &replicas).unwrap();
         assert!(Arc::ptr_eq(&b, &c), "the union serves both");
         assert_eq!(cache.conversions(), 2);

@@ -8,28 +8,71 @@ use std::collections::HashMap;
 use cel::common::types::{CelMap, CelMapKey};
 use cel::common::value::Val;
 
-use crate::convert;
+use crate::convert::{self, Borrowed, Owned, Strings};
 use crate::object_reads::Reads;
 
 /// The CEL value of the parts of `json` that `reads` names, borrowing its strings.
 pub(crate) fn project<'a>(json: &'a serde_json::Value, reads: &Reads) -> Box<dyn Val + 'a> {
+    project_to::<Borrowed>(json, reads)
+}
+
+/// [`project`] with strings copied, to outlive `json`.
+pub(crate) fn project_owned(json: &serde_json::Value, reads: &Reads) -> Box<dyn Val> {
+    project_to::<Owned>(json, reads)
+}
+
+fn project_to<'j, 'v, S: Strings<'j, 'v>>(
+    json: &'j serde_json::Value,
+    reads: &Reads,
+) -> Box<dyn Val + 'v> {
     match (reads, json) {
         (Reads::Fields(wanted), serde_json::Value::Object(fields)) => {
-            let map: HashMap<CelMapKey<'a>, Box<dyn Val + 'a>> = wanted
+            let map: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = wanted
                 .iter()
                 .filter_map(|(key, read)| {
                     let (key, value) = fields.get_key_value(key)?;
-                    Some((CelMapKey::from(key.as_str()), project(value, read)))
+                    Some((S::key(key), project_to::<S>(value, read)))
                 })
                 .collect();
             Box::new(CelMap::from(map))
         }
         // Not a map: selecting from it fails the same way whole.
-        _ => convert::json_to_val(json),
+        _ => convert::json_to::<S>(json),
+    }
+}
+
+/// A rough size in memory of what [`project`] converts: string bytes plus a fixed cost per node.
+pub(crate) fn estimated_bytes(json: &serde_json::Value, reads: &Reads) -> usize {
+    const NODE: usize = 64;
+    match (reads, json) {
+        (Reads::Fields(wanted), serde_json::Value::Object(fields)) => {
+            NODE + wanted
+                .iter()
+                .filter_map(|(key, read)| {
+                    let value = fields.get(key)?;
+                    Some(NODE + key.len() + estimated_bytes(value, read))
+                })
+                .sum::<usize>()
+        }
+        (_, serde_json::Value::String(s)) => NODE + s.len(),
+        (_, serde_json::Value::Array(items)) => {
+            NODE + items
+                .iter()
+                .map(|v| estimated_bytes(v, &Reads::Whole))
+                .sum::<usize>()
+        }
+        (_, serde_json::Value::Object(fields)) => {
+            NODE + fields
+                .iter()
+                .map(|(k, v)| NODE + k.len() + estimated_bytes(v, &Reads::Whole))
+                .sum::<usize>()
+        }
+        _ => NODE,
     }
 }
 
 /// A copy of the parts of `json` that `reads` names (what [`project`] converts).
+#[cfg(test)]
 pub(crate) fn prune(json: &serde_json::Value, reads: &Reads) -> serde_json::Value {
     match (reads, json) {
         (Reads::Fields(wanted), serde_json::Value::Object(fields)) => serde_json::Value::Object(
@@ -79,6 +122,18 @@ mod tests {
         let r = reads("object.spec.a == object.status.b");
         assert_eq!(prune(&object, &r), object);
         assert_eq!(prune(&json!([1]), &r), json!([1]));
+    }
+
+    #[test]
+    fn estimated_bytes_count_only_what_is_read() {
+        let object = json!({"a": {"b": "xyz", "c": [1, 2]}, "d": "long string here"});
+        let r = reads("object.a.b == ''");
+        // root, key a, map a, key b, "xyz"
+        assert_eq!(
+            estimated_bytes(&object, &r),
+            64 + (64 + 1) + 64 + (64 + 1) + (64 + 3)
+        );
+        assert!(estimated_bytes(&object, &Reads::Whole) > estimated_bytes(&object, &r));
     }
 
     #[test]

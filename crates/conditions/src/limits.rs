@@ -69,9 +69,10 @@ pub struct Limits {
     pub manifest_cost_budget: u64,
     /// Most distinct expressions kept compiled.
     pub cache_capacity: usize,
-    /// Most live objects kept converted to CEL (by uid and resourceVersion); 0 keeps none.
+    /// Most live objects whose converted parts are kept (by uid and resourceVersion); 0 keeps
+    /// none.
     pub object_cache_capacity: usize,
-    /// Most JSON bytes (estimated) the kept objects may weigh together.
+    /// Most bytes (estimated) the kept converted parts may weigh together.
     pub object_cache_bytes: usize,
 }
 

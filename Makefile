@@ -76,6 +76,10 @@ prop: ## property-based tests of hostile input at 100,000 cases each (PROPTEST_C
 bench: ## micro-benchmarks (reports under target/criterion); the agent benchmark is `make bench-agent`
 	$(CARGO) bench -p conditions
 
+.PHONY: bench-cel-parity
+bench-cel-parity: ## condition rules, ours vs cel-go on the same machine (ROUNDS=3); report in target/bench-cel-parity/
+	crates/conditions/benches/cel-parity.sh $(ROUNDS)
+
 .PHONY: bench-agent
 bench-agent: ## agent benchmark, 1000 works x 5 ConfigMaps (BENCH_ARGS="--works 50 ..."); report in target/bench/
 	e2e/scripts/bench-agent.sh $(BENCH_ARGS)

@@ -16,6 +16,45 @@ use crate::k8s_functions::url::Url;
 /// A JSON value as a CEL value that borrows its strings. Integers become `int` (or `uint`
 /// above `i64::MAX`), so `object.spec.replicas + 1` works.
 pub(crate) fn json_to_val(json: &serde_json::Value) -> Box<dyn Val + '_> {
+    json_to::<Borrowed>(json)
+}
+
+/// How a conversion gets its strings from JSON of lifetime `'j` into values of lifetime `'v`.
+pub(crate) trait Strings<'j, 'v> {
+    /// A string value.
+    fn string(s: &'j str) -> CelString<'v>;
+    /// A map key.
+    fn key(s: &'j str) -> CelMapKey<'v>;
+}
+
+/// Values that borrow the JSON's strings (nothing copied).
+pub(crate) struct Borrowed;
+
+impl<'j> Strings<'j, 'j> for Borrowed {
+    fn string(s: &'j str) -> CelString<'j> {
+        CelString::from(s)
+    }
+    fn key(s: &'j str) -> CelMapKey<'j> {
+        CelMapKey::from(s)
+    }
+}
+
+/// Values that own copies of the strings (to outlive the JSON).
+pub(crate) struct Owned;
+
+impl<'j> Strings<'j, 'static> for Owned {
+    fn string(s: &'j str) -> CelString<'static> {
+        CelString::from(s.to_string())
+    }
+    fn key(s: &'j str) -> CelMapKey<'static> {
+        CelMapKey::from(s.to_string())
+    }
+}
+
+/// `json` as a CEL value, its strings as `S` makes them.
+pub(crate) fn json_to<'j, 'v, S: Strings<'j, 'v>>(
+    json: &'j serde_json::Value,
+) -> Box<dyn Val + 'v> {
     match json {
         serde_json::Value::Null => Box::new(CelNull),
         serde_json::Value::Bool(b) => Box::new(CelBool::from(*b)),
@@ -28,14 +67,14 @@ pub(crate) fn json_to_val(json: &serde_json::Value) -> Box<dyn Val + '_> {
                 Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN)))
             }
         }
-        serde_json::Value::String(s) => Box::new(CelString::from(s.as_str())),
+        serde_json::Value::String(s) => Box::new(S::string(s)),
         serde_json::Value::Array(items) => Box::new(CelList::from(
-            items.iter().map(json_to_val).collect::<Vec<_>>(),
+            items.iter().map(json_to::<S>).collect::<Vec<_>>(),
         )),
         serde_json::Value::Object(fields) => {
-            let map: HashMap<CelMapKey<'_>, Box<dyn Val + '_>> = fields
+            let map: HashMap<CelMapKey<'v>, Box<dyn Val + 'v>> = fields
                 .iter()
-                .map(|(k, v)| (CelMapKey::from(k.as_str()), json_to_val(v)))
+                .map(|(k, v)| (S::key(k), json_to::<S>(v)))
                 .collect();
             Box::new(CelMap::from(map))
         }

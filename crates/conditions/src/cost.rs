@@ -13,6 +13,8 @@
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 use cel::common::types::CelInt;
 
+use crate::object_reads::Reads;
+
 /// Name of the internal function that meters a comprehension range (`(range, units per
 /// iteration)`; not callable from CEL source: `@` is not an identifier character).
 pub(crate) const BUDGET_FUNCTION: &str = "@budget";
@@ -61,7 +63,8 @@ const SIZED_FUNCTIONS: &[&str] = &[
     "isURL",
 ];
 
-/// A parsed, instrumented expression and what one evaluation of it costs before any iteration.
+/// A parsed, instrumented expression, what one evaluation of it costs before any iteration, and
+/// what it reads of the live object.
 #[derive(Debug)]
 pub(crate) struct Program {
     /// The instrumented tree.
@@ -70,18 +73,22 @@ pub(crate) struct Program {
     pub(crate) static_cost: u64,
     /// Depth of the instrumented tree (what evaluating it needs of the stack).
     pub(crate) depth: usize,
+    /// What it reads of the live object (so that only that is converted).
+    pub(crate) reads: Reads,
 }
 
 impl Program {
     /// Instruments `expr`: comprehension ranges are metered, arguments of sized functions are
     /// charged by size.
     pub(crate) fn instrument(mut expr: IdedExpr) -> Program {
+        let reads = Reads::of(&expr);
         let static_cost = instrument(&mut expr);
         let depth = crate::limits::ast_depth(&expr);
         Program {
             expr,
             static_cost,
             depth,
+            reads,
         }
     }
 }

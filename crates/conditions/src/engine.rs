@@ -48,10 +48,14 @@ impl Engine {
     /// The compiled `source`, from the cache.
     pub(crate) fn compile(&self, source: &str) -> Compiled {
         let env = self.env()?;
-        // Checked before the cache so that oversized sources are never stored as keys.
-        limits::check_source(source, &self.limits)?;
-        self.cache
-            .get_or_compile(source, |source| compile_uncached(env, source, &self.limits))
+        // Oversized sources are rejected before the cache, so they are never hashed or stored
+        // as keys; the rest of the checks scan the source and run on a miss only (a source that
+        // fails them is cached as the error, like any compile error).
+        limits::check_length(source, &self.limits)?;
+        self.cache.get_or_compile(source, |source| {
+            limits::check_source(source, &self.limits)?;
+            compile_uncached(env, source, &self.limits)
+        })
     }
 
     /// A root context over this engine's environment.

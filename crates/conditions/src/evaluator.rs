@@ -6,11 +6,13 @@ use cel::common::types::CelNull;
 use work_api::{ConditionRule, ConditionRuleType};
 
 use crate::budget::ManifestBudget;
+use crate::cache::Compiled;
 use crate::engine::Engine;
 use crate::limits::{self, Limits};
+use crate::object_reads::Reads;
 use crate::prepared::{ObjectCache, ObjectVariable, PreparedObject};
 use crate::rules::ObjectScope;
-use crate::{ConditionUpdate, EvalError, convert};
+use crate::{ConditionUpdate, EvalError, convert, projection};
 
 /// Variables bound for [`Evaluator::eval_expression`].
 #[derive(Clone, Copy, Debug)]
@@ -75,28 +77,24 @@ impl Evaluator {
         self.engine.cache().len()
     }
 
-    /// How many live objects this evaluator has converted to CEL (once per uid and
-    /// resourceVersion while cached; every time for objects without them).
+    /// How many live objects this evaluator has converted to CEL (the parts their rules read;
+    /// once per uid and resourceVersion while cached, every time for objects without them).
     pub fn object_conversions(&self) -> u64 {
         self.objects.conversions()
     }
 
-    /// `object` converted to CEL, from a small cache keyed by `metadata.uid` and
-    /// `metadata.resourceVersion` (objects without both are converted every time). For callers
-    /// that evaluate one object version more than once and want to hold on to it.
+    /// A copy of `object` to hold for evaluations; each evaluation converts only what its rules
+    /// read, from the cache keyed by `metadata.uid` and `metadata.resourceVersion` (as
+    /// [`Evaluator::evaluate_manifest`] does).
     pub fn prepare(&self, object: &serde_json::Value) -> Arc<PreparedObject> {
-        limits::with_stack(self.limits(), || {
-            self.objects.cached(object).unwrap_or_else(|| {
-                self.objects.count_conversion();
-                Arc::new(PreparedObject::new(object.clone()))
-            })
-        })
+        Arc::new(PreparedObject::new(object.clone()))
     }
 
     /// The conditions one manifest's rules produce for its live object (one per rule that
     /// yields a condition, in rule order). Well-known rules for kinds they don't know yield
-    /// nothing. Includes the stale-status guard. The object is converted to CEL once per
-    /// resourceVersion (see [`Evaluator::prepare`]), and only when a rule is a CEL rule.
+    /// nothing. Includes the stale-status guard. Only the parts of the object that the rules'
+    /// expressions read are converted to CEL, once per resourceVersion while cached, and only
+    /// when a rule evaluates CEL.
     pub fn evaluate_manifest(
         &self,
         rules: &[ConditionRule],
@@ -114,7 +112,7 @@ impl Evaluator {
         object: &PreparedObject,
     ) -> Vec<ConditionUpdate> {
         limits::with_stack(self.limits(), || {
-            self.evaluate_rules(rules.iter(), object.json(), &object.variable())
+            self.evaluate_on_json(rules.iter(), object.json())
         })
     }
 
@@ -143,8 +141,7 @@ impl Evaluator {
             return None;
         }
         limits::with_stack(self.limits(), || {
-            let updates =
-                self.evaluate_rules(complete.iter().copied(), object.json(), &object.variable());
+            let updates = self.evaluate_on_json(complete.iter().copied(), object.json());
             Some(all_true(&updates, complete.len()))
         })
     }
@@ -190,22 +187,38 @@ impl Evaluator {
         self.engine.compile(expression).map(|_| ())
     }
 
-    /// The conditions `rules` yield on `object`, converted only if a rule is a CEL rule: from
-    /// the object cache when it can be keyed, else borrowing the JSON.
+    /// The conditions `rules` yield on `object`, of which only what their expressions read is
+    /// converted, and only if a rule evaluates CEL: from the object cache when it can be keyed,
+    /// else borrowing the JSON.
     fn evaluate_on_json<'r>(
         &self,
         rules: impl Iterator<Item = &'r ConditionRule> + Clone,
         object: &serde_json::Value,
     ) -> Vec<ConditionUpdate> {
         if !needs_cel(rules.clone()) {
-            return self.evaluate_rules(rules, object, &NO_OBJECT);
+            return self.evaluate_rules(rules, object, &NO_OBJECT, &[]);
         }
-        if let Some(prepared) = self.objects.cached(object) {
-            return self.evaluate_rules(rules, prepared.json(), &prepared.variable());
+        // Compiled first for their reads, and handed to the rules; expressions that do not
+        // compile read nothing: they never run.
+        let compiled: Vec<(&str, Compiled)> = cel_sources(rules.clone())
+            .map(|source| (source, self.engine.compile(source)))
+            .collect();
+        let reads = Reads::union(
+            compiled
+                .iter()
+                .filter_map(|(_, c)| c.as_ref().ok().map(|p| &p.reads)),
+        );
+        if let Some(projected) = self.objects.cached(object, &reads) {
+            return self.evaluate_rules(rules, object, &projected.variable(), &compiled);
         }
         self.objects.count_conversion();
-        let converted = convert::json_to_val(object);
-        self.evaluate_rules(rules, object, &ObjectVariable(converted.as_ref()))
+        let converted = projection::project(object, &reads);
+        self.evaluate_rules(
+            rules,
+            object,
+            &ObjectVariable(converted.as_ref()),
+            &compiled,
+        )
     }
 
     /// The conditions `rules` yield on one object, sharing one budget.
@@ -214,8 +227,9 @@ impl Evaluator {
         rules: impl Iterator<Item = &'r ConditionRule>,
         json: &serde_json::Value,
         variable: &ObjectVariable<'_>,
+        compiled: &[(&str, Compiled)],
     ) -> Vec<ConditionUpdate> {
-        let scope = ObjectScope::new(&self.engine, json, variable);
+        let scope = ObjectScope::new(&self.engine, json, variable, compiled);
         rules.filter_map(|rule| scope.evaluate_rule(rule)).collect()
     }
 }
@@ -230,6 +244,23 @@ fn needs_cel<'r>(mut rules: impl Iterator<Item = &'r ConditionRule>) -> bool {
             || r.message_expression
                 .as_deref()
                 .is_some_and(|m| !m.trim().is_empty())
+    })
+}
+
+/// Every CEL source the rules run on the object: CEL rules' expressions and message expressions.
+fn cel_sources<'r>(
+    rules: impl Iterator<Item = &'r ConditionRule>,
+) -> impl Iterator<Item = &'r str> {
+    rules.flat_map(|r| {
+        let expressions = matches!(r.type_, ConditionRuleType::Cel)
+            .then_some(r.cel_expressions.iter().map(|e| e.expression.as_str()))
+            .into_iter()
+            .flatten();
+        expressions.chain(
+            r.message_expression
+                .as_deref()
+                .filter(|m| !m.trim().is_empty()),
+        )
     })
 }
 

@@ -56,17 +56,26 @@
 //! - Every entry point runs on a freshly allocated stack when the caller's thread has too
 //!   little left for an expression at the depth limit (tokio threads have 2 MiB). A panic
 //!   inside the interpreter becomes [`EvalError::Internal`].
-//! - Conversion: a live object is converted to CEL once per `metadata.uid` and
+//! - Conversion: only the parts of a live object that the rules read are converted to CEL. At
+//!   compile time each expression records the chains of field selections it reads from
+//!   `object` (`object.status.conditions`, `has(object.spec.replicas)`, literal keys such as
+//!   `['app']`, `.?f`); the value at a chain's end is used whole, and any other use of `object`
+//!   (alone, passed to a function or macro, indexed with a non-literal, shadowed by a
+//!   comprehension variable) reads all of it. An evaluation converts the union over the
+//!   manifest's expressions and message expressions: the maps along the chains keep only the
+//!   selected keys (absent keys stay absent, so `has()` and missing-key errors are unchanged)
+//!   and the chains' ends are whole. The conversion is kept per `metadata.uid` and
 //!   `metadata.resourceVersion` (a cache of `object_cache_capacity` (256) objects, at most
-//!   `object_cache_bytes` (32 MiB) of JSON), so the rules of every evaluation of one object
-//!   version share one conversion. Objects without both fields are converted on every call.
-//!   As on the API server, one uid and resourceVersion must mean one content: a caller that
-//!   edits an object must drop its resourceVersion (or evaluate with a fresh [`Evaluator`]).
+//!   `object_cache_bytes` (32 MiB) of converted parts), so the rules of every evaluation of one
+//!   object version share one conversion; a rule set that reads more converts again, for both.
+//!   Objects without both fields are converted on every call. As on the API server, one uid and
+//!   resourceVersion must mean one content: a caller that edits an object must drop its
+//!   resourceVersion (or evaluate with a fresh [`Evaluator`]).
 //!
 //! Which entry point: [`Evaluator::evaluate_manifest`] and [`Evaluator::is_complete`] take the
-//! JSON and use the cache; a caller that evaluates the same object version several times and
-//! wants to hold it can call [`Evaluator::prepare`] once and then
-//! [`Evaluator::evaluate_prepared`] / [`Evaluator::is_complete_prepared`]. All of them are
+//! JSON and use the cache; a caller that wants to hold an object can call [`Evaluator::prepare`]
+//! once and then [`Evaluator::evaluate_prepared`] / [`Evaluator::is_complete_prepared`] (the
+//! same conversion and cache). All of them are
 //! synchronous and CPU-bound: async callers run them on a blocking pool.
 //!
 //! Deviations from the contract sketch: [`merge_conditions`] keeps conditions that are not in
@@ -87,7 +96,11 @@ mod limits;
 mod manifest;
 mod merge;
 mod not_evaluated;
+mod object_reads;
 mod prepared;
+mod projection;
+#[cfg(test)]
+mod projection_equivalence;
 mod rules;
 mod well_known;
 

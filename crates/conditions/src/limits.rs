@@ -69,9 +69,10 @@ pub struct Limits {
     pub manifest_cost_budget: u64,
     /// Most distinct expressions kept compiled.
     pub cache_capacity: usize,
-    /// Most live objects kept converted to CEL (by uid and resourceVersion); 0 keeps none.
+    /// Most live objects whose converted parts are kept (by uid and resourceVersion); 0 keeps
+    /// none.
     pub object_cache_capacity: usize,
-    /// Most JSON bytes (estimated) the kept objects may weigh together.
+    /// Most bytes (estimated) the kept converted parts may weigh together.
     pub object_cache_bytes: usize,
 }
 
@@ -90,14 +91,20 @@ impl Default for Limits {
     }
 }
 
-/// Rejects a source that is too long or nests too deeply, without parsing it.
-pub(crate) fn check_source(source: &str, limits: &Limits) -> Result<(), EvalError> {
+/// Rejects a source longer than the limit.
+pub(crate) fn check_length(source: &str, limits: &Limits) -> Result<(), EvalError> {
     if source.len() > limits.max_expression_len {
         return Err(EvalError::TooLong {
             len: source.len(),
             limit: limits.max_expression_len,
         });
     }
+    Ok(())
+}
+
+/// Rejects a source that is too long or nests too deeply, without parsing it.
+pub(crate) fn check_source(source: &str, limits: &Limits) -> Result<(), EvalError> {
+    check_length(source, limits)?;
     let depth = lexical_depth(source, limits.max_nesting_depth);
     if depth > limits.max_nesting_depth {
         return Err(EvalError::TooDeep {

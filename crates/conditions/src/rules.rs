@@ -10,6 +10,7 @@ use regex::Regex;
 use work_api::{ConditionRule, ConditionRuleType, condition_types};
 
 use crate::budget::ManifestBudget;
+use crate::cache::Compiled;
 use crate::engine::Engine;
 use crate::prepared::ObjectVariable;
 use crate::{ConditionUpdate, EvalError, Status, cap_message, convert, reasons, well_known};
@@ -27,6 +28,8 @@ pub(crate) struct ObjectScope<'a> {
     object: &'a serde_json::Value,
     variable: &'a ObjectVariable<'a>,
     ctx: OnceCell<Result<Context<'a, 'a>, EvalError>>,
+    /// The rules' sources, compiled before the object was converted (for their reads).
+    compiled: &'a [(&'a str, Compiled)],
     stale: Option<(i64, i64)>,
     budget: ManifestBudget,
 }
@@ -39,20 +42,33 @@ struct Outcome {
 }
 
 impl<'a> ObjectScope<'a> {
-    /// A scope over `object`, whose CEL value `variable` binds, with a fresh manifest budget.
+    /// A scope over `object`, whose CEL value `variable` binds, with a fresh manifest budget;
+    /// `compiled` holds sources of the rules already compiled.
     pub(crate) fn new(
         engine: &'a Engine,
         object: &'a serde_json::Value,
         variable: &'a ObjectVariable<'a>,
+        compiled: &'a [(&'a str, Compiled)],
     ) -> Self {
         Self {
             engine,
             object,
             variable,
             ctx: OnceCell::new(),
+            compiled,
             stale: stale_generation(object),
             budget: ManifestBudget::new(engine.limits()),
         }
+    }
+
+    /// `source` compiled: from `compiled` when it is one of those very strings, else from the
+    /// engine's cache.
+    fn compile(&self, source: &str) -> Compiled {
+        self.compiled
+            .iter()
+            .find(|(s, _)| std::ptr::eq(*s, source))
+            .map(|(_, compiled)| compiled.clone())
+            .unwrap_or_else(|| self.engine.compile(source))
     }
 
     fn ctx(&self) -> Result<&Context<'a, 'a>, EvalError> {
@@ -172,7 +188,6 @@ impl<'a> ObjectScope<'a> {
         };
         for (index, expression) in rule.cel_expressions.iter().enumerate() {
             let outcome = self
-                .engine
                 .compile(&expression.expression)
                 .and_then(|compiled| self.engine.run(&compiled, self.ctx()?, &self.budget))
                 .and_then(interpret)
@@ -223,7 +238,7 @@ impl<'a> ObjectScope<'a> {
     }
 
     fn message_expression(&self, source: &str, result: bool) -> Result<Option<String>, EvalError> {
-        let compiled = self.engine.compile(source)?;
+        let compiled = self.compile(source)?;
         let mut scope = self.ctx()?.new_inner_scope();
         scope.add_variable_as_val("result", Box::new(CelBool::from(result)));
         match self.engine.run(&compiled, &scope, &self.budget)? {

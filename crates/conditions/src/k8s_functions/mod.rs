@@ -10,7 +10,7 @@ pub(crate) mod regex;
 pub(crate) mod semver;
 pub(crate) mod url;
 
-use cel::common::types::DYN_TYPE;
+use cel::common::types::{CelBool, CelString, DYN_TYPE, Kind};
 use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
@@ -63,19 +63,27 @@ pub(crate) fn string_arg<'a>(function: &str, v: &'a Value) -> Result<&'a str, Ex
     }
 }
 
-value_overload!(has_conditions_overload, has_conditions);
-
 /// OCM's `hasConditions(status)`: true when `status` is a map whose `conditions` is a
-/// non-empty list; false for anything else (never an error).
-fn has_conditions(args: &[Value]) -> Result<Value, ExecutionError> {
-    let has = match args.first() {
-        Some(Value::Map(map)) => matches!(
-            map.map.get(&cel::objects::Key::String("conditions".to_string().into())),
-            Some(Value::List(items)) if !items.is_empty()
-        ),
-        _ => false,
-    };
-    Ok(Value::Bool(has))
+/// non-empty list; false for anything else (never an error). It looks into the map in place:
+/// converting `status` to a [`Value`] would copy all of it.
+fn has_conditions_overload<'b, 'v>(
+    args: Vec<CowVal<'b, 'v>>,
+) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let has = args.first().is_some_and(|status| {
+        let status = status.as_ref();
+        status.get_type().kind() == Kind::Map
+            && status
+                .as_indexer()
+                .and_then(|map| map.get(&CelString::from("conditions")).ok())
+                .is_some_and(|conditions| {
+                    let conditions = conditions.as_ref();
+                    conditions.get_type().kind() == Kind::List
+                        && conditions
+                            .as_sizer()
+                            .is_some_and(|list| i64::from(list.size()) > 0)
+                })
+    });
+    Ok(CowVal::owned(CelBool::from(has)))
 }
 
 /// Registers every function of this module on `env`.

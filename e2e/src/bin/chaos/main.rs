@@ -232,6 +232,8 @@ async fn run(plan: Plan) -> Result<bool, String> {
         "--http-address",
         &format!("127.0.0.1:{http_port}"),
         "--leader-elect=false",
+        // The HTTPS probe port is fixed (8443) by default; another run may hold it.
+        "--health-address=127.0.0.1:0",
         "--log-level",
         "info",
     ]

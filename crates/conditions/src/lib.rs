@@ -64,8 +64,9 @@
 //!   comprehension variable) reads all of it. An evaluation converts the union over the
 //!   manifest's expressions and message expressions: the maps along the chains keep only the
 //!   selected keys (absent keys stay absent, so `has()` and missing-key errors are unchanged)
-//!   and the chains' ends are whole. The conversion is kept per `metadata.uid` and
-//!   `metadata.resourceVersion` (a cache of `object_cache_capacity` (256) objects, at most
+//!   and the chains' ends are whole. With `object_cache_capacity` set (0, off, by default: converting
+//!   what rules read costs less than a cache insert), the conversion is kept per `metadata.uid`
+//!   and `metadata.resourceVersion` (a cache of that many objects, at most
 //!   `object_cache_bytes` (32 MiB) of converted parts), so the rules of every evaluation of one
 //!   object version share one conversion; a rule set that reads more converts again, for both.
 //!   Objects without both fields are converted on every call. As on the API server, one uid and

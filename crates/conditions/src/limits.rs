@@ -85,7 +85,9 @@ impl Default for Limits {
             max_iterations: 1_000_000,
             manifest_cost_budget: 10_000_000,
             cache_capacity: 4096,
-            object_cache_capacity: 256,
+            // Off: converting only what the rules read costs less than a cache insert
+            // (docs/performance.md); callers that evaluate one version many times turn it on.
+            object_cache_capacity: 0,
             object_cache_bytes: 32 * 1024 * 1024,
         }
     }

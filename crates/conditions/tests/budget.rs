@@ -293,7 +293,12 @@ fn evaluate_manifest_at_the_depth_limit_runs_on_a_small_stack() {
 
 #[test]
 fn an_object_is_converted_once_per_resource_version() {
-    let ev = Evaluator::default();
+    // The object cache is off by default; a caller that turns it on gets one conversion per
+    // resourceVersion.
+    let ev = Evaluator::new(Limits {
+        object_cache_capacity: 256,
+        ..Limits::default()
+    });
     let rules: Vec<ConditionRule> = (0..5)
         .map(|i| cel_rule(&format!("R{i}"), &["object.items.size() == 3"]))
         .chain([cel_rule("Complete", &["object.items[0] == 0"])])

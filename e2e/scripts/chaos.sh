@@ -62,6 +62,9 @@ PY
   if [ "$mode" != default ]; then
     cp "$out/samples.csv" "$ROOT/docs/soak-rss-$mode.csv"
     cp "$out/rss.svg" "$ROOT/docs/soak-rss-$mode.svg"
+    # A PNG as well when matplotlib is there (optional: the SVG needs nothing).
+    python3 "$HERE/plot-soak.py" "$out/samples.csv" "$ROOT/docs/soak-rss-$mode.png" \
+      "work-agent, chaos --$mode" || true
   fi
   log "docs/reliability.md updated"
 fi

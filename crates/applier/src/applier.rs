@@ -119,6 +119,48 @@ impl std::fmt::Debug for ApplyRequest<'_> {
     }
 }
 
+/// A live object the work owns: its UID and resourceVersion (the version the decision was made
+/// on) and the ownerReferences of its other owners.
+struct OurShare {
+    uid: String,
+    resource_version: Option<String>,
+    other_owners: Vec<OwnerReference>,
+}
+
+impl OurShare {
+    /// `None` when `live` is not the object `meta` names or carries no reference of ours.
+    fn of(
+        live: &Value,
+        meta: &AppliedManifestResourceMeta,
+        owner_uid: &str,
+    ) -> Result<Option<Self>, ApplyError> {
+        let Some(uid) = owned_uid(live, meta, owner_uid)? else {
+            return Ok(None);
+        };
+        let refs = owner_references_of(live)?;
+        Ok(Some(Self {
+            uid,
+            resource_version: meta_str(live, "resourceVersion").map(str::to_string),
+            other_owners: remove_owner_reference(&refs, owner_uid),
+        }))
+    }
+
+    /// Removes our ownerReference, keeping the others (conditional on the resourceVersion).
+    async fn release(
+        &self,
+        api: &Api<DynamicObject>,
+        target: &ManifestId,
+    ) -> Result<(), ApplyError> {
+        set_owner_references(
+            api,
+            target,
+            &self.other_owners,
+            self.resource_version.as_deref(),
+        )
+        .await
+    }
+}
+
 /// What applying one manifest did.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Applied {
@@ -264,14 +306,11 @@ impl Applier {
             let Some(live) = source.read(&api, &target).await? else {
                 return Ok(DeleteOutcome::AlreadyGone);
             };
-            let Some(live_uid) = owned_uid(&live, meta, owner_uid)? else {
+            let Some(share) = OurShare::of(&live, meta, owner_uid)? else {
                 return Ok(DeleteOutcome::NotOwned);
             };
-            let refs = owner_references_of(&live)?;
-            let others = remove_owner_reference(&refs, owner_uid);
-            if !others.is_empty() {
-                set_owner_references(&api, &target, &others, meta_str(&live, "resourceVersion"))
-                    .await?;
+            if !share.other_owners.is_empty() {
+                share.release(&api, &target).await?;
                 return Ok(DeleteOutcome::OwnerRemoved);
             }
             // The resourceVersion too: the decision was made on this version (maybe a cached
@@ -279,8 +318,8 @@ impl Applier {
             let params = DeleteParams {
                 propagation_policy: Some(propagation.clone()),
                 preconditions: Some(Preconditions {
-                    uid: Some(live_uid),
-                    resource_version: meta_str(&live, "resourceVersion").map(str::to_string),
+                    uid: Some(share.uid),
+                    resource_version: share.resource_version,
                 }),
                 ..DeleteParams::default()
             };
@@ -315,12 +354,10 @@ impl Applier {
             let Some(live) = source.read(&api, &target).await? else {
                 return Ok(());
             };
-            if owned_uid(&live, meta, owner_uid)?.is_none() {
-                return Ok(());
+            match OurShare::of(&live, meta, owner_uid)? {
+                Some(share) => share.release(&api, &target).await,
+                None => Ok(()),
             }
-            let refs = owner_references_of(&live)?;
-            let others = remove_owner_reference(&refs, owner_uid);
-            set_owner_references(&api, &target, &others, meta_str(&live, "resourceVersion")).await
         };
         attempt
             .retry(self.retry)

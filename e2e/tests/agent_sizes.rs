@@ -1,5 +1,5 @@
 //! The size gauges follow what is live: a work's watch, index entries, state and discovery
-//! entry appear with it and (but the discovery entry, which is a cache) go with it.
+//! entry appear with it and go with it (the discovery entry with the CRD that serves it).
 
 mod agent_common;
 
@@ -62,6 +62,65 @@ async fn size_gauges_grow_with_a_work_and_shrink_when_it_is_gone() {
             ("work_agent_index_objects", 0.0),
             ("work_agent_work_states", 0.0),
         ],
+    )
+    .await;
+}
+
+/// The discovery cache holds only what the spoke serves: deleting a CRD takes its group's entry
+/// out (the cache would otherwise keep every kind ever seen, up to its cap).
+#[tokio::test]
+async fn a_deleted_crd_leaves_the_discovery_cache() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::Api;
+    use kube::api::{DeleteParams, PostParams};
+
+    let env = Env::start("sizes-crd").await;
+    let group = format!("{}.example.com", test_support::unique_name("sz"));
+    let crds: Api<CustomResourceDefinition> = Api::all(env.spoke.client.clone());
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(widget_crd(&group)).expect("CRD"),
+    )
+    .await
+    .expect("install the CRD");
+    let name = env.work_name("sizes-crd");
+    let widget = json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
+        "metadata": {"name": "w", "namespace": env.ns}, "spec": {"size": 1}});
+    // The kind may take a moment to be served after its CRD is created: the agent retries.
+    env.create_work(&name, json!({"workload": {"manifests": [widget]}}))
+        .await;
+    env.wait_work(&name, "Applied", |w| work_is(w, "Applied", "True"))
+        .await;
+    let with_crd = wait_for(
+        &format!(
+            "the Widget group cached (agent log {})",
+            env.agent.log_path().display()
+        ),
+        TIMEOUT,
+        || async {
+            let text = http_get(env.http_port, "/metrics").await.ok()?;
+            let n = metric_value(&text, "work_agent_resolver_cache_entries");
+            (n >= 1.0).then_some(n)
+        },
+    )
+    .await;
+
+    env.delete_work(&name).await;
+    env.wait_work_gone(&name).await;
+    crds.delete(&format!("widgets.{group}"), &DeleteParams::default())
+        .await
+        .expect("delete the CRD");
+    wait_for(
+        &format!(
+            "one discovery entry fewer than {with_crd} once the CRD is gone (agent log {})",
+            env.agent.log_path().display()
+        ),
+        TIMEOUT,
+        || async {
+            let text = http_get(env.http_port, "/metrics").await.ok()?;
+            (metric_value(&text, "work_agent_resolver_cache_entries") <= with_crd - 1.0)
+                .then_some(())
+        },
     )
     .await;
 }

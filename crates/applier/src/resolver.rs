@@ -102,6 +102,12 @@ impl DiscoveryCache {
     pub fn clear(&mut self) {
         self.entries.clear();
     }
+
+    /// Forgets every version of one API group (`group/version` keys).
+    pub fn forget_group(&mut self, group: &str) {
+        self.entries
+            .retain(|key, _| key.rsplit_once('/').map(|(g, _)| g) != Some(group));
+    }
 }
 
 /// Resolves apiVersion+kind and group+version+resource via discovery; cached, refreshed on a miss
@@ -187,6 +193,17 @@ impl Resolver {
             group_version: group_version(group, version),
             resource: resource.to_string(),
         })
+    }
+
+    /// Forgets what was discovered for one API group: its CRD was deleted, so the cache holds
+    /// only what the spoke still serves (and stays bounded by it, however many kinds come and go).
+    pub fn forget_group(&self, group: &str) {
+        let size = {
+            let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+            cache.forget_group(group);
+            cache.len()
+        };
+        self.observe(size);
     }
 
     /// Forgets everything discovered, e.g. after a CRD was deleted.
@@ -372,6 +389,23 @@ mod tests {
         assert_eq!(cache.len(), 1);
         cache.put("g/v1".into(), Arc::new(Vec::new()));
         assert_eq!(cache.len(), 0, "a group version found gone is dropped");
+    }
+
+    #[test]
+    fn a_deleted_group_takes_all_its_versions_and_nothing_else() {
+        let mut cache = DiscoveryCache::default();
+        cache.put("g.example/v1".into(), doc("Widget"));
+        cache.put("g.example/v2".into(), doc("Widget"));
+        cache.put("other.example/v1".into(), doc("Gadget"));
+        cache.put("v1".into(), doc("ConfigMap"));
+        cache.forget_group("g.example");
+        assert_eq!(cache.len(), 2);
+        assert!(cache.get("g.example/v1").is_none());
+        assert!(cache.get("other.example/v1").is_some());
+        assert!(
+            cache.get("v1").is_some(),
+            "core has no group prefix and is kept"
+        );
     }
 
     #[test]

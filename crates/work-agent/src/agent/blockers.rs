@@ -1,6 +1,7 @@
 //! Wakes blocked works when something that may unblock them appears on the spoke: a Namespace
 //! (a manifest in a missing namespace) or a CustomResourceDefinition (a kind not served yet).
-//! One metadata-only watch each; events of the initial list wake nobody.
+//! One metadata-only watch each; events of the initial list wake nobody. A CRD deleted takes
+//! its group out of the discovery cache, which so holds only what the spoke serves.
 
 use std::sync::Arc;
 
@@ -21,28 +22,41 @@ pub fn spawn(
     spoke: kube::Client,
     backoff: Arc<Backoff>,
     triggers: Triggers,
+    resolver: applier::Resolver,
 ) -> [tokio::task::JoinHandle<()>; 2] {
+    let forget_group: OnDelete = Arc::new(move |crd: &str| {
+        // A CRD's name is `<plural>.<group>`.
+        if let Some((_, group)) = crd.split_once('.') {
+            resolver.forget_group(group);
+        }
+    });
     [
         tokio::spawn(wake_on(
             Api::<PartialObjectMeta<Namespace>>::all(spoke.clone()),
             "namespace",
             backoff.clone(),
             triggers.clone(),
+            None,
         )),
         tokio::spawn(wake_on(
             Api::<PartialObjectMeta<CustomResourceDefinition>>::all(spoke),
             "customresourcedefinition",
             backoff,
             triggers,
+            Some(forget_group),
         )),
     ]
 }
+
+/// Called with the name of an object the watch saw deleted.
+type OnDelete = Arc<dyn Fn(&str) + Send + Sync>;
 
 async fn wake_on<K>(
     api: Api<PartialObjectMeta<K>>,
     what: &'static str,
     backoff: Arc<Backoff>,
     triggers: Triggers,
+    on_delete: Option<OnDelete>,
 ) where
     K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
@@ -69,6 +83,11 @@ async fn wake_on<K>(
                     if !triggers.send(work) {
                         return;
                     }
+                }
+            }
+            Ok(Event::Delete(object)) => {
+                if let (Some(on_delete), Some(name)) = (&on_delete, &object.metadata.name) {
+                    on_delete(name);
                 }
             }
             Ok(_) => {}

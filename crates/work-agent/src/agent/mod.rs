@@ -140,12 +140,17 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         metrics.trigger_queue_depth.clone(),
     );
     let backoff = Arc::new(backoff::Backoff::default());
-    let blocker_watches = blockers::spawn(clients.spoke.clone(), backoff.clone(), triggers.clone());
     let resolver_size = metrics.resolver_cache_entries.clone();
     let resolver =
         applier::Resolver::new(clients.spoke.clone()).with_size_observer(Arc::new(move |n| {
             resolver_size.set(i64::try_from(n).unwrap_or(i64::MAX));
         }));
+    let blocker_watches = blockers::spawn(
+        clients.spoke.clone(),
+        backoff.clone(),
+        triggers.clone(),
+        resolver.clone(),
+    );
     let applied_writer = reflector::store::Writer::<AppliedManifestWork>::default();
     let applied_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let applied = applied_work::AppliedWorks::new(

@@ -303,9 +303,18 @@ pub async fn remove_unused_kinds(shared: &Shared, t: &Target) {
     let crds: Api<CustomResourceDefinition> = Api::all(t.spoke.clone());
     for (work, crd) in gone {
         let _ = crds.delete(&crd, &DeleteParams::default()).await;
-        if let Some(m) = shared.lock().works.get_mut(&work) {
+        let mut w = shared.lock();
+        if let Some(m) = w.works.get_mut(&work) {
             m.custom = None;
         }
+        // Removing a CRD removes its objects, the orphaned ones too: the driver deleted them.
+        let of_kind: Vec<String> = w
+            .orphaned
+            .iter()
+            .filter(|(_, o)| format!("{}.{}", o.plural, o.group) == crd)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        w.deleted_by_driver.extend(of_kind);
     }
 }
 

@@ -8,7 +8,6 @@ mod agent_common;
 
 use agent_common::*;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
@@ -184,13 +183,7 @@ async fn a_kind_the_spoke_does_not_serve_blocks_completion_until_its_crd_is_inst
         )
     );
 
-    let crds: Api<CustomResourceDefinition> = Api::all(env.spoke.client.clone());
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(widget_crd(&group)).expect("CRD"),
-    )
-    .await
-    .expect("install the CRD");
+    let crds = install_widget_crd(&env, &group).await;
     let result = tokio::spawn({
         let works = env.works();
         let name = name.clone();

@@ -70,19 +70,11 @@ async fn size_gauges_grow_with_a_work_and_shrink_when_it_is_gone() {
 /// out (the cache would otherwise keep every kind ever seen, up to its cap).
 #[tokio::test]
 async fn a_deleted_crd_leaves_the_discovery_cache() {
-    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kube::Api;
-    use kube::api::{DeleteParams, PostParams};
+    use kube::api::DeleteParams;
 
     let env = Env::start("sizes-crd").await;
     let group = format!("{}.example.com", test_support::unique_name("sz"));
-    let crds: Api<CustomResourceDefinition> = Api::all(env.spoke.client.clone());
-    crds.create(
-        &PostParams::default(),
-        &serde_json::from_value(widget_crd(&group)).expect("CRD"),
-    )
-    .await
-    .expect("install the CRD");
+    let crds = install_widget_crd(&env, &group).await;
     let name = env.work_name("sizes-crd");
     let widget = json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
         "metadata": {"name": "w", "namespace": env.ns}, "spec": {"size": 1}});

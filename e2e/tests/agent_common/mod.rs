@@ -544,6 +544,24 @@ pub fn job_complete_config(ns: &str, name: &str) -> Value {
     })
 }
 
+/// Installs [`widget_crd`] of `group` on the spoke; returns the CRD API.
+pub async fn install_widget_crd(
+    env: &Env,
+    group: &str,
+) -> Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
+{
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(env.spoke.client.clone());
+    crds.create(
+        &PostParams::default(),
+        &serde_json::from_value(widget_crd(group)).expect("CRD"),
+    )
+    .await
+    .expect("install the CRD");
+    crds
+}
+
 /// A namespaced CustomResourceDefinition of kind `Widget` (plural `widgets`) in `group`, any
 /// content accepted.
 pub fn widget_crd(group: &str) -> Value {

@@ -160,7 +160,12 @@ async fn the_agent_works_with_exactly_the_hub_role_and_that_role_refuses_other_w
     let ns = spoke.namespace("rbac").await;
     apply_hub_rbac(&hub, &cluster).await;
     let sa_kubeconfig = service_account_kubeconfig(&hub, &cluster, "work-agent").await;
-    let agent = AgentProcess::start(agent_args(&sa_kubeconfig, &spoke.kubeconfig, &cluster, &[]));
+    let agent = AgentProcess::start(agent_args(
+        &sa_kubeconfig,
+        &spoke.kubeconfig,
+        &cluster,
+        &["--ttl-deletion-events".to_string()],
+    ));
     let log = agent.log_path().display().to_string();
 
     // Apply, status, completion, TTL delete and its Event: everything the agent does.

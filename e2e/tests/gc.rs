@@ -76,9 +76,15 @@ impl Hub {
 
     async fn collect(&self, work: &ManifestWork) -> gc::GcOutcome {
         let uid = work.uid().expect("stored work has a uid");
-        gc::collect(&self.works(), &self.recorder(), &work.name_any(), &uid)
-            .await
-            .unwrap_or_else(|e| panic!("collect {}: {e}", work.name_any()))
+        gc::collect(
+            &self.works(),
+            &self.recorder(),
+            true,
+            &work.name_any(),
+            &uid,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("collect {}: {e}", work.name_any()))
     }
 
     async fn exists(&self, name: &str) -> bool {
@@ -236,6 +242,12 @@ fn job_work(env: &Env, job_name: &str, ttl: i64, policy: &str) -> Value {
     })
 }
 
+/// An agent that records TTL deletions as Events (`--ttl-deletion-events`), for the tests that
+/// use the Event's time as the deletion time.
+async fn with_ttl_events(prefix: &str) -> Env {
+    Env::start_with(TestCluster::hub().await, prefix, &["--ttl-deletion-events"]).await
+}
+
 fn complete_since(work: &ManifestWork) -> Timestamp {
     gc::complete_since(work).expect("work is Complete")
 }
@@ -258,7 +270,7 @@ async fn ttl_event(env: &Env, name: &str) -> Event {
 
 #[tokio::test]
 async fn an_agent_restarted_during_the_wait_still_deletes_on_time() {
-    let mut env = Env::start("gc-restart").await;
+    let mut env = with_ttl_events("gc-restart").await;
     let name = env.work_name("job");
     env.create_work(&name, job_work(&env, "once", 12, "Foreground"))
         .await;
@@ -288,13 +300,176 @@ async fn an_agent_restarted_during_the_wait_still_deletes_on_time() {
     );
 }
 
+/// One hub write the watch saw: a version of the work, or its removal.
+#[derive(Debug)]
+enum Seen {
+    Modified(Box<ManifestWork>),
+    Deleted,
+}
+
+/// Collects every change of the work `name` from the resourceVersion `from` until it is deleted.
+async fn watch_writes(works: Api<ManifestWork>, name: String, from: String) -> Vec<Seen> {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::{WatchEvent, WatchParams};
+    let params = WatchParams::default()
+        .fields(&format!("metadata.name={name}"))
+        .timeout(290);
+    let mut seen = Vec::new();
+    let stream = works
+        .watch(&params, &from)
+        .await
+        .expect("watching the work");
+    let mut stream = stream.boxed();
+    while let Ok(Some(event)) = stream.try_next().await {
+        match event {
+            WatchEvent::Modified(w) => seen.push(Seen::Modified(Box::new(w))),
+            WatchEvent::Deleted(_) => {
+                seen.push(Seen::Deleted);
+                break;
+            }
+            _ => {}
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn a_ttl_lifecycle_costs_five_hub_writes_without_a_deleting_status_or_event() {
+    let env = Env::start("gc-writes").await;
+    let name = env.work_name("job");
+    let from = env
+        .works()
+        .list_metadata(&ListParams::default())
+        .await
+        .expect("listing works")
+        .metadata
+        .resource_version
+        .expect("a list has a resourceVersion");
+    let watch = tokio::spawn(watch_writes(env.works(), name.clone(), from));
+    env.create_work(&name, job_work(&env, "counted", 0, "Orphan"))
+        .await;
+    env.wait_work_gone(&name).await;
+    let seen = tokio::time::timeout(TIMEOUT, watch)
+        .await
+        .expect("the watch ends with the deletion")
+        .expect("the watch task does not panic");
+    // The agent had the chance to record an Event: it deleted the work by TTL itself.
+    let metrics = scrape(format!("127.0.0.1:{}", env.http_port)).await;
+    assert_eq!(
+        sample(&metrics, "work_agent_ttl_deletions_total"),
+        Some(1.0),
+        "{metrics}"
+    );
+
+    let versions: Vec<&ManifestWork> = seen
+        .iter()
+        .filter_map(|s| match s {
+            Seen::Modified(w) => Some(w.as_ref()),
+            Seen::Deleted => None,
+        })
+        .collect();
+    assert!(matches!(seen.last(), Some(Seen::Deleted)), "{seen:#?}");
+    assert!(
+        versions
+            .iter()
+            .any(|w| w.metadata.deletion_timestamp.is_some()),
+        "the DELETE was seen: {seen:#?}"
+    );
+    // `Deleting` is written only when the cleanup outlasts 5 s (a machine under heavy load).
+    let mut shown_deleting = 0;
+    for w in &versions {
+        let deleting = w.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == work_api::condition_types::DELETING)
+        });
+        if let (Some(c), Some(at)) = (deleting, w.metadata.deletion_timestamp.as_ref()) {
+            assert!(
+                c.last_transition_time.0.duration_since(at.0) >= SignedDuration::from_secs(5),
+                "Deleting shown before the cleanup lasted 5 s: {w:#?}"
+            );
+            shown_deleting = 1;
+        }
+    }
+    // Finalizer added, Applied+Available, Complete, the TTL DELETE, finalizer removed.
+    assert!(
+        seen.len() <= 5 + shown_deleting,
+        "{} hub writes: {seen:#?}",
+        seen.len()
+    );
+    let events: Api<Event> = Api::namespaced(env.hub.client.clone(), &env.cluster);
+    let recorded = events.list(&ListParams::default()).await.expect("events");
+    assert!(
+        !recorded
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some(gc::EVENT_REASON)),
+        "no TTL Event without --ttl-deletion-events: {:?}",
+        recorded.items
+    );
+}
+
+#[tokio::test]
+async fn a_ttl_deletion_whose_cleanup_lingers_shows_deleting() {
+    let env = Env::start("gc-linger").await;
+    let name = env.work_name("held");
+    let mut held = configmap(&env.ns, "held", json!({"k": "v"}));
+    held["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    env.create_work(
+        &name,
+        json!({
+            "workload": {"manifests": [held]},
+            "manifestConfigs": [{
+                "resourceIdentifier": {"group": "", "resource": "configmaps", "name": "held", "namespace": env.ns},
+                "conditionRules": [{"condition": "Complete", "type": "CEL", "celExpressions": ["true"]}]
+            }],
+            "deleteOption": {"propagationPolicy": "Foreground", "ttlSecondsAfterFinished": 0},
+        }),
+    )
+    .await;
+    // The ConfigMap's own finalizer holds the cleanup: after 5 s the work says why it lingers.
+    let work = env
+        .wait_work(&name, "Deleting True", |w| work_is(w, "Deleting", "True"))
+        .await;
+    let deleted_at = work
+        .metadata
+        .deletion_timestamp
+        .as_ref()
+        .expect("deleted by TTL")
+        .0;
+    let shown = work
+        .status
+        .as_ref()
+        .and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == work_api::condition_types::DELETING)
+        })
+        .expect("Deleting condition")
+        .last_transition_time
+        .0;
+    assert!(
+        shown.duration_since(deleted_at) >= SignedDuration::from_secs(5),
+        "Deleting shown at {shown}, deleted at {deleted_at}"
+    );
+    let cms = env.configmaps();
+    cms.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("removing the test's finalizer");
+    env.wait_work_gone(&name).await;
+}
+
 fn job_pods_selector(job_name: &str) -> ListParams {
     ListParams::default().labels(&format!("batch.kubernetes.io/job-name={job_name}"))
 }
 
 #[tokio::test]
 async fn foreground_ttl_deletion_removes_the_job_and_its_pods() {
-    let env = Env::start("gc-foreground").await;
+    let env = with_ttl_events("gc-foreground").await;
     let name = env.work_name("job");
     env.create_work(&name, job_work(&env, "fg", 0, "Foreground"))
         .await;
@@ -320,7 +495,7 @@ async fn foreground_ttl_deletion_removes_the_job_and_its_pods() {
 
 #[tokio::test]
 async fn orphan_ttl_deletion_keeps_the_job_and_its_pods() {
-    let env = Env::start("gc-orphan").await;
+    let env = with_ttl_events("gc-orphan").await;
     let name = env.work_name("job");
     env.create_work(&name, job_work(&env, "kept", 0, "Orphan"))
         .await;

@@ -42,11 +42,17 @@ fn run<S: Strategy>(
 {
     let slowest = std::sync::Mutex::new(Duration::ZERO);
     let started = Instant::now();
+    let done = std::sync::atomic::AtomicU64::new(0);
     let mut runner = TestRunner::new(config(default_cases));
     let result = runner.run(&strategy, |input| {
         let t0 = Instant::now();
         let outcome = property(input);
         let took = t0.elapsed();
+        // Long runs show they are alive: a line every 10,000 cases.
+        let n = done.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if n.is_multiple_of(10_000) {
+            eprintln!("{name}: {n} cases after {:.0?}", started.elapsed());
+        }
         if let Ok(mut s) = slowest.lock()
             && took > *s
         {

@@ -86,21 +86,32 @@ pub fn event_reporter(instance: Option<String>) -> Reporter {
 
 /// Deletes the work `name` if it is still the object `expected_uid`, still Complete and past its
 /// TTL deadline by the clock now. The delete carries a UID precondition, so a work re-created
-/// under the same name in between is never deleted by the old deadline. On deletion an Event is
-/// recorded on the work; a failure to record it is logged, not returned (the work is gone).
+/// under the same name in between is never deleted by the old deadline. With `deletion_event`,
+/// an Event is recorded on the deleted work (one more hub write; a failure to record it is logged,
+/// not returned: the work is gone). A refused deletion always gets a Warning Event.
 pub async fn collect(
     api: &Api<ManifestWork>,
     recorder: &Recorder,
+    deletion_event: bool,
     name: &str,
     expected_uid: &str,
 ) -> Result<GcOutcome, GcError> {
-    collect_at(api, recorder, name, expected_uid, Timestamp::now).await
+    collect_at(
+        api,
+        recorder,
+        deletion_event,
+        name,
+        expected_uid,
+        Timestamp::now,
+    )
+    .await
 }
 
 /// [`collect`] with an injected clock, read after the work is fetched.
 pub async fn collect_at(
     api: &Api<ManifestWork>,
     recorder: &Recorder,
+    deletion_event: bool,
     name: &str,
     expected_uid: &str,
     now: impl Fn() -> Timestamp,
@@ -152,7 +163,9 @@ pub async fn collect_at(
         lag_seconds = lag.as_secs_f64(),
         "deleted ManifestWork after its TTL"
     );
-    record_event(recorder, &work, lag).await;
+    if deletion_event {
+        record_event(recorder, &work, lag).await;
+    }
     Ok(GcOutcome::Deleted { lag })
 }
 

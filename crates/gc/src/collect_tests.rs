@@ -112,17 +112,18 @@ async fn run(start: Option<Value>, uid: &str, now: &str) -> (GcOutcome, Hub) {
         },
         uid,
         now,
+        true,
     )
     .await
 }
 
-async fn run_hub(hub: Hub, uid: &str, now: &str) -> (GcOutcome, Hub) {
+async fn run_hub(hub: Hub, uid: &str, now: &str, deletion_event: bool) -> (GcOutcome, Hub) {
     let hub = Arc::new(Mutex::new(hub));
     let client = fake_client(hub.clone());
     let api: Api<ManifestWork> = Api::namespaced(client.clone(), "c1");
     let recorder = Recorder::new(client, event_reporter(None));
     let now: Timestamp = now.parse().expect("test timestamp");
-    let outcome = collect_at(&api, &recorder, "w", uid, || now)
+    let outcome = collect_at(&api, &recorder, deletion_event, "w", uid, || now)
         .await
         .expect("the fake hub answers every request");
     let hub = std::mem::take(&mut *hub.lock().expect("not poisoned"));
@@ -163,6 +164,23 @@ async fn due_work_is_deleted_with_a_uid_precondition_and_an_event() {
     assert_eq!(event["reason"], EVENT_REASON);
     assert_eq!(event["regarding"]["kind"], "ManifestWork");
     assert_eq!(event["regarding"]["uid"], "u1");
+    assert!(hub.work.is_none());
+}
+
+#[tokio::test]
+async fn without_deletion_events_a_due_work_costs_one_hub_write() {
+    let hub = Hub {
+        work: Some(work("u1", Some(5), "True", false)),
+        ..Hub::default()
+    };
+    let (outcome, hub) = run_hub(hub, "u1", "2026-01-01T10:00:06Z", false).await;
+    assert_eq!(
+        outcome,
+        GcOutcome::Deleted {
+            lag: Duration::from_secs(1)
+        }
+    );
+    assert_eq!(methods(&hub), [("GET", WORK_PATH), ("DELETE", WORK_PATH)]);
     assert!(hub.work.is_none());
 }
 
@@ -226,7 +244,7 @@ async fn a_work_recreated_between_read_and_delete_survives() {
         replace_after_get: Some(work("u2", Some(0), "True", false)),
         ..Hub::default()
     };
-    let (outcome, hub) = run_hub(hub, "u1", "2026-01-02T00:00:00Z").await;
+    let (outcome, hub) = run_hub(hub, "u1", "2026-01-02T00:00:00Z", true).await;
     assert_eq!(outcome, GcOutcome::Replaced);
     assert_eq!(methods(&hub), [("GET", WORK_PATH), ("DELETE", WORK_PATH)]);
     assert_eq!(

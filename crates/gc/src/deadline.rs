@@ -53,6 +53,17 @@ pub fn deadline(work: &ManifestWork) -> Option<Timestamp> {
     Some(add_saturating(since, ttl))
 }
 
+/// Whether the work was deleted once its TTL had run out: Complete, with a TTL, and its
+/// deletionTimestamp at or after the deadline. Read from the hub state alone, so it holds after
+/// an agent restart; the agent then skips the short-lived `Deleting` status write (see
+/// `docs/operations.md`, "TTL garbage collection").
+pub fn deleted_by_ttl(work: &ManifestWork) -> bool {
+    let Some(deleted_at) = work.metadata.deletion_timestamp.as_ref() else {
+        return false;
+    };
+    deadline(work).is_some_and(|due| deleted_at.0 >= due)
+}
+
 fn add_saturating(at: Timestamp, secs: i64) -> Timestamp {
     at.checked_add(SignedDuration::from_secs(secs))
         .unwrap_or(Timestamp::MAX)
@@ -127,6 +138,33 @@ mod tests {
     }
 
     const DONE: &str = "2026-01-01T10:00:00Z";
+
+    fn deleted_at(mut w: ManifestWork, at: &str) -> ManifestWork {
+        w.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(ts(at)));
+        w
+    }
+
+    #[test]
+    fn a_deletion_at_or_after_the_deadline_is_a_ttl_deletion() {
+        let due = || work(Some(30), Some(("True", DONE)));
+        assert!(deleted_by_ttl(&deleted_at(due(), "2026-01-01T10:00:30Z")));
+        assert!(deleted_by_ttl(&deleted_at(due(), "2026-01-01T11:00:00Z")));
+    }
+
+    #[test]
+    fn a_deletion_before_the_deadline_or_without_ttl_is_not_a_ttl_deletion() {
+        let due = || work(Some(30), Some(("True", DONE)));
+        assert!(!deleted_by_ttl(&deleted_at(due(), "2026-01-01T10:00:29Z")));
+        assert!(!deleted_by_ttl(&due()), "not deleted at all");
+        let no_ttl = work(None, Some(("True", DONE)));
+        assert!(!deleted_by_ttl(&deleted_at(no_ttl, "2026-01-01T11:00:00Z")));
+        let not_complete = work(Some(0), Some(("False", DONE)));
+        assert!(!deleted_by_ttl(&deleted_at(
+            not_complete,
+            "2026-01-01T11:00:00Z"
+        )));
+    }
 
     #[test]
     fn a_work_of_a_manifestworkreplicaset_is_never_eligible() {

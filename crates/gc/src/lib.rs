@@ -18,5 +18,6 @@ pub use collect::{
     GcError, GcOutcome, collect, collect_at, event_reporter, forbidden_retry_after,
 };
 pub use deadline::{
-    GcAction, MANIFESTWORKREPLICASET_LABEL, complete_since, deadline, next_action, ttl_seconds,
+    GcAction, MANIFESTWORKREPLICASET_LABEL, complete_since, deadline, deleted_by_ttl, next_action,
+    ttl_seconds,
 };

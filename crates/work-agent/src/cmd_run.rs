@@ -83,6 +83,10 @@ pub struct RunArgs {
     /// another hub) is kept before it and its resources are deleted; 100 years or more disables.
     #[arg(long, env = "WORK_AGENT_APPLIEDMANIFESTWORK_EVICTION_GRACE_PERIOD", default_value = "60m", value_parser = crate::upstream_flags::parse_go_duration)]
     pub appliedmanifestwork_eviction_grace_period: Duration,
+    /// Also record a `TTLAfterFinishedExpired` Event on the hub for each work deleted by its TTL
+    /// (one more hub write per deleted work; the deletion is always logged and counted).
+    #[arg(long, env = "WORK_AGENT_TTL_DELETION_EVENTS", num_args = 0..=1, default_missing_value = "true", default_value = "false", action = clap::ArgAction::Set)]
+    pub ttl_deletion_events: bool,
     /// Upstream's flags that have no equivalent of our own.
     #[command(flatten)]
     pub upstream: UpstreamArgs,
@@ -280,7 +284,8 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
     .with_leader_timing(leader_timing)
     .with_periods(args.readonly_resync, args.status_sync_period)
     .with_health(args.health_address.0, health_tls)
-    .with_eviction_grace_period(args.appliedmanifestwork_eviction_grace_period);
+    .with_eviction_grace_period(args.appliedmanifestwork_eviction_grace_period)
+    .with_ttl_deletion_events(args.ttl_deletion_events);
     // Logged once setup succeeded, so that a startup error stays the only line on stderr.
     tracing::info!(
         ?gates,

@@ -35,6 +35,8 @@ pub struct AgentConfig {
     pub eviction_grace_period: Duration,
     /// Lease duration, renew deadline and retry period of leader election (none: defaults).
     pub leader_timing: Option<(Duration, Duration, Duration)>,
+    /// Whether each TTL deletion also records a `TTLAfterFinishedExpired` Event on the hub.
+    pub ttl_deletion_events: bool,
 }
 
 /// A grace period this long (100 years) or longer disables eviction, as upstream.
@@ -60,6 +62,7 @@ impl AgentConfig {
             health_tls: crate::health::TlsSettings::default(),
             eviction_grace_period: Duration::from_secs(3600),
             leader_timing: None,
+            ttl_deletion_events: false,
         }
     }
 
@@ -77,6 +80,12 @@ impl AgentConfig {
     /// Sets the eviction grace period of AppliedManifestWorks whose work is gone.
     pub fn with_eviction_grace_period(mut self, grace: Duration) -> Self {
         self.eviction_grace_period = grace;
+        self
+    }
+
+    /// Sets whether TTL deletions are recorded as Events on the hub.
+    pub fn with_ttl_deletion_events(mut self, enabled: bool) -> Self {
+        self.ttl_deletion_events = enabled;
         self
     }
 

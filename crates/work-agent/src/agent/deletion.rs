@@ -23,6 +23,26 @@ use super::{manifests, status};
 /// the work as soon as they are gone, so this only matters if an event is lost.
 const WAIT_FOR_GONE: Duration = Duration::from_secs(10);
 
+/// How long the cleanup of a work deleted by its TTL may take before the work shows `Deleting`.
+/// Cleanup usually ends within a second and the work then vanishes, so writing `Deleting` first
+/// would be a hub write nobody sees; a cleanup that waits longer is shown.
+const TTL_DELETING_SHOWN_AFTER: Duration = Duration::from_secs(5);
+
+/// Whether the `Deleting` condition is written now. Always for a deletion by a hub user (as
+/// upstream); for a work deleted once its TTL ran out, only when its cleanup lasts longer than
+/// [`TTL_DELETING_SHOWN_AFTER`], counted from the deletionTimestamp.
+pub fn shows_deleting(work: &ManifestWork, now: Timestamp) -> bool {
+    if !gc::deleted_by_ttl(work) {
+        return true;
+    }
+    let Some(deleted_at) = work.metadata.deletion_timestamp.as_ref() else {
+        return true;
+    };
+    now.duration_since(deleted_at.0)
+        .try_into()
+        .is_ok_and(|waited: Duration| waited >= TTL_DELETING_SHOWN_AFTER)
+}
+
 /// Handles a ManifestWork with a deletionTimestamp.
 pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action, Error> {
     let name = work.name_any();
@@ -34,14 +54,16 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
         return Ok(Action::await_change());
     }
     ctx.states.set(&ctx.metrics, &name, Some("deleting"));
-    let generation = work.metadata.generation;
-    ctx.status
-        .write(work, |current| {
-            let new =
-                status::with_deleting(current.status.as_ref(), generation, Time(Timestamp::now()));
-            status::differs(current.status.as_ref(), &new).then_some(new)
-        })
-        .await?;
+    let now = Timestamp::now();
+    if shows_deleting(work, now) {
+        let generation = work.metadata.generation;
+        ctx.status
+            .write(work, |current| {
+                let new = status::with_deleting(current.status.as_ref(), generation, Time(now));
+                status::differs(current.status.as_ref(), &new).then_some(new)
+            })
+            .await?;
+    }
 
     let applied_name = ctx.config.applied_name(&name);
     let amw = ctx.applied.get(&applied_name).await.map_err(Error::Spoke)?;
@@ -265,5 +287,53 @@ async fn read_live(
         // Also a type whose CRD went away with the work (the discovery cache still has it).
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const DONE: &str = "2026-01-01T10:00:00Z";
+
+    fn work(ttl: Option<i64>, deleted: &str) -> ManifestWork {
+        let mut v = json!({
+            "apiVersion": "work.open-cluster-management.io/v1",
+            "kind": "ManifestWork",
+            "metadata": {"name": "w", "namespace": "c1", "uid": "u1",
+                         "deletionTimestamp": deleted},
+            "spec": {"workload": {"manifests": []}},
+            "status": {"conditions": [
+                {"type": "Complete", "status": "True", "reason": "ConditionRulesAggregated",
+                 "message": "", "lastTransitionTime": DONE},
+            ]},
+        });
+        if let Some(ttl) = ttl {
+            v["spec"]["deleteOption"] = json!({"ttlSecondsAfterFinished": ttl});
+        }
+        serde_json::from_value(v).expect("test fixture is a valid ManifestWork")
+    }
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().expect("test timestamp")
+    }
+
+    #[test]
+    fn a_deletion_by_a_user_shows_deleting_at_once() {
+        let w = work(None, "2026-01-01T10:01:00Z");
+        assert!(shows_deleting(&w, at("2026-01-01T10:01:00Z")));
+        let early = work(Some(3600), "2026-01-01T10:01:00Z");
+        assert!(shows_deleting(&early, at("2026-01-01T10:01:00Z")));
+    }
+
+    #[test]
+    fn a_ttl_deletion_shows_deleting_only_when_cleanup_lingers() {
+        let w = work(Some(30), "2026-01-01T10:00:30Z");
+        assert!(!shows_deleting(&w, at("2026-01-01T10:00:30Z")));
+        assert!(!shows_deleting(&w, at("2026-01-01T10:00:34Z")));
+        assert!(shows_deleting(&w, at("2026-01-01T10:00:35Z")));
+        // A clock behind the hub's: shown later, when it catches up.
+        assert!(!shows_deleting(&w, at("2026-01-01T10:00:20Z")));
     }
 }

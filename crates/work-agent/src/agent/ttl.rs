@@ -22,9 +22,15 @@ pub async fn ttl_step(work: &ManifestWork, ctx: &Context) -> Result<Action, Erro
         }
         gc::GcAction::DeleteNow { .. } => {
             let uid = work.metadata.uid.clone().unwrap_or_default();
-            let outcome = gc::collect(&ctx.works(), &ctx.recorder, &name, &uid)
-                .await
-                .inspect_err(|_| super::ttl_failures::failed(ctx))?;
+            let outcome = gc::collect(
+                &ctx.works(),
+                &ctx.recorder,
+                ctx.config.ttl_deletion_events,
+                &name,
+                &uid,
+            )
+            .await
+            .inspect_err(|_| super::ttl_failures::failed(ctx))?;
             if let Some(retry) = super::ttl_failures::observe(ctx, &name, outcome) {
                 return Ok(retry);
             }

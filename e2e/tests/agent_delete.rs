@@ -3,6 +3,7 @@
 mod agent_common;
 
 use agent_common::*;
+use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
 #[tokio::test]
@@ -60,6 +61,61 @@ async fn orphan_keeps_every_resource_without_our_owner() {
         .expect("orphaned ConfigMap still exists");
     assert!(kept.metadata.deletion_timestamp.is_none());
     assert!(owners(&kept).is_empty(), "{:?}", owners(&kept));
+}
+
+#[tokio::test]
+async fn a_resource_the_watch_cache_no_longer_has_is_still_deleted_with_the_work() {
+    let env = Env::start("delete-unseen").await;
+    // Another work keeps the agent's ConfigMap watch (and its store) running throughout.
+    let keeper = env.work_name("keeper");
+    env.create_work(
+        &keeper,
+        json!({"workload": {"manifests": [configmap(&env.ns, "keeper", json!({"k": "v"}))]}}),
+    )
+    .await;
+    env.wait_work(&keeper, "Available", |w| work_is(w, "Available", "True"))
+        .await;
+    let name = env.work_name("unseen");
+    env.create_work(
+        &name,
+        json!({
+            "workload": {"manifests": [configmap(&env.ns, "unseen", json!({"k": "v"}))]},
+            "manifestConfigs": [{
+                "resourceIdentifier": {"group": "", "resource": "configmaps", "name": "unseen", "namespace": env.ns},
+                "conditionRules": [{"condition": "Complete", "type": "CEL", "celExpressions": ["true"]}]
+            }]
+        }),
+    )
+    .await;
+    // Complete: the agent no longer writes the ConfigMap, so the label stays off once removed.
+    env.wait_work(&name, "Complete", |w| work_is(w, "Complete", "True"))
+        .await;
+    let before = reconciles(&metrics_text(env.http_port).await);
+    // Without the agent's label the object leaves the agent's label-filtered watch cache, while
+    // it still exists and is still owned by the work: the cache's "absent" is wrong.
+    env.configmaps()
+        .patch(
+            "unseen",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {applier::AGENT_LABEL: null}}})),
+        )
+        .await
+        .expect("removing the agent's label");
+    // The watch's delete event re-queues the work: the cache has dropped the object by then.
+    wait_reconciled_after(env.http_port, before).await;
+    let before = metrics_text(env.http_port).await;
+    env.delete_work(&name).await;
+    env.wait_work_gone(&name).await;
+    let after = metrics_text(env.http_port).await;
+    // The agent deleted the ConfigMap itself (and then the AppliedManifestWork), rather than
+    // trusting the cache and leaving it to the garbage collector after the work was gone.
+    assert_eq!(
+        api_requests(&after, "spoke", "delete") - api_requests(&before, "spoke", "delete"),
+        2.0,
+        "spoke deletes"
+    );
+    let cms = env.configmaps();
+    env.wait_object_gone(&cms, "unseen").await;
 }
 
 #[tokio::test]

@@ -56,15 +56,30 @@ impl AppliedWorks {
         &self.api
     }
 
-    /// The AppliedManifestWork: from the store once it is synced (no request), else read.
+    /// The AppliedManifestWork: from the store once it is synced (no request), else read. A miss
+    /// may be wrong while the store is behind; where that matters, use [`AppliedWorks::confirmed`].
     pub async fn get(&self, name: &str) -> Result<Option<AppliedManifestWork>, kube::Error> {
         if !self.synced.load(Ordering::Acquire) {
             return self.api.get_opt(name).await;
         }
-        Ok(self
-            .store
+        Ok(self.stored(name))
+    }
+
+    /// [`AppliedWorks::get`], with a miss confirmed by a read: the store can be behind (a watch
+    /// re-listing after an API server restart), and a deletion that believed the miss would
+    /// leave the work's resources behind.
+    pub async fn confirmed(&self, name: &str) -> Result<Option<AppliedManifestWork>, kube::Error> {
+        match self.get(name).await? {
+            Some(amw) => Ok(Some(amw)),
+            None if self.synced.load(Ordering::Acquire) => self.api.get_opt(name).await,
+            None => Ok(None),
+        }
+    }
+
+    fn stored(&self, name: &str) -> Option<AppliedManifestWork> {
+        self.store
             .get(&ObjectRef::new(name))
-            .map(|seen| self.latest.fresher(name, seen).as_ref().clone()))
+            .map(|seen| self.latest.fresher(name, seen).as_ref().clone())
     }
 
     /// The watch delivered `applied`: drops the agent's own copy once the store has caught up.
@@ -163,5 +178,72 @@ impl AppliedWorks {
             .await?;
         self.latest.record(&name, written);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use hyper::{Request, Response};
+    use kube::Client;
+    use serde_json::json;
+
+    use super::*;
+
+    /// An API server that has the AppliedManifestWork `a1` and counts the requests it answers.
+    fn api_with_a1(requests: Arc<AtomicUsize>) -> Api<AppliedManifestWork> {
+        let svc = tower::service_fn(move |req: Request<kube::client::Body>| {
+            let requests = requests.clone();
+            async move {
+                requests.fetch_add(1, Ordering::SeqCst);
+                let (code, body) = if req.uri().path().ends_with("/appliedmanifestworks/a1") {
+                    let amw = json!({
+                        "apiVersion": "work.open-cluster-management.io/v1",
+                        "kind": "AppliedManifestWork",
+                        "metadata": {"name": "a1", "uid": "u1"},
+                        "spec": {"hubHash": "h", "agentID": "x", "manifestWorkName": "w1"},
+                    });
+                    (200, amw)
+                } else {
+                    (
+                        404,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                 "code": 404, "reason": "NotFound", "message": "not found"}),
+                    )
+                };
+                Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body.to_string())))
+            }
+        });
+        Api::all(Client::new(svc, "default"))
+    }
+
+    #[tokio::test]
+    async fn a_miss_of_a_synced_store_is_confirmed_by_a_read() {
+        let requests = Arc::new(AtomicUsize::new(0));
+        // Synced, but behind: it has not seen `a1` yet.
+        let store =
+            kube::runtime::reflector::store::Writer::<AppliedManifestWork>::default().as_reader();
+        let works = AppliedWorks::new(
+            api_with_a1(requests.clone()),
+            store,
+            Arc::new(AtomicBool::new(true)),
+        );
+        let seen = works.get("a1").await.expect("the store answers");
+        assert!(seen.is_none(), "the store alone says it is not there");
+        assert_eq!(requests.load(Ordering::SeqCst), 0);
+        let confirmed = works.confirmed("a1").await.expect("the read answers");
+        assert_eq!(
+            confirmed.and_then(|a| a.metadata.uid).as_deref(),
+            Some("u1")
+        );
+        assert_eq!(requests.load(Ordering::SeqCst), 1);
+        let gone = works.confirmed("a2").await.expect("the read answers");
+        assert!(gone.is_none());
     }
 }

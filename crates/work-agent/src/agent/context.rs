@@ -11,6 +11,7 @@ use work_api::{AppliedManifestWork, ManifestWork};
 
 use super::applied_work::AppliedWorks;
 use super::backoff::Backoff;
+use super::cleanup_memory::CleanupMemory;
 use super::config::AgentConfig;
 use super::executor::ExecutorCheck;
 use super::states::WorkStates;
@@ -50,6 +51,8 @@ pub struct Context {
     pub backoff: Arc<Backoff>,
     /// The works' AppliedManifestWorks (from their watch store).
     pub applied: AppliedWorks,
+    /// Which resources each cleanup in progress has seen going.
+    pub cleanups: CleanupMemory,
     /// The ManifestWorks of the served namespace (the store of their watch).
     pub work_store: Store<StoredWork>,
     /// True once `work_store` holds the watch's initial list.

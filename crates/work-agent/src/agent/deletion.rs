@@ -66,7 +66,11 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
     }
 
     let applied_name = ctx.config.applied_name(&name);
-    let amw = ctx.applied.get(&applied_name).await.map_err(Error::Spoke)?;
+    let amw = ctx
+        .applied
+        .confirmed(&applied_name)
+        .await
+        .map_err(Error::Spoke)?;
     if let Some(amw) = amw
         && !cleanup_applied(&amw, work.spec.delete_option.as_ref(), ctx).await?
     {
@@ -104,6 +108,7 @@ pub async fn cleanup_applied(
 ) -> Result<bool, Error> {
     let owner_uid = amw.metadata.uid.clone().unwrap_or_default();
     let work = amw.spec.manifest_work_name.as_str();
+    let applied = amw.name_any();
     let resources = amw
         .status
         .as_ref()
@@ -118,25 +123,35 @@ pub async fn cleanup_applied(
             // Watched and indexed first: its deletion event then wakes this work.
             watch_for_gone(ctx, work, res);
         }
-        let cached = cached_of(ctx, res).await;
+        let cached = trusted(
+            cached_of(ctx, res).await,
+            ctx.cleanups.saw_going(&applied, &res.uid),
+        );
+        // Only what the store shows can later be seen going by it (a resource without the
+        // agent's label, for one, never enters the store).
+        let in_store = matches!(cached, Cached::Present(_));
         if orphan {
             match ctx.applier.release(res, &owner_uid, cached.hint()).await {
+                Ok(()) if in_store => ctx.cleanups.remember(&applied, &res.uid),
                 Ok(()) => {}
                 Err(e) if e.is_not_found() => {}
                 Err(e) => errors.push(e.to_string()),
             }
             continue;
         }
-        match still_terminating(res, &owner_uid, &cached, ctx).await {
-            Ok(true) => {
-                waiting += 1;
-                continue;
-            }
-            Ok(false) => {}
+        let cached = match known(res, cached, ctx).await {
+            Ok(c) => c,
             Err(e) => {
                 errors.push(e.to_string());
                 continue;
             }
+        };
+        if still_terminating(res, &owner_uid, &cached) {
+            if in_store {
+                ctx.cleanups.remember(&applied, &res.uid);
+            }
+            waiting += 1;
+            continue;
         }
         match ctx
             .applier
@@ -148,7 +163,12 @@ pub async fn cleanup_applied(
             )
             .await
         {
-            Ok(applier::DeleteOutcome::Deleted) => waiting += 1,
+            Ok(applier::DeleteOutcome::Deleted) => {
+                if in_store {
+                    ctx.cleanups.remember(&applied, &res.uid);
+                }
+                waiting += 1;
+            }
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
             Err(e) => errors.push(e.to_string()),
@@ -158,11 +178,12 @@ pub async fn cleanup_applied(
         return Err(Error::Cleanup(errors.join("; ")));
     }
     if waiting > 0 {
-        tracing::debug!(applied = %amw.name_any(), waiting, "waiting for resources to be deleted");
+        tracing::debug!(applied = %applied, waiting, "waiting for resources to be deleted");
         return Ok(false);
     }
+    ctx.cleanups.forget(&applied);
     let api = ctx.applied.api();
-    let name = amw.name_any();
+    let name = applied;
     // The object to remove the finalizer from: the delete's answer (it has the new
     // resourceVersion), or the one at hand when it was already being deleted.
     let current = if amw.metadata.deletion_timestamp.is_none() {
@@ -238,21 +259,41 @@ pub(super) async fn cached_of(
     }
 }
 
+/// What a cleanup may believe of the cache: absence only for a resource it saw going (deleted,
+/// released or terminating). Any other may be missing only because the store is behind (a watch
+/// re-listing after an API server restart, or an event still on its way), and giving it up would
+/// leave it on the cluster.
+fn trusted(cached: Cached, saw_going: bool) -> Cached {
+    if saw_going {
+        cached
+    } else {
+        cached.doubting_absence()
+    }
+}
+
+/// The cache's answer, or the API server's when the cache does not know (one read).
+async fn known(
+    res: &work_api::AppliedManifestResourceMeta,
+    cached: Cached,
+    ctx: &Context,
+) -> Result<Cached, Error> {
+    match cached {
+        Cached::Unknown => Ok(match read_live(res, ctx).await? {
+            Some(live) => Cached::Present(live),
+            None => Cached::Absent,
+        }),
+        known => Ok(known),
+    }
+}
+
 /// Whether the object we deleted still exists (same UID, deletion in progress): then we wait.
-/// Decided from the watch cache when it knows the object, else from a read.
-async fn still_terminating(
+fn still_terminating(
     res: &work_api::AppliedManifestResourceMeta,
     owner_uid: &str,
     cached: &Cached,
-    ctx: &Context,
-) -> Result<bool, Error> {
-    let live = match cached {
-        Cached::Present(live) => live.clone(),
-        Cached::Absent => return Ok(false),
-        Cached::Unknown => match read_live(res, ctx).await? {
-            Some(live) => live,
-            None => return Ok(false),
-        },
+) -> bool {
+    let Cached::Present(live) = cached else {
+        return false;
     };
     let uid = live.pointer("/metadata/uid").and_then(|v| v.as_str());
     let deleting = live.pointer("/metadata/deletionTimestamp").is_some();
@@ -263,7 +304,7 @@ async fn still_terminating(
             refs.iter()
                 .any(|r| r.get("uid").and_then(|u| u.as_str()) == Some(owner_uid))
         });
-    Ok(uid == Some(res.uid.as_str()) && deleting && ours)
+    uid == Some(res.uid.as_str()) && deleting && ours
 }
 
 /// Reads an applied resource; `None` when it or its type is gone.
@@ -317,6 +358,49 @@ mod tests {
 
     fn at(s: &str) -> Timestamp {
         s.parse().expect("test timestamp")
+    }
+
+    fn applied(uid: &str) -> work_api::AppliedManifestResourceMeta {
+        serde_json::from_value(json!({
+            "group": "", "version": "v1", "resource": "configmaps",
+            "namespace": "ns", "name": "cm", "uid": uid,
+        }))
+        .expect("test fixture is a valid resource meta")
+    }
+
+    fn live(uid: &str, deleting: bool, owner: &str) -> Cached {
+        let mut o = json!({"metadata": {"name": "cm", "namespace": "ns", "uid": uid,
+            "ownerReferences": [{"apiVersion": "work.open-cluster-management.io/v1",
+                "kind": "AppliedManifestWork", "name": "a", "uid": owner}]}});
+        if deleting {
+            o["metadata"]["deletionTimestamp"] = json!("2026-01-01T10:00:00Z");
+        }
+        Cached::Present(o)
+    }
+
+    #[test]
+    fn absence_is_believed_only_for_a_resource_seen_going() {
+        assert_eq!(trusted(Cached::Absent, false), Cached::Unknown);
+        assert_eq!(trusted(Cached::Absent, true), Cached::Absent);
+        assert_eq!(trusted(Cached::Unknown, true), Cached::Unknown);
+        let present = live("u1", false, "o1");
+        assert_eq!(trusted(present.clone(), false), present);
+    }
+
+    #[test]
+    fn only_our_object_under_deletion_is_waited_for() {
+        let res = applied("u1");
+        assert!(still_terminating(&res, "o1", &live("u1", true, "o1")));
+        assert!(!still_terminating(&res, "o1", &live("u1", false, "o1")));
+        assert!(
+            !still_terminating(&res, "o1", &live("u2", true, "o1")),
+            "another object of that name"
+        );
+        assert!(
+            !still_terminating(&res, "o1", &live("u1", true, "o2")),
+            "no longer ours"
+        );
+        assert!(!still_terminating(&res, "o1", &Cached::Absent));
     }
 
     #[test]

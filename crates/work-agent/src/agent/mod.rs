@@ -6,6 +6,7 @@ pub mod applied_work;
 pub mod apply;
 pub mod backoff;
 pub mod blockers;
+pub mod cleanup_memory;
 pub mod client;
 pub mod config;
 pub mod context;
@@ -183,6 +184,7 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
         executor: executor::ExecutorCheck::new(clients.spoke.clone()),
         backoff,
         applied,
+        cleanups: cleanup_memory::CleanupMemory::default(),
         work_store,
         works_synced: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         hub_auth,
@@ -280,6 +282,7 @@ fn forget_work(ctx: &Context, work: &StoredWork) {
     let name = work.metadata.name.clone().unwrap_or_default();
     ctx.watches.remove_work(&name);
     ctx.backoff.clear(&name);
+    ctx.cleanups.forget(&ctx.config.applied_name(&name));
     ctx.status.gone(&name);
     ctx.states.set(&ctx.metrics, &name, None);
     ctx.states.set_ttl_pending(&ctx.metrics, &name, false);

@@ -212,7 +212,8 @@ async fn prune(
     for res in manifests::removed_resources(before, now) {
         let orphan =
             manifests::is_orphaned(option, &res.group, &res.resource, &res.namespace, &res.name);
-        let cached = deletion::cached_of(ctx, &res).await;
+        // Absence is no proof here: the store may not have seen a resource applied moments ago.
+        let cached = deletion::cached_of(ctx, &res).await.doubting_absence();
         let result = if orphan {
             ctx.applier
                 .release(&res, &owner_uid, cached.hint())

@@ -126,6 +126,16 @@ pub enum Cached {
 }
 
 impl Cached {
+    /// Absence turned into `Unknown` (so the applier asks the API server): for a decision that
+    /// must not rest on the store being up to date, e.g. skipping the deletion of an object the
+    /// store has not seen yet.
+    pub fn doubting_absence(self) -> Self {
+        match self {
+            Cached::Absent => Cached::Unknown,
+            other => other,
+        }
+    }
+
     /// As the applier takes it: `None` when unknown (it reads), else the object or its absence.
     pub fn hint(&self) -> Option<Option<&Value>> {
         match self {

@@ -80,7 +80,8 @@ kubectl --kubeconfig "$HUB" create namespace "$CLUSTER" --dry-run=client -o yaml
 PORT=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
 say "starting the agent for managed cluster $CLUSTER (metrics on http://127.0.0.1:$PORT/metrics, log $RUN_ROOT/agent.log)"
 "$BIN" run --spoke-cluster-name "$CLUSTER" --hub-kubeconfig "$HUB" --spoke-kubeconfig "$SPOKE" \
-  --http-address "127.0.0.1:$PORT" --health-address off --leader-elect=false >"$RUN_ROOT/agent.log" 2>&1 &
+  --http-address "127.0.0.1:$PORT" --health-address off --leader-elect=false --ttl-deletion-events \
+  >"$RUN_ROOT/agent.log" 2>&1 &
 AGENT_PID=$!
 for _ in $(seq 1 300); do
   curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break

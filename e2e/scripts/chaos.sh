@@ -32,7 +32,12 @@ log "building work-agent ($PROFILE) and the chaos driver"
 "$CARGO" build -q -p work-agent --bin work-agent "${release[@]}"
 "$CARGO" build -q -p e2e --bin chaos
 TARGET_DIR=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys;print(json.load(sys.stdin)["target_directory"])')
-export WORK_AGENT_BIN=$TARGET_DIR/$PROFILE/work-agent
+# The run uses copies: a build during an hour-long run must not change the agent the driver
+# restarts after each kill, nor the driver.
+mkdir -p "$RUN_ROOT/bin"
+cp "$TARGET_DIR/$PROFILE/work-agent" "$RUN_ROOT/bin/work-agent"
+cp "$TARGET_DIR/debug/chaos" "$RUN_ROOT/bin/chaos"
+export WORK_AGENT_BIN=$RUN_ROOT/bin/work-agent
 export WORK_AGENT_RUN_DIR=$RUN_ROOT
 
 mode=default
@@ -41,7 +46,7 @@ out=$RUN_ROOT/chaos-$mode
 mkdir -p "$out"
 args=(--report "$out/report.md" --csv "$out/samples.csv" --svg "$out/rss.svg")
 set +e
-"$TARGET_DIR/debug/chaos" "${args[@]}" "$@"
+"$RUN_ROOT/bin/chaos" "${args[@]}" "$@"
 rc=$?
 set -e
 log "report: $out/report.md (exit $rc)"

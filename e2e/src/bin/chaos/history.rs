@@ -148,18 +148,20 @@ async fn watch_spoke(
                         .get(&name)
                         .and_then(|c| c.fingerprints.get(&obj))
                         .cloned();
-                    if let Some(before) = before
-                        && before != print
-                        && o.metadata.deletion_timestamp.is_none()
-                    {
+                    let Some(before) = before.filter(|b| *b != print) else {
+                        continue;
+                    };
+                    if print.written_since(&before) && o.metadata.deletion_timestamp.is_none() {
                         w.counts.writes_after_complete += 1;
                         w.violation(format!(
                             "{} of completed work {name} written: {before:?} -> {print:?}",
                             obj.describe()
                         ));
-                        if let Some(c) = w.completions.get_mut(&name) {
-                            c.fingerprints.insert(obj.clone(), print.clone());
-                        }
+                    }
+                    // The new baseline, also after fields were only taken away (the driver's
+                    // forced edit): an agent write giving them back is then a gain.
+                    if let Some(c) = w.completions.get_mut(&name) {
+                        c.fingerprints.insert(obj.clone(), print.clone());
                     }
                 }
             }

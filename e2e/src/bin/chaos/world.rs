@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use crate::kubeops::AgentFields;
 use crate::workload::{ObjRef, WorkModel};
 
 /// A work seen `Complete` on the hub.
@@ -13,7 +14,7 @@ pub struct Completion {
     /// `lastTransitionTime` of the work's `Complete`, in Unix seconds.
     pub since_unix: i64,
     /// Fingerprints of the agent's writes to each of its objects at that time.
-    pub fingerprints: BTreeMap<ObjRef, String>,
+    pub fingerprints: BTreeMap<ObjRef, AgentFields>,
 }
 
 /// The invariant counts (all must be 0) and the figures reported beside them.

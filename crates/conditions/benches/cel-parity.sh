@@ -18,6 +18,9 @@ cd "$ROOT"
 
 TARGET_DIR=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys;print(json.load(sys.stdin)["target_directory"])')
 OUT=$TARGET_DIR/bench-cel-parity
+# Criterion writes its results under $CARGO_TARGET_DIR, or else under ./target of the package it
+# runs in (crates/conditions/target), not where this script reads them.
+export CARGO_TARGET_DIR=$TARGET_DIR
 mkdir -p "$OUT"
 rm -f "$OUT"/round-*.jsonl
 

@@ -69,10 +69,14 @@ impl AppliedWorks {
     /// re-listing after an API server restart), and a deletion that believed the miss would
     /// leave the work's resources behind.
     pub async fn confirmed(&self, name: &str) -> Result<Option<AppliedManifestWork>, kube::Error> {
-        match self.get(name).await? {
+        let stored = self
+            .synced
+            .load(Ordering::Acquire)
+            .then(|| self.stored(name))
+            .flatten();
+        match stored {
             Some(amw) => Ok(Some(amw)),
-            None if self.synced.load(Ordering::Acquire) => self.api.get_opt(name).await,
-            None => Ok(None),
+            None => self.api.get_opt(name).await,
         }
     }
 

@@ -130,10 +130,14 @@ pub async fn cleanup_applied(
         // Only what the store shows can later be seen going by it (a resource without the
         // agent's label, for one, never enters the store).
         let in_store = matches!(cached, Cached::Present(_));
+        let going = || {
+            if in_store {
+                ctx.cleanups.remember(&applied, &res.uid);
+            }
+        };
         if orphan {
             match ctx.applier.release(res, &owner_uid, cached.hint()).await {
-                Ok(()) if in_store => ctx.cleanups.remember(&applied, &res.uid),
-                Ok(()) => {}
+                Ok(()) => going(),
                 Err(e) if e.is_not_found() => {}
                 Err(e) => errors.push(e.to_string()),
             }
@@ -147,9 +151,7 @@ pub async fn cleanup_applied(
             }
         };
         if still_terminating(res, &owner_uid, &cached) {
-            if in_store {
-                ctx.cleanups.remember(&applied, &res.uid);
-            }
+            going();
             waiting += 1;
             continue;
         }
@@ -164,9 +166,7 @@ pub async fn cleanup_applied(
             .await
         {
             Ok(applier::DeleteOutcome::Deleted) => {
-                if in_store {
-                    ctx.cleanups.remember(&applied, &res.uid);
-                }
+                going();
                 waiting += 1;
             }
             Ok(_) => {}

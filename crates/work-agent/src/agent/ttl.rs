@@ -41,7 +41,6 @@ pub async fn ttl_step(work: &ManifestWork, ctx: &Context) -> Result<Action, Erro
                     ctx.metrics
                         .ttl_deletion_lag_seconds
                         .observe(lag.as_secs_f64());
-                    tracing::info!(work = %name, "deleted by TTL after completion");
                     Ok(Action::await_change())
                 }
                 gc::GcOutcome::NotYetDue(left) => Ok(Action::requeue(left)),

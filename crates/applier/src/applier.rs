@@ -206,8 +206,10 @@ impl ApplyOutcome {
 /// What deleting one applied resource did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DeleteOutcome {
-    /// We were the only owner: the object was deleted (or its deletion started).
+    /// We were the only owner: the object was deleted and is gone.
     Deleted,
+    /// We were the only owner: its deletion started, and finalizers keep it for now.
+    Terminating,
     /// Other owners remain: only our ownerReference was removed.
     OwnerRemoved,
     /// The object has no ownerReference of ours, or its UID is not the one we applied: untouched.
@@ -324,6 +326,8 @@ impl Applier {
                 ..DeleteParams::default()
             };
             match api.delete(&target.name, &params).await {
+                // The API server answers with the object while finalizers hold it.
+                Ok(answer) if answer.is_left() => Ok(DeleteOutcome::Terminating),
                 Ok(_) => Ok(DeleteOutcome::Deleted),
                 Err(kube::Error::Api(s)) if s.code == 404 => Ok(DeleteOutcome::AlreadyGone),
                 Err(e) => Err(ApplyError::from_kube("delete", target.describe(), e)),

@@ -31,7 +31,7 @@ pub struct RunArgs {
     /// Kubeconfig of the managed cluster (default: in-cluster config, then `KUBECONFIG`).
     #[arg(long, env = "WORK_AGENT_SPOKE_KUBECONFIG")]
     pub spoke_kubeconfig: Option<PathBuf>,
-    /// Identity recorded in each AppliedManifestWork (default: the spoke cluster name).
+    /// Identity recorded in each AppliedManifestWork (default: the hub hash, as upstream).
     #[arg(long, env = "WORK_AGENT_AGENT_ID")]
     pub agent_id: Option<String>,
     /// ManifestWorks reconciled at the same time.
@@ -267,12 +267,14 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| DEFAULT_LEASE_NAMESPACE.to_string())
     });
+    // No agent ID given: the hub hash, as upstream's agent (so AppliedManifestWorks it made are
+    // recognised as this agent's, and evicted when their work is gone).
     let config = AgentConfig::new(
         args.spoke_cluster_name.clone(),
         args.agent_id
             .clone()
             .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| args.spoke_cluster_name.clone()),
+            .unwrap_or_else(|| work_api::hub_hash(&hub_server)),
         &hub_server,
     )
     .with_workers(args.workers)
@@ -285,12 +287,16 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
     .with_periods(args.readonly_resync, args.status_sync_period)
     .with_health(args.health_address.0, health_tls)
     .with_eviction_grace_period(args.appliedmanifestwork_eviction_grace_period)
-    .with_ttl_deletion_events(args.ttl_deletion_events);
+    .with_ttl_deletion_events(args.ttl_deletion_events)
+    .with_gates(agent::config::FeatureGates {
+        raw_feedback_json: gates.get("RawFeedbackJsonString").copied().unwrap_or(false),
+        executor_validating_caches: gates
+            .get("ExecutorValidatingCaches")
+            .copied()
+            .unwrap_or(false),
+    });
     // Logged once setup succeeded, so that a startup error stays the only line on stderr.
-    tracing::info!(
-        ?gates,
-        "feature gates (accepted for compatibility; see docs/operations.md)"
-    );
+    tracing::info!(?gates, "feature gates (see docs/operations.md)");
     Ok((config, Clients { hub, spoke }))
 }
 

@@ -2,6 +2,7 @@
 //! own latest write overlaid), created with the finalizer when missing, and their applied
 //! resources written when they change.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -112,21 +113,44 @@ impl AppliedWorks {
     }
 
     /// The work's AppliedManifestWork, created with its finalizer when missing.
+    /// Its labels are the work's, and its spec names this agent (an AppliedManifestWork left by
+    /// an agent with another ID is taken over).
     pub async fn ensure(
         &self,
         config: &AgentConfig,
         work_name: &str,
+        labels: &BTreeMap<String, String>,
     ) -> Result<AppliedState, kube::Error> {
         let name = config.applied_name(work_name);
+        let spec = AppliedManifestWorkSpec {
+            hub_hash: config.hub_hash.clone(),
+            agent_id: config.agent_id.clone(),
+            manifest_work_name: work_name.to_string(),
+        };
         match self.get(&name).await? {
             Some(amw) if amw.metadata.deletion_timestamp.is_some() => {
                 Ok(AppliedState::Deleting(amw))
             }
             Some(amw) => {
-                match finalizers::ensure_finalizer(&self.api, &amw, APPLIED_MANIFEST_WORK_FINALIZER)
-                    .await?
+                let amw = match finalizers::ensure_finalizer(
+                    &self.api,
+                    &amw,
+                    APPLIED_MANIFEST_WORK_FINALIZER,
+                )
+                .await?
                 {
                     Some(patched) => {
+                        self.latest.record(&name, patched.clone());
+                        patched
+                    }
+                    None => amw,
+                };
+                match identity_patch(&amw, &spec, labels) {
+                    Some(patch) => {
+                        let patched = self
+                            .api
+                            .patch(&name, &params::patch(), &Patch::Merge(&patch))
+                            .await?;
                         self.latest.record(&name, patched.clone());
                         Ok(AppliedState::Ready(patched))
                     }
@@ -137,14 +161,11 @@ impl AppliedWorks {
                 let amw = AppliedManifestWork {
                     metadata: ObjectMeta {
                         name: Some(name.clone()),
+                        labels: (!labels.is_empty()).then(|| labels.clone()),
                         finalizers: Some(vec![APPLIED_MANIFEST_WORK_FINALIZER.to_string()]),
                         ..Default::default()
                     },
-                    spec: AppliedManifestWorkSpec {
-                        hub_hash: config.hub_hash.clone(),
-                        agent_id: config.agent_id.clone(),
-                        manifest_work_name: work_name.to_string(),
-                    },
+                    spec,
                     status: None,
                 };
                 match self.api.create(&params::post(), &amw).await {
@@ -183,6 +204,36 @@ impl AppliedWorks {
         self.latest.record(&name, written);
         Ok(())
     }
+}
+
+/// The merge patch that gives an AppliedManifestWork the work's labels and this agent's spec,
+/// if it lacks either (with its UID and resourceVersion, so a stale view writes nothing).
+pub fn identity_patch(
+    amw: &AppliedManifestWork,
+    spec: &AppliedManifestWorkSpec,
+    labels: &BTreeMap<String, String>,
+) -> Option<serde_json::Value> {
+    let current = amw.metadata.labels.clone().unwrap_or_default();
+    if &current == labels && &amw.spec == spec {
+        return None;
+    }
+    let mut label_patch = serde_json::Map::new();
+    for key in current.keys().filter(|k| !labels.contains_key(*k)) {
+        label_patch.insert(key.clone(), serde_json::Value::Null);
+    }
+    for (k, v) in labels {
+        if current.get(k) != Some(v) {
+            label_patch.insert(k.clone(), serde_json::Value::String(v.clone()));
+        }
+    }
+    Some(json!({
+        "metadata": {
+            "uid": amw.metadata.uid,
+            "resourceVersion": amw.metadata.resource_version,
+            "labels": label_patch,
+        },
+        "spec": spec,
+    }))
 }
 
 #[cfg(test)]
@@ -225,6 +276,39 @@ mod tests {
             }
         });
         Api::all(Client::new(svc, "default"))
+    }
+
+    #[test]
+    fn identity_follows_the_work_labels_and_this_agent() {
+        let spec = AppliedManifestWorkSpec {
+            hub_hash: "h".into(),
+            agent_id: "a".into(),
+            manifest_work_name: "w".into(),
+        };
+        let mut amw: AppliedManifestWork = serde_json::from_value(json!({
+            "apiVersion": "work.open-cluster-management.io/v1",
+            "kind": "AppliedManifestWork",
+            "metadata": {"name": "h-w", "uid": "u1", "resourceVersion": "7",
+                         "labels": {"old": "x", "keep": "1"}},
+            "spec": {"hubHash": "h", "agentID": "a", "manifestWorkName": "w"},
+        }))
+        .expect("valid AppliedManifestWork");
+        let labels: BTreeMap<String, String> = [
+            ("keep".to_string(), "1".to_string()),
+            ("new".into(), "2".into()),
+        ]
+        .into();
+        let patch = identity_patch(&amw, &spec, &labels).expect("labels differ");
+        assert_eq!(
+            patch["metadata"]["labels"],
+            json!({"old": null, "new": "2"})
+        );
+        assert_eq!(patch["metadata"]["uid"], "u1");
+        amw.metadata.labels = Some(labels.clone());
+        assert_eq!(identity_patch(&amw, &spec, &labels), None);
+        amw.spec.agent_id = "another".into();
+        let taken = identity_patch(&amw, &spec, &labels).expect("another agent's");
+        assert_eq!(taken["spec"]["agentID"], "a");
     }
 
     #[tokio::test]

@@ -256,6 +256,8 @@ impl WorkScope<'_> {
             .filter(|_| !readonly)
             .map(|executor| executor::ExecutorGate {
                 check: &ctx.executor,
+                work: &self.name,
+                manifest,
                 executor,
                 target: executor::Target {
                     group: resolved.group.clone(),
@@ -270,20 +272,33 @@ impl WorkScope<'_> {
         let strategy = strategy_label(&settings.strategy.type_);
         let complete_check = CompleteRules::of(ctx.evaluator, &settings.rules);
         let started = Instant::now();
-        let result = ctx
-            .applier
-            .apply(applier::ApplyRequest {
-                manifest,
-                strategy: &settings.strategy,
-                owner: (!readonly && !orphan).then(|| self.owner.clone()),
-                labels: &self.labels,
-                complete_check: complete_check
-                    .as_ref()
-                    .map(|c| c as &dyn applier::CompleteCheck),
-                cached: cached.hint(),
-                write_gate: gate.as_ref().map(|g| g as &dyn applier::WriteGate),
-            })
-            .await;
+        // The executor is checked on every pass, not only before a write: a permission taken
+        // away shows as Applied False even for an object that needs no write (answers are
+        // cached until RBAC changes, so this costs nothing while nothing changes).
+        let permitted = match &gate {
+            Some(gate) => applier::WriteGate::may_write(gate)
+                .await
+                .map_err(applier::ApplyError::NotPermitted),
+            None => Ok(()),
+        };
+        let result = match permitted {
+            Err(e) => Err(e),
+            Ok(()) => {
+                ctx.applier
+                    .apply(applier::ApplyRequest {
+                        manifest,
+                        strategy: &settings.strategy,
+                        owner: (!readonly && !orphan).then(|| self.owner.clone()),
+                        labels: &self.labels,
+                        complete_check: complete_check
+                            .as_ref()
+                            .map(|c| c as &dyn applier::CompleteCheck),
+                        cached: cached.hint(),
+                        write_gate: None,
+                    })
+                    .await
+            }
+        };
         ctx.metrics
             .apply_duration_seconds
             .get_or_create(&StrategyLabels { strategy })
@@ -408,7 +423,7 @@ impl WorkScope<'_> {
                     && let Live::Found(object) = &outcome.live
                 {
                     // Feedback reads whatever is there, as upstream.
-                    outcome.feedback = read_feedback(settings, resolved, object);
+                    outcome.feedback = read_feedback(self.ctx, settings, resolved, object);
                 }
                 return outcome;
             }
@@ -427,7 +442,7 @@ impl WorkScope<'_> {
         let feedback = if settings.feedback_rules.is_empty() {
             Feedback::NoRules
         } else {
-            read_feedback(settings, resolved, object)
+            read_feedback(self.ctx, settings, resolved, object)
         };
         ManifestOutcome {
             meta,
@@ -440,6 +455,7 @@ impl WorkScope<'_> {
 }
 
 fn read_feedback(
+    ctx: &Context,
     settings: &ManifestSettings,
     resolved: &applier::ResolvedResource,
     object: &Value,
@@ -450,6 +466,7 @@ fn read_feedback(
         &resolved.version,
         &resolved.kind,
         object,
+        ctx.config.gates.raw_feedback_json,
     );
     Feedback::Read(values, error)
 }

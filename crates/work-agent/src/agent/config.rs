@@ -37,6 +37,19 @@ pub struct AgentConfig {
     pub leader_timing: Option<(Duration, Duration, Duration)>,
     /// Whether each TTL deletion also records a `TTLAfterFinishedExpired` Event on the hub.
     pub ttl_deletion_events: bool,
+    /// Feature gates that change behaviour (`--feature-gates`).
+    pub gates: FeatureGates,
+}
+
+/// The feature gates of `--feature-gates` that change what the agent does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FeatureGates {
+    /// `RawFeedbackJsonString`: a feedback JSONPath may report a structure (or several values) as
+    /// a JSON text; off, such a path is an error and only scalars are reported.
+    pub raw_feedback_json: bool,
+    /// `ExecutorValidatingCaches`: executor permission answers are kept until an RBAC object on
+    /// the spoke changes; off, they are asked again for every new generation of a work.
+    pub executor_validating_caches: bool,
 }
 
 /// A grace period this long (100 years) or longer disables eviction, as upstream.
@@ -63,7 +76,14 @@ impl AgentConfig {
             eviction_grace_period: Duration::from_secs(3600),
             leader_timing: None,
             ttl_deletion_events: false,
+            gates: FeatureGates::default(),
         }
+    }
+
+    /// Sets the feature gates.
+    pub fn with_gates(mut self, gates: FeatureGates) -> Self {
+        self.gates = gates;
+        self
     }
 
     /// Sets the HTTPS probe endpoint.

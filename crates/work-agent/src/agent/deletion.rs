@@ -97,7 +97,8 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
     Ok(Action::await_change())
 }
 
-/// Deletes (Foreground) or releases (orphaned) every resource the AppliedManifestWork owns. Once
+/// Deletes (Background, as upstream: dependents are the garbage collector's) or releases
+/// (orphaned) every resource the AppliedManifestWork owns. Once
 /// all deleted ones are gone, deletes the AppliedManifestWork (UID precondition) and removes its
 /// finalizer. Returns whether that is done. A failure on one resource does not stop the others;
 /// the failures are returned together.
@@ -160,12 +161,14 @@ pub async fn cleanup_applied(
             .delete_owned(
                 res,
                 &owner_uid,
-                PropagationPolicy::Foreground,
+                PropagationPolicy::Background,
                 cached.hint(),
             )
             .await
         {
-            Ok(applier::DeleteOutcome::Deleted) => {
+            // Gone at once: nothing to wait for.
+            Ok(applier::DeleteOutcome::Deleted) => going(),
+            Ok(applier::DeleteOutcome::Terminating) => {
                 going();
                 waiting += 1;
             }
@@ -228,7 +231,11 @@ pub async fn cleanup_applied(
 
 /// Makes sure the deletion of an applied resource wakes `work`: the object in the index (its
 /// type's watch is started by [`cached_of`]).
-fn watch_for_gone(ctx: &Context, work: &str, res: &work_api::AppliedManifestResourceMeta) {
+pub(super) fn watch_for_gone(
+    ctx: &Context,
+    work: &str,
+    res: &work_api::AppliedManifestResourceMeta,
+) {
     ctx.watches.add(
         work,
         ObjectKey {
@@ -287,7 +294,7 @@ async fn known(
 }
 
 /// Whether the object we deleted still exists (same UID, deletion in progress): then we wait.
-fn still_terminating(
+pub(super) fn still_terminating(
     res: &work_api::AppliedManifestResourceMeta,
     owner_uid: &str,
     cached: &Cached,

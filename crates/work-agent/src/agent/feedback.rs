@@ -20,6 +20,11 @@ fn well_known_paths(group: &str, kind: &str) -> &'static [(&'static str, &'stati
             ("Replicas", ".status.replicas"),
             ("AvailableReplicas", ".status.availableReplicas"),
         ],
+        ("apps", "DaemonSet") => &[
+            ("NumberReady", ".status.numberReady"),
+            ("DesiredNumberScheduled", ".status.desiredNumberScheduled"),
+            ("NumberAvailable", ".status.numberAvailable"),
+        ],
         ("batch", "Job") => &[
             (
                 "JobComplete",
@@ -38,13 +43,16 @@ fn well_known_paths(group: &str, kind: &str) -> &'static [(&'static str, &'stati
     }
 }
 
-/// The values the rules give on `object`, and the errors met (joined) if any.
+/// The values the rules give on `object`, and the errors met (joined) if any. With `raw_json`
+/// (the `RawFeedbackJsonString` gate) a path reaching a structure or several values reports them
+/// as JSON text; without it a path reports its first value, and a structure is an error.
 pub fn collect(
     rules: &[FeedbackRule],
     group: &str,
     version: &str,
     kind: &str,
     object: &Value,
+    raw_json: bool,
 ) -> (Vec<FeedbackValue>, Option<String>) {
     let mut values = Vec::new();
     let mut errors = Vec::new();
@@ -58,7 +66,7 @@ pub fn collect(
                     ));
                 }
                 for (name, path) in paths {
-                    read_one(name, path, object, &mut values, &mut errors);
+                    read_one(name, path, object, raw_json, &mut values, &mut errors);
                 }
             }
             FeedbackType::JsonPaths => {
@@ -75,7 +83,7 @@ pub fn collect(
                         errors.push(format!("version of path {name} does not match {version}"));
                         continue;
                     }
-                    read_one(name, path, object, &mut values, &mut errors);
+                    read_one(name, path, object, raw_json, &mut values, &mut errors);
                 }
             }
             other => errors.push(format!("unknown feedback rule type {:?}", other.as_str())),
@@ -92,11 +100,12 @@ fn read_one(
     name: &str,
     path: &str,
     object: &Value,
+    raw_json: bool,
     values: &mut Vec<FeedbackValue>,
     errors: &mut Vec<String>,
 ) {
     match evaluate(path, object) {
-        Ok(found) => match to_field_value(found) {
+        Ok(found) => match to_field_value(found, raw_json) {
             Ok(Some(field_value)) => values.push(FeedbackValue {
                 name: name.to_string(),
                 field_value,
@@ -108,9 +117,10 @@ fn read_one(
     }
 }
 
-fn to_field_value(found: Vec<&Value>) -> Result<Option<FieldValue>, String> {
+fn to_field_value(found: Vec<&Value>, raw_json: bool) -> Result<Option<FieldValue>, String> {
     let value = match found.as_slice() {
         [] => return Ok(None),
+        [one, ..] if !raw_json => (*one).clone(),
         [one] => (*one).clone(),
         many => Value::Array(many.iter().map(|v| (*v).clone()).collect()),
     };
@@ -129,6 +139,13 @@ fn to_field_value(found: Vec<&Value>) -> Result<Option<FieldValue>, String> {
             fv.type_ = ValueType::Integer;
             fv.integer = n.as_i64();
         }
+        other if !raw_json => {
+            return Err(format!(
+                "the value is {}, not a string, integer or boolean (structures are reported \
+                 with the RawFeedbackJsonString feature gate)",
+                json_kind(&other)
+            ));
+        }
         other => {
             let raw = serde_json::to_string(&other).map_err(|e| e.to_string())?;
             if raw.len() > MAX_JSON_RAW {
@@ -139,6 +156,18 @@ fn to_field_value(found: Vec<&Value>) -> Result<Option<FieldValue>, String> {
         }
     }
     Ok(Some(fv))
+}
+
+/// What a JSON value is, for messages.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
 }
 
 /// Every value the path reaches (missing keys reach nothing).
@@ -163,14 +192,14 @@ mod tests {
             type_: FeedbackType::WellKnownStatus,
             json_paths: vec![],
         }];
-        let (values, err) = collect(&rules, "batch", "v1", "Job", &job());
+        let (values, err) = collect(&rules, "batch", "v1", "Job", &job(), false);
         assert_eq!(err, None);
         assert_eq!(values.len(), 2);
         assert_eq!(values[0].name, "JobComplete");
         assert_eq!(values[0].field_value.string.as_deref(), Some("True"));
         assert_eq!(values[1].field_value.type_, ValueType::Integer);
         assert_eq!(values[1].field_value.integer, Some(1));
-        let (none, err) = collect(&rules, "", "v1", "ConfigMap", &json!({}));
+        let (none, err) = collect(&rules, "", "v1", "ConfigMap", &json!({}), false);
         assert!(none.is_empty());
         assert!(err.is_some_and(|e| e.contains("ConfigMap")));
     }
@@ -195,7 +224,7 @@ mod tests {
                 path("missing", ".spec.nothing.here"),
             ],
         }];
-        let (values, err) = collect(&rules, "", "v1", "Thing", &obj);
+        let (values, err) = collect(&rules, "", "v1", "Thing", &obj, true);
         assert_eq!(err, None);
         let by = |n: &str| values.iter().find(|v| v.name == n).map(|v| &v.field_value);
         assert_eq!(by("label").and_then(|v| v.string.as_deref()), Some("x"));
@@ -207,6 +236,48 @@ mod tests {
             Some(r#"{"k":"v"}"#)
         );
         assert!(by("missing").is_none());
+    }
+
+    #[test]
+    fn without_raw_json_a_structure_is_an_error_and_a_list_gives_its_first_value() {
+        let obj = json!({"spec": {"list": [{"a": 1}, {"a": 2}], "obj": {"k": "v"}, "n": 3}});
+        let path = |name: &str, path: &str| JsonPath {
+            name: name.into(),
+            version: None,
+            path: path.into(),
+        };
+        let rules = vec![FeedbackRule {
+            type_: FeedbackType::JsonPaths,
+            json_paths: vec![
+                path("all", ".spec.list[*].a"),
+                path("obj", ".spec.obj"),
+                path("n", ".spec.n"),
+            ],
+        }];
+        let (values, err) = collect(&rules, "", "v1", "Thing", &obj, false);
+        let by = |n: &str| values.iter().find(|v| v.name == n).map(|v| &v.field_value);
+        assert_eq!(by("all").and_then(|v| v.integer), Some(1));
+        assert!(by("obj").is_none());
+        assert_eq!(by("n").and_then(|v| v.integer), Some(3));
+        let err = err.expect("the structure is an error");
+        assert!(err.contains("obj: the value is an object"), "{err}");
+    }
+
+    #[test]
+    fn well_known_daemonset_status() {
+        let rules = vec![FeedbackRule {
+            type_: FeedbackType::WellKnownStatus,
+            json_paths: vec![],
+        }];
+        let ds = json!({"status": {"numberReady": 2, "desiredNumberScheduled": 3,
+            "numberAvailable": 1}});
+        let (values, err) = collect(&rules, "apps", "v1", "DaemonSet", &ds, false);
+        assert_eq!(err, None);
+        let names: Vec<&str> = values.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["NumberReady", "DesiredNumberScheduled", "NumberAvailable"]
+        );
     }
 
     #[test]
@@ -231,7 +302,7 @@ mod tests {
                 },
             ],
         }];
-        let (values, err) = collect(&rules, "", "v1", "Thing", &json!({"spec": 1}));
+        let (values, err) = collect(&rules, "", "v1", "Thing", &json!({"spec": 1}), true);
         assert!(values.is_empty());
         let err = err.expect("errors");
         assert!(

@@ -170,6 +170,7 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
             clients.hub.clone(),
             &config.cluster_name,
         )),
+        executor: executor::ExecutorCheck::new(clients.spoke.clone(), Some(triggers.clone())),
         watches: watches::Watches::new(
             clients.spoke.clone(),
             format!("{}={}", applier::AGENT_LABEL, config.label_value),
@@ -181,7 +182,6 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
             gc::event_reporter(std::env::var("POD_NAME").ok()),
         ),
         states: states::WorkStates::default(),
-        executor: executor::ExecutorCheck::new(clients.spoke.clone()),
         backoff,
         applied,
         cleanups: cleanup_memory::CleanupMemory::default(),
@@ -282,6 +282,7 @@ fn forget_work(ctx: &Context, work: &StoredWork) {
     let name = work.metadata.name.clone().unwrap_or_default();
     ctx.watches.remove_work(&name);
     ctx.backoff.clear(&name);
+    ctx.executor.forget_work(&name);
     ctx.cleanups.forget(&ctx.config.applied_name(&name));
     ctx.status.gone(&name);
     ctx.states.set(&ctx.metrics, &name, None);

@@ -77,8 +77,11 @@ impl ManifestOutcome {
             }),
         ];
         let feedback = match &self.feedback {
+            // As upstream: feedback is only spoken of for an object that was read.
             Feedback::NoRules => {
-                updates.push(conditions::no_feedback_condition());
+                if matches!(self.live, Live::Found(_)) {
+                    updates.push(conditions::no_feedback_condition());
+                }
                 None
             }
             // As upstream: nothing is said about feedback of an object that is not there.
@@ -201,7 +204,9 @@ mod tests {
 
     #[test]
     fn feedback_condition_per_case() {
-        let no_rules = updates(&outcome(Ok(()), Live::Absent, Feedback::NoRules));
+        let never_applied = updates(&outcome(Err("x".into()), Live::Absent, Feedback::NoRules));
+        assert!(never_applied.iter().all(|u| u.0 != "StatusFeedbackSynced"));
+        let no_rules = updates(&outcome(Ok(()), Live::Found(json!({})), Feedback::NoRules));
         assert_eq!(
             no_rules[2],
             row(
@@ -266,7 +271,11 @@ mod tests {
 
     #[test]
     fn rule_conditions_come_last_and_applied_first() {
-        let mut o = outcome(Err("denied".into()), Live::Absent, Feedback::NoRules);
+        let mut o = outcome(
+            Err("denied".into()),
+            Live::Found(json!({})),
+            Feedback::NoRules,
+        );
         o.rules = vec![ConditionUpdate::new(
             "Complete",
             Status::Unknown,

@@ -18,6 +18,7 @@ use super::context::Context;
 use super::error::Error;
 use super::status::{self, DesiredStatus};
 use super::stored_work::StoredWork;
+use super::watches::ObjectKey;
 use super::{apply, deletion, finalizers, manifests, ttl};
 use crate::metrics::ControllerLabels;
 
@@ -77,7 +78,11 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         };
     let applied = match ctx
         .applied
-        .ensure(&ctx.config, &name)
+        .ensure(
+            &ctx.config,
+            &name,
+            &work.metadata.labels.clone().unwrap_or_default(),
+        )
         .await
         .map_err(Error::Spoke)?
     {
@@ -139,7 +144,15 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         &name,
         Some(status::work_state(current_status, false)),
     );
-    ctx.watches.set_work(&name, outcome.keys);
+    // Resources still being pruned stay indexed: their going wakes the work.
+    let mut keys = outcome.keys;
+    keys.extend(not_pruned.iter().map(|res| ObjectKey {
+        group: res.group.clone(),
+        resource: res.resource.clone(),
+        namespace: res.namespace.clone(),
+        name: res.name.clone(),
+    }));
+    ctx.watches.set_work(&name, keys);
     if let Some(new) = &written
         && let Some(new_status) = &new.status
         && status::became_complete(work.status.as_ref(), new_status)
@@ -198,7 +211,8 @@ fn record_completion(work: &ManifestWork, ctx: &Context) {
 }
 
 /// Deletes (or releases, when orphaned) resources no longer in the work. Returns the entries
-/// that could not be handled yet, so they stay recorded and are retried.
+/// that stay recorded: those whose deletion failed (retried) and those still terminating
+/// (finalizers hold them; indexed, so their going wakes the work, and dropped once gone).
 async fn prune(
     work: &ManifestWork,
     applied: &AppliedManifestWork,
@@ -214,13 +228,19 @@ async fn prune(
             manifests::is_orphaned(option, &res.group, &res.resource, &res.namespace, &res.name);
         // Absence is no proof here: the store may not have seen a resource applied moments ago.
         let cached = deletion::cached_of(ctx, &res).await.doubting_absence();
+        if !orphan && deletion::still_terminating(&res, &owner_uid, &cached) {
+            deletion::watch_for_gone(ctx, &work.name_any(), &res);
+            failed.push(res);
+            continue;
+        }
         let result = if orphan {
             ctx.applier
                 .release(&res, &owner_uid, cached.hint())
                 .await
                 .map(|_| "released")
         } else {
-            ctx.applier
+            match ctx
+                .applier
                 .delete_owned(
                     &res,
                     &owner_uid,
@@ -228,7 +248,14 @@ async fn prune(
                     cached.hint(),
                 )
                 .await
-                .map(|_| "deleted")
+            {
+                Ok(applier::DeleteOutcome::Terminating) => {
+                    deletion::watch_for_gone(ctx, &work.name_any(), &res);
+                    failed.push(res.clone());
+                    Ok("started deleting")
+                }
+                other => other.map(|_| "deleted"),
+            }
         };
         match result {
             Ok(what) => tracing::info!(work = %work.name_any(), resource = %res.resource,

@@ -62,20 +62,35 @@ pub fn build_status(
                 updates,
                 feedback,
             } => {
-                let previous = old_manifests
+                let old_entry = old_manifests
                     .iter()
-                    .find(|m| same_manifest(&m.resource_meta, meta))
+                    .find(|m| same_manifest(&m.resource_meta, meta));
+                let previous = old_entry
                     .map(|m| m.conditions.as_slice())
                     .unwrap_or_default();
+                let mut conditions = conditions::replace_conditions(
+                    previous,
+                    updates,
+                    observed_generation,
+                    now.clone(),
+                );
+                if feedback.is_some()
+                    && feedback_values(feedback.as_ref())
+                        != feedback_values(old_entry.and_then(|m| m.status_feedback.as_ref()))
+                {
+                    // New values are a transition of the feedback, even when the sync's status
+                    // stays True: readers tell fresh values from old ones by this time.
+                    if let Some(c) = conditions
+                        .iter_mut()
+                        .find(|c| c.type_ == condition_types::STATUS_FEEDBACK_SYNCED)
+                    {
+                        c.last_transition_time = now.clone();
+                    }
+                }
                 ManifestCondition {
                     resource_meta: meta.clone(),
                     status_feedback: feedback.clone(),
-                    conditions: conditions::replace_conditions(
-                        previous,
-                        updates,
-                        observed_generation,
-                        now.clone(),
-                    ),
+                    conditions,
                 }
             }
         })
@@ -97,6 +112,11 @@ pub fn build_status(
         conditions: work_conditions,
         resource_status: Some(ManifestResourceStatus { manifests }),
     }
+}
+
+/// The feedback values of a manifest's status (none when it has no feedback).
+fn feedback_values(feedback: Option<&StatusFeedbackResult>) -> &[work_api::FeedbackValue] {
+    feedback.map(|f| f.values.as_slice()).unwrap_or_default()
 }
 
 /// `Deleting` True / `WorkDeleting`.
@@ -257,6 +277,44 @@ mod tests {
             .expect("aggregated");
         assert_eq!(work_ready.status, "False");
         assert_eq!(work_ready.reason, reasons::CONDITION_RULES_AGGREGATED);
+    }
+
+    #[test]
+    fn new_feedback_values_move_the_feedback_transition_time() {
+        let with_value = |n: i64| DesiredStatus {
+            manifests: vec![ManifestDesired::Conditions {
+                meta: meta(0, "a"),
+                updates: vec![
+                    conditions::applied_condition(Ok(())),
+                    conditions::feedback_condition(Ok(())),
+                ],
+                feedback: Some(StatusFeedbackResult {
+                    values: vec![work_api::FeedbackValue {
+                        name: "ReadyReplicas".into(),
+                        field_value: work_api::FieldValue {
+                            type_: work_api::ValueType::Integer,
+                            integer: Some(n),
+                            ..Default::default()
+                        },
+                    }],
+                }),
+            }],
+            deleting: false,
+        };
+        let synced = |s: &ManifestWorkStatus| {
+            s.resource_status.as_ref().expect("set").manifests[0]
+                .conditions
+                .iter()
+                .find(|c| c.type_ == condition_types::STATUS_FEEDBACK_SYNCED)
+                .map(|c| c.last_transition_time.clone())
+                .expect("feedback condition")
+        };
+        let first = build_status(None, &with_value(1), Some(1), t(100));
+        let same = build_status(Some(&first), &with_value(1), Some(1), t(150));
+        assert_eq!(synced(&same), t(100), "same values: no transition");
+        assert!(!differs(Some(&first), &same));
+        let changed = build_status(Some(&first), &with_value(5), Some(1), t(200));
+        assert_eq!(synced(&changed), t(200));
     }
 
     #[test]

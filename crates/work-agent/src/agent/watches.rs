@@ -112,6 +112,20 @@ impl ResourceIndex {
             .map(|w| w.iter().cloned().collect())
             .unwrap_or_default()
     }
+
+    /// The works that use any object of a resource type, each once.
+    pub fn works_of_type(&self, group: &str, resource: &str) -> Vec<String> {
+        if !self.type_in_use(group, resource) {
+            return Vec::new();
+        }
+        let works: BTreeSet<&String> = self
+            .by_object
+            .iter()
+            .filter(|(key, _)| key.group == group && key.resource == resource)
+            .flat_map(|(_, works)| works.iter())
+            .collect();
+        works.into_iter().cloned().collect()
+    }
 }
 
 /// What the watch cache says about an object.
@@ -300,39 +314,10 @@ impl Watches {
         let (group, plural) = key.clone();
         tracing::debug!(group = %group, resource = %plural, "starting watch");
         let handle = tokio::spawn(async move {
-            let mut events = watcher::watcher(api, config)
+            let events = watcher::watcher(api, config)
                 .default_backoff()
-                .reflect(writer)
-                .boxed();
-            while let Some(event) = events.next().await {
-                let object = match event {
-                    Ok(Event::Apply(o) | Event::Delete(o) | Event::InitApply(o)) => o,
-                    Ok(Event::InitDone) => {
-                        ready.send_replace(true);
-                        continue;
-                    }
-                    Ok(Event::Init) => continue,
-                    Err(e) => {
-                        tracing::warn!(group = %group, resource = %plural, error = %e, "watch error");
-                        continue;
-                    }
-                };
-                let key = ObjectKey {
-                    group: group.clone(),
-                    resource: plural.clone(),
-                    namespace: object.metadata.namespace.clone().unwrap_or_default(),
-                    name: object.metadata.name.clone().unwrap_or_default(),
-                };
-                let works = index
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .works_of(&key);
-                for work in works {
-                    if !trigger.send(work) {
-                        return;
-                    }
-                }
-            }
+                .reflect(writer);
+            forward_events(events, ready, index, trigger, group, plural).await;
         });
         started.insert(
             key,
@@ -344,6 +329,57 @@ impl Watches {
             },
         );
         set_gauge(&self.watches_gauge, started.len());
+    }
+}
+
+/// Turns the events of one type's reflector into work names to re-queue. An object's own event
+/// wakes the works that use it. A (re-)list is different: the store takes the listed objects
+/// only when the list is done, and an object deleted while the watch was down has no event at
+/// all. So once a list is done every work using the type is woken, and not before (a reconcile
+/// woken by a listed object would read the store's older copy).
+async fn forward_events<S>(
+    events: S,
+    ready: tokio::sync::watch::Sender<bool>,
+    index: Arc<Mutex<ResourceIndex>>,
+    trigger: Triggers,
+    group: String,
+    plural: String,
+) where
+    S: futures::Stream<Item = Result<Event<LiveObject>, watcher::Error>>,
+{
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let works = match event {
+            Ok(Event::Apply(o) | Event::Delete(o)) => {
+                let key = ObjectKey {
+                    group: group.clone(),
+                    resource: plural.clone(),
+                    namespace: o.metadata.namespace.clone().unwrap_or_default(),
+                    name: o.metadata.name.clone().unwrap_or_default(),
+                };
+                index
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .works_of(&key)
+            }
+            Ok(Event::InitDone) => {
+                ready.send_replace(true);
+                index
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .works_of_type(&group, &plural)
+            }
+            Ok(Event::Init | Event::InitApply(_)) => continue,
+            Err(e) => {
+                tracing::warn!(group = %group, resource = %plural, error = %e, "watch error");
+                continue;
+            }
+        };
+        for work in works {
+            if !trigger.send(work) {
+                return;
+            }
+        }
     }
 }
 
@@ -373,6 +409,129 @@ mod tests {
         }
     }
 
+    fn live(name: &str, rv: &str) -> LiveObject {
+        LiveObject::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ns", "uid": name, "resourceVersion": rv},
+            "data": {"v": rv},
+        }))
+        .expect("a JSON object")
+    }
+
+    /// Runs `forward_events` over events the test sends, through a real reflector store.
+    fn forwarding(
+        index: ResourceIndex,
+    ) -> (
+        tokio::sync::mpsc::UnboundedSender<Event<LiveObject>>,
+        tokio::sync::mpsc::Receiver<String>,
+        Store<LiveObject>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let writer = reflector::store::Writer::new(resource);
+        let store = writer.as_reader();
+        let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+        let events = futures::stream::unfold(events_rx, |mut rx| async move {
+            rx.recv().await.map(|e| (Ok(e), rx))
+        })
+        .reflect(writer);
+        let (trigger, triggers) = Triggers::channel(Default::default(), Default::default());
+        let (ready, _synced) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(forward_events(
+            events,
+            ready,
+            Arc::new(Mutex::new(index)),
+            trigger,
+            String::new(),
+            "configmaps".into(),
+        ));
+        (events_tx, triggers, store, task)
+    }
+
+    fn version_in(store: &Store<LiveObject>, name: &str) -> Option<String> {
+        store
+            .get(
+                &ObjectRef::new_with(
+                    name,
+                    ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+                )
+                .within("ns"),
+            )
+            .and_then(|o| o.metadata.resource_version.clone())
+    }
+
+    const QUIET: std::time::Duration = std::time::Duration::from_millis(300);
+
+    #[tokio::test]
+    async fn a_relisted_object_wakes_its_work_only_once_the_store_has_it() {
+        let mut index = ResourceIndex::default();
+        index.set_work("w1", vec![key("a")]);
+        let (events, mut triggers, store, task) = forwarding(index);
+        for e in [
+            Event::Init,
+            Event::InitApply(live("a", "1")),
+            Event::InitDone,
+        ] {
+            events.send(e).expect("forwarder runs");
+        }
+        assert_eq!(triggers.recv().await.as_deref(), Some("w1"));
+        assert_eq!(version_in(&store, "a").as_deref(), Some("1"));
+        // The watch broke and the object changed meanwhile: a re-list brings version 2.
+        events.send(Event::Init).expect("forwarder runs");
+        events
+            .send(Event::InitApply(live("a", "2")))
+            .expect("forwarder runs");
+        if let Ok(Some(work)) = tokio::time::timeout(QUIET, triggers.recv()).await {
+            assert_eq!(
+                version_in(&store, "a").as_deref(),
+                Some("2"),
+                "{work} was woken while the store still had version 1"
+            );
+        }
+        events.send(Event::InitDone).expect("forwarder runs");
+        let woken = tokio::time::timeout(QUIET, triggers.recv()).await;
+        assert_eq!(woken.ok().flatten().as_deref(), Some("w1"));
+        assert_eq!(version_in(&store, "a").as_deref(), Some("2"));
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn an_object_deleted_while_the_watch_was_down_wakes_its_work() {
+        let mut index = ResourceIndex::default();
+        index.set_work("w1", vec![key("a")]);
+        index.set_work("w2", vec![key("b")]);
+        let (events, mut triggers, store, task) = forwarding(index);
+        for e in [
+            Event::Init,
+            Event::InitApply(live("a", "1")),
+            Event::InitApply(live("b", "1")),
+            Event::InitDone,
+        ] {
+            events.send(e).expect("forwarder runs");
+        }
+        let mut first = vec![
+            triggers.recv().await.unwrap_or_default(),
+            triggers.recv().await.unwrap_or_default(),
+        ];
+        first.sort();
+        assert_eq!(first, ["w1", "w2"]);
+        // "a" was deleted during a watch gap: the re-list has only "b", and no event for "a".
+        for e in [
+            Event::Init,
+            Event::InitApply(live("b", "1")),
+            Event::InitDone,
+        ] {
+            events.send(e).expect("forwarder runs");
+        }
+        let mut woken = Vec::new();
+        while let Ok(Some(w)) = tokio::time::timeout(QUIET, triggers.recv()).await {
+            woken.push(w);
+        }
+        assert!(woken.iter().any(|w| w == "w1"), "woken: {woken:?}");
+        assert_eq!(version_in(&store, "a"), None);
+        task.abort();
+    }
+
     #[test]
     fn index_maps_objects_to_every_work_using_them() {
         let mut index = ResourceIndex::default();
@@ -399,6 +558,8 @@ mod tests {
         index.set_work("w4", vec![key("x")]);
         index.remove_work("w3");
         assert!(index.type_in_use("", "configmaps"));
+        assert_eq!(index.works_of_type("", "configmaps"), vec!["w4"]);
+        assert!(index.works_of_type("apps", "deployments").is_empty());
         index.remove_work("w4");
         assert!(!index.type_in_use("", "configmaps"));
         assert_eq!(

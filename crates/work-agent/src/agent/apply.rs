@@ -218,6 +218,16 @@ impl WorkScope<'_> {
             &id.name,
         );
         let meta = manifests::resource_meta(idx, &id, &resolved.plural);
+        // A cluster-scoped object has no namespace, whatever the manifest says: its watch
+        // events, its read and its AppliedManifestWork entry carry none.
+        let id = if resolved.namespaced {
+            id
+        } else {
+            ManifestId {
+                namespace: String::new(),
+                ..id
+            }
+        };
         let readonly = settings.strategy.type_ == UpdateStrategyType::ReadOnly;
         let orphan = manifests::is_orphaned(
             self.work.spec.delete_option.as_ref(),
@@ -358,7 +368,12 @@ impl WorkScope<'_> {
                     | applier::ApplyError::UnknownResource { .. } => Live::UnknownKind,
                     applier::ApplyError::InvalidManifest(_) => Live::UnknownKind,
                     // Available does not depend on apply: what is there is read.
-                    _ => read_live(ctx, &cached, &resolved, namespace, &id.name).await,
+                    // The label-filtered store has only what the agent wrote; an object it
+                    // could not write may still be there.
+                    _ => {
+                        let cached = cached.clone().doubting_absence();
+                        read_live(ctx, &cached, &resolved, namespace, &id.name).await
+                    }
                 };
                 let outcome = self
                     .observed(meta, &id, &settings, &resolved, Err(message.clone()), live)

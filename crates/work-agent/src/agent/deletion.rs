@@ -117,6 +117,8 @@ pub async fn cleanup_applied(
         .unwrap_or_default();
     let mut waiting = 0usize;
     let mut errors: Vec<String> = Vec::new();
+    // What is still there to wait for (or failed): the AppliedManifestWork keeps recording it.
+    let mut pending: Vec<work_api::AppliedManifestResourceMeta> = Vec::new();
     for res in resources {
         let orphan =
             manifests::is_orphaned(option, &res.group, &res.resource, &res.namespace, &res.name);
@@ -140,7 +142,10 @@ pub async fn cleanup_applied(
             match ctx.applier.release(res, &owner_uid, cached.hint()).await {
                 Ok(()) => going(),
                 Err(e) if e.is_not_found() => {}
-                Err(e) => errors.push(e.to_string()),
+                Err(e) => {
+                    errors.push(e.to_string());
+                    pending.push(res.clone());
+                }
             }
             continue;
         }
@@ -148,12 +153,14 @@ pub async fn cleanup_applied(
             Ok(c) => c,
             Err(e) => {
                 errors.push(e.to_string());
+                pending.push(res.clone());
                 continue;
             }
         };
         if still_terminating(res, &owner_uid, &cached) {
             going();
             waiting += 1;
+            pending.push(res.clone());
             continue;
         }
         match ctx
@@ -171,11 +178,22 @@ pub async fn cleanup_applied(
             Ok(applier::DeleteOutcome::Terminating) => {
                 going();
                 waiting += 1;
+                pending.push(res.clone());
             }
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
-            Err(e) => errors.push(e.to_string()),
+            Err(e) => {
+                errors.push(e.to_string());
+                pending.push(res.clone());
+            }
         }
+    }
+    if pending.len() < resources.len() && (waiting > 0 || !errors.is_empty()) {
+        // Resources gone (or released) leave the record now, as they go, not all at the end.
+        ctx.applied
+            .write_resources(amw, &pending)
+            .await
+            .map_err(Error::Spoke)?;
     }
     if !errors.is_empty() {
         return Err(Error::Cleanup(errors.join("; ")));

@@ -53,6 +53,10 @@ pub fn agent_args_on(
         "run",
         "--spoke-cluster-name",
         cluster,
+        // Many agents of one hub share this spoke: each needs its own ID (the default, the hub
+        // hash, would make every agent take the others' AppliedManifestWorks for its own).
+        "--agent-id",
+        cluster,
         "--hub-kubeconfig",
         &hub.display().to_string(),
         "--spoke-kubeconfig",

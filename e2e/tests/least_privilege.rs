@@ -312,4 +312,81 @@ async fn the_whole_flow_runs_with_exactly_the_shipped_rbac_on_both_sides() {
         !log.to_lowercase().contains("forbidden"),
         "no request was refused: {log}"
     );
+
+    // Executor checks of an RBAC manifest (a dry-run create as the executor, which needs the
+    // shipped `impersonate` on ServiceAccounts): a Role granting more than the executor holds is
+    // refused, and allowed once the executor may escalate, without an edit of the work.
+    let sa_and_role = format!(
+        r#"
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: deployer, namespace: {ns}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: role-writer, namespace: {ns}}}
+rules:
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles]
+  verbs: [create, update, patch, get, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: role-writer, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: role-writer}}
+subjects:
+- {{kind: ServiceAccount, name: deployer, namespace: {ns}}}
+"#,
+        ns = env.ns
+    );
+    test_support::apply_yaml(&env.spoke.client, &sa_and_role)
+        .await
+        .expect("executor ServiceAccount and its Role");
+    let granting = env.work_name("executor-rbac");
+    env.create_work(
+        &granting,
+        json!({
+            "workload": {"manifests": [{
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "cm-admin", "namespace": env.ns},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["*"]}],
+            }]},
+            "executor": {"subject": {"type": "ServiceAccount",
+                "serviceAccount": {"namespace": env.ns, "name": "deployer"}}}
+        }),
+    )
+    .await;
+    let work = env
+        // The API server's authorizer takes a moment to see new RBAC: until then the verbs
+        // themselves are refused.
+        .wait_work(&granting, "Applied False: escalation", |w| {
+            manifest_condition(w, 0, "Applied")
+                .is_some_and(|c| c.status == "False" && c.message.contains("permission escalation"))
+        })
+        .await;
+    let applied = manifest_condition(&work, 0, "Applied").expect("Applied");
+    assert!(
+        applied.message.contains("permission escalation"),
+        "{}",
+        applied.message
+    );
+    let escalate = format!(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: role-writer, namespace: {ns}}}
+rules:
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles]
+  verbs: [create, update, patch, get, delete, escalate]
+"#,
+        ns = env.ns
+    );
+    test_support::apply_yaml(&env.spoke.client, &escalate)
+        .await
+        .expect("let the executor escalate");
+    env.wait_work(&granting, "Applied True once it may escalate", |w| {
+        manifest_is(w, 0, "Applied", "True")
+    })
+    .await;
 }

@@ -274,6 +274,14 @@ impl ExecutorCheck {
             .map_err(|e| format!("checking the executor's permissions: {e}"))?;
         match self.spoke.request::<serde_json::Value>(request).await {
             Ok(_) => Ok(Verdict::Allowed),
+            // The agent itself may not impersonate: its RBAC lacks what the check needs.
+            Err(kube::Error::Api(s)) if s.code == 403 && s.message.contains("impersonate") => {
+                Err(format!(
+                    "checking the executor's permissions: the agent may not impersonate \
+                     ServiceAccounts: {}",
+                    s.message
+                ))
+            }
             Err(kube::Error::Api(s)) if s.code == 403 => Ok(Verdict::Escalation),
             // The escalation check comes before the existence check: an object that exists
             // passed it.

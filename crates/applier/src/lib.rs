@@ -52,7 +52,9 @@ mod applier;
 mod error;
 mod identity;
 mod ignore;
+mod jq;
 pub mod json_path;
+mod managed_fields;
 mod manifest;
 mod order;
 mod owner;
@@ -64,14 +66,12 @@ pub use applier::{
 pub use error::ApplyError;
 pub use identity::ManifestId;
 pub use ignore::{
-    IGNORE_FIELDS_ANNOTATION, IgnorePlan, parse_jq_path, parse_json_path, parse_json_pointer,
+    CONFIG_SPEC_HASH_ANNOTATION, IgnorePlan, check_jq_path, parse_json_path, parse_json_pointer,
     plan_ignore_fields,
 };
 pub use json_path::Segment;
 pub use kube::api::PropagationPolicy;
-pub use manifest::{
-    APPLIED_FIELDS_ANNOTATION, MANIFEST_HASH_ANNOTATION, content_hash, is_noop_update,
-};
+pub use manifest::{content_hash, is_noop_update};
 pub use order::apply_order;
 pub use owner::{
     AGENT_LABEL, agent_label_value, has_owner_reference, merge_owner_references, owner_reference,

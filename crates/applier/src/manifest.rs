@@ -70,6 +70,7 @@ pub(crate) fn clean_manifest(
     labels: &BTreeMap<String, String>,
 ) -> Value {
     let mut body = manifest.clone();
+    remove_null_creation_timestamps(&mut body);
     let meta = metadata_mut(&mut body);
     for key in SERVER_METADATA {
         meta.remove(*key);
@@ -84,6 +85,24 @@ pub(crate) fn clean_manifest(
         }
     }
     body
+}
+
+/// Removes `creationTimestamp: null` from every nested `metadata` (a pod template's, as Go
+/// clients serialise typed objects): sent in an apply, the server records the field as owned by
+/// the applier, and two managers sending it conflict over a field neither sets.
+fn remove_null_creation_timestamps(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Object(meta)) = map.get_mut("metadata")
+                && meta.get("creationTimestamp").is_some_and(Value::is_null)
+            {
+                meta.remove("creationTimestamp");
+            }
+            map.values_mut().for_each(remove_null_creation_timestamps);
+        }
+        Value::Array(items) => items.iter_mut().for_each(remove_null_creation_timestamps),
+        _ => {}
+    }
 }
 
 /// The body to create an object with: the cleaned manifest, our ownerReference added to any the
@@ -608,6 +627,29 @@ mod tests {
         assert!(meta.get("creationTimestamp").is_none());
         assert_eq!(meta["labels"], json!({"app": "web", "agent": "a1"}));
         assert_eq!(meta["namespace"], json!("ns"));
+    }
+
+    #[test]
+    fn clean_manifest_drops_null_creation_timestamps_at_any_depth() {
+        let m = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "creationTimestamp": null},
+            "spec": {"template": {"metadata": {"creationTimestamp": null, "labels": {"a": "b"}},
+                     "spec": {"volumes": [{"ephemeral": {"volumeClaimTemplate": {"metadata": {"creationTimestamp": null}}}}]}},
+                     "keep": {"creationTimestamp": null}}});
+        let body = clean_manifest(&m, true, &BTreeMap::new());
+        assert_eq!(
+            body["spec"]["template"]["metadata"],
+            json!({"labels": {"a": "b"}})
+        );
+        assert_eq!(
+            body["spec"]["template"]["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"],
+            json!({"metadata": {}})
+        );
+        assert_eq!(
+            body["spec"]["keep"],
+            json!({"creationTimestamp": null}),
+            "only in metadata"
+        );
     }
 
     #[test]

@@ -350,6 +350,13 @@ impl WorkScope<'_> {
             Err(e) => {
                 let message = e.to_string();
                 let ignore_fields_error = e.is_ignore_field_error();
+                // A conflict means the object exists, though the store (which holds only
+                // objects with the agent's label) may not have it: one created by someone else.
+                let cached = if e.is_conflict() {
+                    cached.doubting_absence()
+                } else {
+                    cached
+                };
                 let live = match e {
                     applier::ApplyError::UnknownKind { .. }
                     | applier::ApplyError::UnknownResource { .. } => Live::UnknownKind,

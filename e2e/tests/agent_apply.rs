@@ -206,6 +206,13 @@ async fn server_side_apply_conflicts_with_another_manager_unless_forced() {
         "theirs"
     );
     assert!(work_is(&work, "Applied", "False"));
+    // The object exists (created by the other manager, without the agent's label): Available.
+    let work = env
+        .wait_work(&name, "Available True although not applied", |w| {
+            manifest_is(w, 0, "Available", "True")
+        })
+        .await;
+    assert!(manifest_is(&work, 0, "Applied", "False"));
 
     env.patch_work_spec(&name, spec(true)).await;
     env.wait_work(&name, "Applied True once forced", |w| {

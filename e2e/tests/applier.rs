@@ -288,6 +288,103 @@ async fn update_creates_updates_skips_noops_and_repairs_drift() {
         .expect("drop b");
     assert_eq!(removed.outcome, ApplyOutcome::Updated);
     assert_eq!(data(&env.live_cm("cfg").await.expect("exists"), "b"), None);
+
+    // After a restart (a new applier remembers nothing) a dropped key is still noticed: the
+    // fields the agent's manager changed are in managedFields.
+    env.apply(
+        &env.cm("cfg", json!({"a": "2", "c": "y"})),
+        &update,
+        Some(&owner),
+    )
+    .await
+    .expect("add c");
+    env.applier = Applier::new(
+        env.spoke.client.clone(),
+        Resolver::new(env.spoke.client.clone()),
+    );
+    let removed = env
+        .apply(&env.cm("cfg", json!({"a": "2"})), &update, Some(&owner))
+        .await
+        .expect("drop c after a restart");
+    assert_eq!(removed.outcome, ApplyOutcome::Updated);
+    let live = env.live_cm("cfg").await.expect("exists");
+    assert_eq!(data(&live, "c"), None);
+    assert_eq!(
+        data(&live, "extra").as_deref(),
+        Some("theirs"),
+        "others' keys kept"
+    );
+    assert_no_annotations_of_ours(&live);
+    let idle = env
+        .apply(&env.cm("cfg", json!({"a": "2"})), &update, Some(&owner))
+        .await
+        .expect("resync");
+    assert_eq!(idle.outcome, ApplyOutcome::Unchanged);
+    env.cleanup().await;
+}
+
+/// The agent leaves nothing of its own on the objects it applies (its label and
+/// ownerReference aside).
+fn assert_no_annotations_of_ours(live: &ConfigMap) {
+    let ours: Vec<&String> = live
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with("work.open-cluster-management.io/"))
+        .collect();
+    assert!(ours.is_empty(), "annotations of the agent: {ours:?}");
+}
+
+#[tokio::test]
+async fn update_of_a_defaulted_object_is_a_no_op_once_known() {
+    // A Deployment's defaults are owned by the creating manager: after a restart the applier
+    // may send one needless update (the server defaults the fields again, nothing changes),
+    // then resyncs send nothing.
+    let mut env = Env::new("applier-defaults").await;
+    let owner = env.owner().await;
+    let update = strategy(UpdateStrategyType::Update);
+    let deploy = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": env.ns},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}},
+                              "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}});
+    let created = env
+        .apply(&deploy, &update, Some(&owner))
+        .await
+        .expect("create");
+    let again = env
+        .apply(&deploy, &update, Some(&owner))
+        .await
+        .expect("resync");
+    assert_eq!(again.outcome, ApplyOutcome::Unchanged);
+    env.applier = Applier::new(
+        env.spoke.client.clone(),
+        Resolver::new(env.spoke.client.clone()),
+    );
+    let first = env
+        .apply(&deploy, &update, Some(&owner))
+        .await
+        .expect("after restart");
+    assert_eq!(
+        first.outcome,
+        ApplyOutcome::Unchanged,
+        "defaults came back: no change"
+    );
+    // The controller writes status (so the resourceVersion moves); the spec is untouched.
+    let generation = |a: &Applied| {
+        a.object
+            .as_ref()
+            .and_then(|o| o.pointer("/metadata/generation"))
+            .cloned()
+    };
+    assert_eq!(generation(&first), generation(&created));
+    let second = env
+        .apply(&deploy, &update, Some(&owner))
+        .await
+        .expect("resync");
+    assert_eq!(second.outcome, ApplyOutcome::Unchanged);
     env.cleanup().await;
 }
 
@@ -435,6 +532,22 @@ async fn server_side_apply_uses_the_field_manager_and_owner() {
         .await
         .expect("re-apply");
     assert_eq!(again.outcome, ApplyOutcome::Unchanged);
+    // A key the manifest drops is noticed from managedFields and removed by the server.
+    env.apply(
+        &env.cm("ssa", json!({"a": "1", "b": "x"})),
+        &plain,
+        Some(&owner),
+    )
+    .await
+    .expect("add b");
+    let dropped = env
+        .apply(&env.cm("ssa", json!({"a": "1"})), &plain, Some(&owner))
+        .await
+        .expect("drop b");
+    assert_eq!(dropped.outcome, ApplyOutcome::Updated);
+    let live = env.live_cm("ssa").await.expect("exists");
+    assert_eq!(data(&live, "b"), None);
+    assert_no_annotations_of_ours(&live);
     let changed = env
         .apply(&env.cm("ssa", json!({"a": "2"})), &plain, Some(&owner))
         .await
@@ -729,6 +842,15 @@ async fn ignore_fields_on_spoke_change_keeps_spoke_edits_until_the_manifest_chan
         .expect("re-apply");
     assert_eq!(again.outcome, ApplyOutcome::Unchanged);
 
+    let live = env.live_cm("change").await.expect("exists");
+    assert!(
+        live.metadata
+            .annotations
+            .iter()
+            .flatten()
+            .any(|(k, _)| k == applier::CONFIG_SPEC_HASH_ANNOTATION),
+        "ignoreFields: the object carries the config spec hash"
+    );
     spoke_edit(&env, "change", "replicas", "7").await;
     env.apply(&v1, &strategy, Some(&owner))
         .await

@@ -1,7 +1,6 @@
 //! Cost of the pure decisions made on every reconcile: is an update a no-op, the ignoreFields
 //! plan, and the apply order of a large work.
 
-use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use applier::{apply_order, is_noop_update, plan_ignore_fields};
@@ -43,9 +42,8 @@ fn bench(c: &mut Criterion) {
         json_pointers: vec!["/metadata/labels/app".into()],
         jq_path_expressions: Vec::new(),
     }];
-    let record = BTreeMap::new();
     c.bench_function("plan_ignore_fields/deployment_3_paths", |b| {
-        b.iter(|| plan_ignore_fields(black_box(&desired), Some(&live), &fields, &record))
+        b.iter(|| plan_ignore_fields(black_box(&desired), Some(&live), &fields))
     });
 
     let kinds = [

@@ -11,20 +11,71 @@ use kube::api::{
     Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions,
     PropagationPolicy,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 use work_api::{AppliedManifestResourceMeta, UpdateStrategy, UpdateStrategyType};
 
-use crate::ignore::{plan_ignore_fields, read_record, write_record};
+use crate::ignore::plan_ignore_fields;
+use crate::managed_fields::{covers, object_pointers, owned_fields};
 use crate::manifest::{
-    MANIFEST_HASH_ANNOTATION, annotation, clean_manifest, content_hash, create_body,
-    is_noop_update, meta_str, owner_references_of, owner_references_patch, set_annotation,
-    set_apply_owner_references, update_body,
+    applied_fields, clean_manifest, create_body, is_noop_update, meta_str, owner_references_of,
+    owner_references_patch, set_apply_owner_references, update_body,
 };
 use crate::owner::{has_owner_reference, remove_owner_reference};
 use crate::{ApplyError, ManifestId, ResolvedResource, Resolver};
 
 /// Field manager for the agent's own (non-apply) writes.
 const WRITER: &str = "work-agent";
+
+/// Most objects [`WrittenFields`] remembers; past that it starts over (each object then costs
+/// one update that may be needless, see [`Applier::apply`]).
+const MAX_REMEMBERED: usize = 100_000;
+
+/// What the agent's last Update-strategy write (or no-op decision) set on each object, by UID:
+/// the fields of the manifest, as JSON pointers. A later manifest that drops one of them has it
+/// removed. Kept in memory, not on the object: after a restart the fields the agent's manager
+/// changed (`managedFields`) stand in, which also name what the server defaulted at creation;
+/// removing those once is harmless (the server sets them again, nothing changes).
+#[derive(Clone, Default)]
+struct WrittenFields {
+    by_uid: std::sync::Arc<
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<[String]>>>,
+    >,
+}
+
+impl WrittenFields {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, std::sync::Arc<[String]>>>
+    {
+        self.by_uid
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The fields last written on `live`: remembered, else those our manager changed.
+    fn previous(&self, live: &Value) -> std::sync::Arc<[String]> {
+        if let Some(uid) = meta_str(live, "uid")
+            && let Some(fields) = self.lock().get(uid)
+        {
+            return fields.clone();
+        }
+        owned_fields(live, WRITER, "Update")
+            .map(|f| object_pointers(&f))
+            .unwrap_or_default()
+            .into()
+    }
+
+    fn remember(&self, object: &Value, fields: Vec<String>) {
+        let Some(uid) = meta_str(object, "uid") else {
+            return;
+        };
+        let mut map = self.lock();
+        if map.len() >= MAX_REMEMBERED && !map.contains_key(uid) {
+            map.clear();
+        }
+        map.insert(uid.to_string(), fields.into());
+    }
+}
 
 /// Decides whether a manifest is already complete on its live object (the check before any
 /// update). The agent supplies it, so the applier does not evaluate rules itself; it may run the
@@ -224,6 +275,7 @@ pub struct Applier {
     client: kube::Client,
     resolver: Resolver,
     retry: ExponentialBuilder,
+    written: WrittenFields,
 }
 
 impl std::fmt::Debug for Applier {
@@ -243,6 +295,7 @@ impl Applier {
                 .with_max_delay(Duration::from_millis(500))
                 .with_max_times(5)
                 .with_jitter(),
+            written: WrittenFields::default(),
         }
     }
 
@@ -427,7 +480,6 @@ impl Applier {
         target: &ManifestId,
         req: &ApplyRequest<'_>,
     ) -> Result<(ApplyOutcome, Option<Value>), ApplyError> {
-        let hash = content_hash(req.manifest);
         let source = LiveSource::new(req.cached);
         let attempt = || async {
             let Some(live) = source.read(api, target).await? else {
@@ -436,33 +488,35 @@ impl Applier {
                     resource.namespaced,
                     req.labels,
                     req.owner.as_ref(),
-                    Some(&hash),
                 )?;
                 gate(req.write_gate).await?;
                 let created = create(api, target, &body).await?;
+                self.written.remember(&created, applied_fields(&body));
                 return Ok((ApplyOutcome::Created, Some(created)));
             };
             if complete_on_spoke(req.complete_check, &live).await {
                 return Ok((ApplyOutcome::CompleteBeforeUpdate, Some(live)));
             }
-            let body = update_body(
+            let plan = update_body(
                 req.manifest,
                 &live,
                 resource.namespaced,
                 req.labels,
                 req.owner.as_ref(),
-                &hash,
+                &self.written.previous(&live),
             )?;
-            if is_noop_update(&body, &live) {
+            if !plan.drops && is_noop_update(&plan.body, &live) {
+                self.written.remember(&live, plan.fields);
                 return Ok((ApplyOutcome::Unchanged, Some(live)));
             }
-            let object = to_dynamic(&body)?;
+            let object = to_dynamic(&plan.body)?;
             gate(req.write_gate).await?;
             let updated = api
                 .replace(&target.name, &post_params(), &object)
                 .await
                 .map_err(|e| ApplyError::from_kube("update", target.describe(), e))?;
             let updated = from_dynamic(&updated)?;
+            self.written.remember(&updated, plan.fields);
             Ok((changed_outcome(&live, &updated), Some(updated)))
         };
         // 409: a stale resourceVersion, or a create racing another writer; start from a fresh read.
@@ -487,7 +541,6 @@ impl Applier {
             resource.namespaced,
             req.labels,
             req.owner.as_ref(),
-            None,
         )?;
         gate(req.write_gate).await?;
         match create(api, target, &body).await {
@@ -518,23 +571,12 @@ impl Applier {
             return Ok((ApplyOutcome::CompleteBeforeUpdate, Some(live.clone())));
         }
         let base = clean_manifest(req.manifest, resource.namespaced, req.labels);
-        let plan = plan_ignore_fields(
-            &base,
-            live.as_ref(),
-            &config.ignore_fields,
-            &read_record(live.as_ref()),
-        )?;
-        let mut patch = plan.patch;
-        write_record(&mut patch, &plan.record)?;
+        let mut patch = plan_ignore_fields(&base, live.as_ref(), &config.ignore_fields)?.patch;
         set_apply_owner_references(&mut patch, live.as_ref(), req.owner.as_ref())?;
-        let hash = content_hash(&json!({
-            "patch": patch, "fieldManager": config.field_manager(), "force": config.force
-        }));
-        set_annotation(&mut patch, MANIFEST_HASH_ANNOTATION, &hash);
         if let Some(live) = &live
-            && ssa_is_noop(&patch, live, &hash, req.owner.as_ref())?
+            && ssa_is_noop(&patch, live, config.field_manager(), req.owner.as_ref())?
         {
-            // Same patch as last time and nothing drifted: the server would change nothing.
+            // The server would change nothing.
             return Ok((ApplyOutcome::Unchanged, Some(live.clone())));
         }
         gate(req.write_gate).await?;
@@ -561,16 +603,20 @@ async fn complete_on_spoke(check: Option<&dyn CompleteCheck>, live: &Value) -> b
     }
 }
 
-/// Whether a server-side apply of `patch` would change nothing: the live object carries the hash
-/// of this very patch (so no field was dropped from it since), every field of the patch has its
-/// value on the spoke, and our ownerReference is in place.
+/// Whether a server-side apply of `patch` by `manager` would change nothing: the manager has
+/// applied the object before and still sends every field it owns (per `managedFields`; a dropped
+/// field would be deleted), every field of the patch has its value on the spoke, and our
+/// ownerReference is in place.
 fn ssa_is_noop(
     patch: &Value,
     live: &Value,
-    hash: &str,
+    manager: &str,
     owner: Option<&OwnerReference>,
 ) -> Result<bool, ApplyError> {
-    if annotation(live, MANIFEST_HASH_ANNOTATION) != Some(hash) || !is_noop_update(patch, live) {
+    let Some(owned) = owned_fields(live, manager, "Apply") else {
+        return Ok(false);
+    };
+    if !covers(patch, &owned) || !is_noop_update(patch, live) {
         return Ok(false);
     }
     Ok(match owner {

@@ -74,6 +74,12 @@ impl ApplyError {
         matches!(self, Self::Api { code: 409, .. })
     }
 
+    /// True when an `ignoreFields` path or jq expression cannot be used (reported with its own
+    /// reason, `AppliedManifestSSAIgnoreFieldError`).
+    pub fn is_ignore_field_error(&self) -> bool {
+        matches!(self, Self::InvalidIgnoreField { .. })
+    }
+
     /// True for a 404 from the API server.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Self::Api { code: 404, .. })

@@ -4,19 +4,21 @@
 //! that its manager owned and no longer sends, so dropping a field the agent applied earlier would
 //! remove it from the spoke. Instead the patch carries the spoke's current value, which changes
 //! nothing on the spoke and keeps the field in place.
-
-use std::collections::BTreeMap;
+//!
+//! When a manifest has `ignoreFields`, the object carries [`CONFIG_SPEC_HASH_ANNOTATION`]: a hash
+//! of the manifest without its `OnSpokePresent` fields. It tells a later apply whether the
+//! manifest changed since, which decides `OnSpokeChange`.
 
 use serde_json::Value;
 use work_api::{IgnoreField, IgnoreFieldsCondition};
 
 use crate::ApplyError;
 use crate::json_path::{self, Segment, Step};
-use crate::manifest::content_hash;
+use crate::manifest::{annotation, content_hash, set_annotation};
 
-/// Annotation recording, per JSON pointer, a hash of the value last applied for `OnSpokeChange`
-/// fields, so a later apply can tell whether the spoke changed the field since.
-pub const IGNORE_FIELDS_ANNOTATION: &str = "work.open-cluster-management.io/ignore-fields-applied";
+/// Annotation holding a hash of the manifest as last applied, without its `OnSpokePresent`
+/// fields; written on objects whose manifest has `ignoreFields` (the key other OCM agents use).
+pub const CONFIG_SPEC_HASH_ANNOTATION: &str = "open-cluster-management.io/config-spec-hash";
 
 /// Parses a Kubernetes JSONPath naming fields (see [`json_path::parse`]); filters, which
 /// select rather than name a field, are refused.
@@ -64,20 +66,12 @@ pub fn parse_json_pointer(pointer: &str) -> Result<Vec<Segment>, ApplyError> {
         .collect()
 }
 
-/// Parses the plain-path subset of jq (see [`json_path::parse_jq`]).
-pub fn parse_jq_path(expression: &str) -> Result<Vec<Segment>, ApplyError> {
-    let segments =
-        json_path::parse_jq(expression).map_err(|reason| ApplyError::InvalidIgnoreField {
-            path: expression.to_string(),
-            reason,
-        })?;
-    if segments.is_empty() {
-        return Err(ApplyError::InvalidIgnoreField {
-            path: expression.to_string(),
-            reason: "the path names no field".into(),
-        });
-    }
-    Ok(segments)
+/// Checks a jq path expression (the subset of jq that [`crate::jq`] accepts) without running it.
+pub fn check_jq_path(expression: &str) -> Result<(), ApplyError> {
+    crate::jq::validate(expression).map_err(|reason| ApplyError::InvalidIgnoreField {
+        path: expression.to_string(),
+        reason,
+    })
 }
 
 /// Every concrete path in `doc` that `pattern` matches.
@@ -114,92 +108,134 @@ fn remove(doc: &mut Value, path: &[Step]) {
     }
 }
 
-fn pointer_of(path: &[Step]) -> String {
-    path.iter()
-        .map(|s| match s {
-            Step::Key(k) => format!("/{}", k.replace('~', "~0").replace('/', "~1")),
-            Step::Index(i) => format!("/{i}"),
-        })
-        .collect()
+/// One path pattern of an ignoreFields entry.
+enum Pattern<'a> {
+    /// A JSONPath or JSON pointer, parsed.
+    Segments(Vec<Segment>),
+    /// A jq path expression, as written.
+    Jq(&'a str),
 }
 
-/// All path patterns of one ignoreFields entry (JSONPaths, JSON pointers and jq paths).
-fn patterns_of(field: &IgnoreField) -> Result<Vec<Vec<Segment>>, ApplyError> {
+impl Pattern<'_> {
+    /// The concrete paths the pattern names in `doc`; `bound_by` bounds a jq expression's work.
+    fn paths(&self, doc: &Value, bound_by: &[&Value]) -> Result<Vec<Vec<Step>>, ApplyError> {
+        match self {
+            Self::Segments(pattern) => Ok(expand(pattern, doc)),
+            Self::Jq(expression) => crate::jq::paths(expression, doc, bound_by).map_err(|reason| {
+                ApplyError::InvalidIgnoreField {
+                    path: expression.to_string(),
+                    reason,
+                }
+            }),
+        }
+    }
+}
+
+/// All path patterns of one ignoreFields entry (JSONPaths, JSON pointers and jq expressions).
+fn patterns_of(field: &IgnoreField) -> Result<Vec<Pattern<'_>>, ApplyError> {
     let mut out = Vec::new();
     for p in &field.json_paths {
-        out.push(parse_json_path(p)?);
+        out.push(Pattern::Segments(parse_json_path(p)?));
     }
     for p in &field.json_pointers {
-        out.push(parse_json_pointer(p)?);
+        out.push(Pattern::Segments(parse_json_pointer(p)?));
     }
     for p in &field.jq_path_expressions {
-        out.push(parse_jq_path(p)?);
+        out.push(Pattern::Jq(p));
     }
     Ok(out)
 }
 
-/// The apply patch after `ignoreFields`, and the `OnSpokeChange` record to store with it.
+/// The apply patch after `ignoreFields`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct IgnorePlan {
-    /// The patch to send.
+    /// The patch to send (with [`CONFIG_SPEC_HASH_ANNOTATION`] when there are ignoreFields).
     pub patch: Value,
-    /// JSON pointer -> hash of the value applied (or kept) there, for `OnSpokeChange` fields.
-    pub record: BTreeMap<String, String>,
+    /// The hash written in [`CONFIG_SPEC_HASH_ANNOTATION`]; None without ignoreFields.
+    pub spec_hash: Option<String>,
+}
+
+/// Whether an entry's condition keeps a field once it exists on the spoke (`OnSpokePresent`,
+/// and conditions this agent does not know: the safe reading leaves spoke values alone).
+fn keeps_present(condition: &IgnoreFieldsCondition) -> bool {
+    !matches!(condition, IgnoreFieldsCondition::OnSpokeChange)
 }
 
 /// Applies `ignoreFields` to an apply patch.
 ///
 /// - `OnSpokePresent`: a field the patch sets that already exists on the spoke is sent with the
-///   spoke's value (so it is never overwritten once present).
-/// - `OnSpokeChange`: when the spoke value differs from the one last applied (per `last_applied`,
-///   the record stored on the object) and the manifest still asks for that same last-applied
-///   value, the spoke value is kept (sent as is, or left out when the spoke removed it). A
-///   manifest that asks for a new value is applied: the hub's change of intent wins, as upstream.
+///   spoke's value (so it is never overwritten once present). For a jq expression, "exists on
+///   the spoke" means the expression names the same path in the live object.
+/// - `OnSpokeChange`: while the manifest is the one last applied (the live object's
+///   [`CONFIG_SPEC_HASH_ANNOTATION`] matches), the spoke's value is kept (sent as is, or left
+///   out when the spoke removed it); once the manifest changes, its values are applied again.
 ///
 /// Only fields the manifest sets are considered; `live` is None when the object does not exist.
+/// An invalid path or jq expression is an [`ApplyError::InvalidIgnoreField`].
 pub fn plan_ignore_fields(
     patch: &Value,
     live: Option<&Value>,
     fields: &[IgnoreField],
-    last_applied: &BTreeMap<String, String>,
 ) -> Result<IgnorePlan, ApplyError> {
-    let mut out = patch.clone();
-    let mut record = BTreeMap::new();
+    if fields.is_empty() {
+        return Ok(IgnorePlan {
+            patch: patch.clone(),
+            spec_hash: None,
+        });
+    }
+    let bound_by: Vec<&Value> = [Some(patch), live].into_iter().flatten().collect();
+    let mut resolved = Vec::new();
     for field in fields {
         for pattern in patterns_of(field)? {
-            for path in expand(&pattern, patch) {
-                let Some(wanted) = get(patch, &path) else {
-                    continue;
+            let paths = pattern.paths(patch, &bound_by)?;
+            resolved.push((field, pattern, paths));
+        }
+    }
+
+    // The hash: the manifest without the fields the spoke keeps once present.
+    let mut hashed = patch.clone();
+    let mut dropped: Vec<&Vec<Step>> = resolved
+        .iter()
+        .filter(|(field, _, _)| keeps_present(&field.condition))
+        .flat_map(|(_, _, paths)| paths)
+        .collect();
+    // Deepest and last first, so removing a list item does not shift the ones still to remove.
+    dropped.sort_by(|a, b| b.cmp(a));
+    for path in dropped {
+        remove_any(&mut hashed, path);
+    }
+    let spec_hash = content_hash(&hashed);
+    let unchanged =
+        live.and_then(|l| annotation(l, CONFIG_SPEC_HASH_ANNOTATION)) == Some(spec_hash.as_str());
+
+    let mut out = patch.clone();
+    if let Some(live) = live {
+        for (field, pattern, paths) in &resolved {
+            if keeps_present(&field.condition) {
+                let on_spoke = match pattern {
+                    Pattern::Segments(_) => None,
+                    // Where the expression cannot run on the live object, fall back to
+                    // "the same path exists there".
+                    Pattern::Jq(_) => pattern.paths(live, &bound_by).ok(),
                 };
-                let spoke = live.and_then(|l| get(l, &path));
-                match &field.condition {
-                    IgnoreFieldsCondition::OnSpokeChange => {
-                        let pointer = pointer_of(&path);
-                        let wanted_hash = content_hash(wanted);
-                        let spoke_hash = content_hash(spoke.unwrap_or(&Value::Null));
-                        let kept = match (live, last_applied.get(&pointer)) {
-                            (Some(_), Some(last)) => *last != spoke_hash && *last == wanted_hash,
-                            _ => false,
-                        };
-                        if kept {
-                            set_or_remove(&mut out, &path, spoke);
-                        }
-                        // When kept, the last-applied hash equals the wanted one: either way the
-                        // record says what the manifest asked for.
-                        record.insert(pointer, wanted_hash);
+                for path in paths {
+                    let named = on_spoke.as_ref().is_none_or(|p| p.contains(path));
+                    if let Some(spoke) = get(live, path).filter(|_| named) {
+                        set_or_remove(&mut out, path, Some(spoke));
                     }
-                    // OnSpokePresent, and conditions this agent does not know (the safe reading:
-                    // leave spoke values alone).
-                    _ => {
-                        if let Some(spoke) = spoke {
-                            set_or_remove(&mut out, &path, Some(spoke));
-                        }
-                    }
+                }
+            } else if unchanged {
+                for path in paths {
+                    set_or_remove(&mut out, path, get(live, path));
                 }
             }
         }
     }
-    Ok(IgnorePlan { patch: out, record })
+    set_annotation(&mut out, CONFIG_SPEC_HASH_ANNOTATION, &spec_hash);
+    Ok(IgnorePlan {
+        patch: out,
+        spec_hash: Some(spec_hash),
+    })
 }
 
 fn set_or_remove(doc: &mut Value, path: &[Step], value: Option<&Value>) {
@@ -213,31 +249,21 @@ fn set_or_remove(doc: &mut Value, path: &[Step], value: Option<&Value>) {
     }
 }
 
-/// Reads the `OnSpokeChange` record from a live object's annotation (empty when absent or not
-/// ours to read).
-pub fn read_record(live: Option<&Value>) -> BTreeMap<String, String> {
-    live.and_then(|l| crate::manifest::annotation(l, IGNORE_FIELDS_ANNOTATION))
-        .and_then(|s| serde_json::from_str::<BTreeMap<String, String>>(s).ok())
-        .unwrap_or_default()
-}
-
-/// Stores the record in the patch's annotations (removes the annotation when there is none).
-pub fn write_record(
-    patch: &mut Value,
-    record: &BTreeMap<String, String>,
-) -> Result<(), ApplyError> {
-    let meta = crate::manifest::metadata_mut(patch);
-    if record.is_empty() {
-        if let Some(Value::Object(a)) = meta.get_mut("annotations") {
-            a.remove(IGNORE_FIELDS_ANNOTATION);
+/// Removes the value at `path`: an object key, or a list item (for the hash only, where the
+/// removals are done last index first).
+fn remove_any(doc: &mut Value, path: &[Step]) {
+    let Some((last, parent)) = path.split_last() else {
+        return;
+    };
+    match (last, get_mut(doc, parent)) {
+        (Step::Key(k), Some(Value::Object(m))) => {
+            m.remove(k);
         }
-        return Ok(());
+        (Step::Index(i), Some(Value::Array(a))) if *i < a.len() => {
+            a.remove(*i);
+        }
+        _ => {}
     }
-    let text = serde_json::to_string(record)
-        .map_err(|e| ApplyError::InvalidManifest(format!("ignoreFields record: {e}")))?;
-    let annotations = crate::manifest::string_map_mut(meta, "annotations");
-    annotations.insert(IGNORE_FIELDS_ANNOTATION.into(), Value::String(text));
-    Ok(())
 }
 
 #[cfg(test)]
@@ -344,32 +370,33 @@ mod tests {
     }
 
     #[test]
-    fn jq_plain_paths_parse_and_filters_are_refused() {
-        assert_eq!(
-            parse_jq_path(".spec.replicas").ok(),
-            Some(vec![key("spec"), key("replicas")])
-        );
-        assert_eq!(
-            parse_jq_path(".spec.containers[].image").ok(),
-            Some(vec![
-                key("spec"),
-                key("containers"),
-                Segment::Any,
-                key("image")
-            ])
-        );
-        assert_eq!(
-            parse_jq_path(".metadata.annotations[\"a/b\"]").ok(),
-            Some(vec![key("metadata"), key("annotations"), key("a/b")])
-        );
+    fn jq_expressions_are_checked() {
+        assert!(check_jq_path(".spec.replicas").is_ok());
+        assert!(check_jq_path(r#".spec.containers[] | select(.name == "c")"#).is_ok());
         for bad in [
-            ".spec.containers[] | select(.name == \"c\")",
+            ".spec.containers[] | invalid syntax here",
             "del(.a)",
-            "spec",
-            ".",
+            "repeat(.)",
         ] {
-            assert!(parse_jq_path(bad).is_err(), "{bad:?}");
+            assert!(
+                matches!(
+                    check_jq_path(bad),
+                    Err(ApplyError::InvalidIgnoreField { .. })
+                ),
+                "{bad:?}"
+            );
         }
+    }
+
+    fn plan(patch: &Value, live: Option<&Value>, fields: &[IgnoreField]) -> Value {
+        plan_ignore_fields(patch, live, fields)
+            .map(|p| p.patch)
+            .unwrap_or_default()
+    }
+
+    /// `live` as written by an apply of `manifest` with `fields` (the hash annotation set).
+    fn applied(manifest: &Value, fields: &[IgnoreField]) -> Value {
+        plan(manifest, None, fields)
     }
 
     #[test]
@@ -380,14 +407,14 @@ mod tests {
             &[],
         )];
         let live = manifest(7);
-        let plan = plan_ignore_fields(&manifest(3), Some(&live), &fields, &BTreeMap::new()).ok();
-        let plan = plan.map(|p| p.patch).unwrap_or_default();
-        assert_eq!(plan["spec"]["replicas"], json!(7));
+        let patch = plan(&manifest(3), Some(&live), &fields);
+        assert_eq!(patch["spec"]["replicas"], json!(7));
         assert_eq!(
-            plan["spec"]["paused"],
+            patch["spec"]["paused"],
             json!(false),
             "other fields untouched"
         );
+        assert!(annotation(&patch, CONFIG_SPEC_HASH_ANNOTATION).is_some());
     }
 
     #[test]
@@ -397,20 +424,90 @@ mod tests {
             &[],
             &["/spec/replicas"],
         )];
-        let plan = plan_ignore_fields(&manifest(3), None, &fields, &BTreeMap::new()).ok();
         assert_eq!(
-            plan.map(|p| p.patch["spec"]["replicas"].clone()),
-            Some(json!(3))
+            plan(&manifest(3), None, &fields)["spec"]["replicas"],
+            json!(3)
         );
         let mut live = manifest(9);
         if let Some(spec) = live["spec"].as_object_mut() {
             spec.remove("replicas");
         }
-        let plan = plan_ignore_fields(&manifest(3), Some(&live), &fields, &BTreeMap::new()).ok();
         assert_eq!(
-            plan.map(|p| p.patch["spec"]["replicas"].clone()),
-            Some(json!(3))
+            plan(&manifest(3), Some(&live), &fields)["spec"]["replicas"],
+            json!(3)
         );
+    }
+
+    #[test]
+    fn the_hash_leaves_out_on_spoke_present_fields_only() {
+        let present = [field(
+            IgnoreFieldsCondition::OnSpokePresent,
+            &[".spec.replicas"],
+            &[],
+        )];
+        let change = [field(
+            IgnoreFieldsCondition::OnSpokeChange,
+            &[".spec.replicas"],
+            &[],
+        )];
+        let hash = |m: &Value, f: &[IgnoreField]| {
+            plan_ignore_fields(m, None, f)
+                .ok()
+                .and_then(|p| p.spec_hash)
+                .unwrap_or_default()
+        };
+        assert_eq!(hash(&manifest(1), &present), hash(&manifest(2), &present));
+        assert_ne!(hash(&manifest(1), &change), hash(&manifest(2), &change));
+        assert!(!hash(&manifest(1), &change).is_empty());
+        let none = plan_ignore_fields(&manifest(1), None, &[]).ok();
+        assert_eq!(
+            none.and_then(|p| p.spec_hash),
+            None,
+            "no ignoreFields: no hash"
+        );
+    }
+
+    #[test]
+    fn jq_on_spoke_present_keeps_the_selected_list_item() {
+        let with_env = |java: &str| {
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                "spec": {"template": {"spec": {"containers": [{"name": "app", "env": [
+                    {"name": "APP_ENV", "value": "production"}, {"name": "JAVA_OPTS", "value": java}]}]}}}})
+        };
+        let fields = [IgnoreField {
+            condition: IgnoreFieldsCondition::OnSpokePresent,
+            json_paths: Vec::new(),
+            json_pointers: Vec::new(),
+            jq_path_expressions: vec![
+                r#".spec.template.spec.containers[].env[] | select(.name == "JAVA_OPTS")"#.into(),
+            ],
+        }];
+        let created = applied(&with_env("-Xmx512m"), &fields);
+        assert_eq!(
+            created["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"],
+            json!("-Xmx512m"),
+            "first apply sends the manifest's value"
+        );
+        let mut live = created.clone();
+        live["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"] = json!("-Xmx1024m");
+        let patch = plan(&with_env("-Xmx2048m"), Some(&live), &fields);
+        let env = &patch["spec"]["template"]["spec"]["containers"][0]["env"];
+        assert_eq!(env[1], json!({"name": "JAVA_OPTS", "value": "-Xmx1024m"}));
+        assert_eq!(env[0], json!({"name": "APP_ENV", "value": "production"}));
+        assert_eq!(
+            annotation(&patch, CONFIG_SPEC_HASH_ANNOTATION),
+            annotation(&created, CONFIG_SPEC_HASH_ANNOTATION),
+            "the ignored value is not part of the hash"
+        );
+
+        let bad = [IgnoreField {
+            jq_path_expressions: vec![".spec.containers[] | invalid syntax here".into()],
+            ..fields[0].clone()
+        }];
+        assert!(matches!(
+            plan_ignore_fields(&with_env("x"), None, &bad),
+            Err(ApplyError::InvalidIgnoreField { .. })
+        ));
     }
 
     #[test]
@@ -423,8 +520,7 @@ mod tests {
         let mut live = manifest(1);
         live["spec"]["template"]["spec"]["containers"][0]["image"] = json!("img:spoke");
         live["spec"]["template"]["spec"]["containers"][1]["image"] = json!("side:spoke");
-        let plan = plan_ignore_fields(&manifest(1), Some(&live), &fields, &BTreeMap::new()).ok();
-        let patch = plan.map(|p| p.patch).unwrap_or_default();
+        let patch = plan(&manifest(1), Some(&live), &fields);
         assert_eq!(
             patch["spec"]["template"]["spec"]["containers"][0]["image"],
             json!("img:spoke")
@@ -436,74 +532,45 @@ mod tests {
     }
 
     #[test]
-    fn on_spoke_change_applies_first_and_records_hash() {
-        let fields = [field(
-            IgnoreFieldsCondition::OnSpokeChange,
-            &[".spec.replicas"],
-            &[],
-        )];
-        let plan = plan_ignore_fields(&manifest(3), None, &fields, &BTreeMap::new()).ok();
-        let plan = plan.unwrap_or(IgnorePlan {
-            patch: Value::Null,
-            record: BTreeMap::new(),
-        });
-        assert_eq!(plan.patch["spec"]["replicas"], json!(3));
-        assert_eq!(
-            plan.record.get("/spec/replicas"),
-            Some(&content_hash(&json!(3)))
-        );
-    }
-
-    #[test]
     fn on_spoke_change_keeps_a_spoke_edit_while_the_manifest_is_unchanged() {
         let fields = [field(
             IgnoreFieldsCondition::OnSpokeChange,
             &[".spec.replicas"],
             &[],
         )];
-        let record: BTreeMap<String, String> =
-            [("/spec/replicas".to_string(), content_hash(&json!(3)))].into();
+        // First apply: the manifest's value.
+        let live = applied(&manifest(3), &fields);
+        assert_eq!(live["spec"]["replicas"], json!(3));
 
-        // Spoke still has what we applied: apply as usual.
-        let plan = plan_ignore_fields(&manifest(3), Some(&manifest(3)), &fields, &record).ok();
+        // Spoke changed it to 5 and the manifest is the same: keep 5.
+        let mut edited = live.clone();
+        edited["spec"]["replicas"] = json!(5);
         assert_eq!(
-            plan.map(|p| p.patch["spec"]["replicas"].clone()),
-            Some(json!(3))
-        );
-
-        // Spoke changed it to 5: keep 5.
-        let plan = plan_ignore_fields(&manifest(3), Some(&manifest(5)), &fields, &record).ok();
-        let plan = plan.unwrap_or(IgnorePlan {
-            patch: Value::Null,
-            record: BTreeMap::new(),
-        });
-        assert_eq!(plan.patch["spec"]["replicas"], json!(5));
-        assert_eq!(
-            plan.record, record,
-            "record still names the value we applied"
+            plan(&manifest(3), Some(&edited), &fields)["spec"]["replicas"],
+            json!(5)
         );
 
         // Spoke removed it: leave it out of the patch.
-        let mut removed = manifest(3);
+        let mut removed = live.clone();
         removed["spec"]
             .as_object_mut()
             .map(|s| s.remove("replicas"));
-        let plan = plan_ignore_fields(&manifest(3), Some(&removed), &fields, &record).ok();
-        assert_eq!(
-            plan.map(|p| p.patch["spec"].get("replicas").is_none()),
-            Some(true)
+        assert!(
+            plan(&manifest(3), Some(&removed), &fields)["spec"]
+                .get("replicas")
+                .is_none()
         );
 
-        // The manifest now asks for 4: the new intent is applied.
-        let plan = plan_ignore_fields(&manifest(4), Some(&manifest(5)), &fields, &record).ok();
-        let plan = plan.unwrap_or(IgnorePlan {
-            patch: Value::Null,
-            record: BTreeMap::new(),
-        });
-        assert_eq!(plan.patch["spec"]["replicas"], json!(4));
+        // The manifest changed: its value is applied again.
         assert_eq!(
-            plan.record.get("/spec/replicas"),
-            Some(&content_hash(&json!(4)))
+            plan(&manifest(4), Some(&edited), &fields)["spec"]["replicas"],
+            json!(4)
+        );
+
+        // An object without the hash (not applied with these ignoreFields): the manifest wins.
+        assert_eq!(
+            plan(&manifest(3), Some(&manifest(5)), &fields)["spec"]["replicas"],
+            json!(3)
         );
     }
 
@@ -516,8 +583,11 @@ mod tests {
         )];
         let mut live = manifest(1);
         live["spec"]["minReadySeconds"] = json!(10);
-        let plan = plan_ignore_fields(&manifest(1), Some(&live), &fields, &BTreeMap::new()).ok();
-        assert_eq!(plan.map(|p| p.patch), Some(manifest(1)));
+        let mut patch = plan(&manifest(1), Some(&live), &fields);
+        patch["metadata"]["annotations"]
+            .as_object_mut()
+            .map(|a| a.remove(CONFIG_SPEC_HASH_ANNOTATION));
+        assert_eq!(patch, manifest(1));
     }
 
     #[test]
@@ -527,22 +597,7 @@ mod tests {
             &[".spec["],
             &[],
         )];
-        let err = plan_ignore_fields(&manifest(1), None, &fields, &BTreeMap::new()).err();
+        let err = plan_ignore_fields(&manifest(1), None, &fields).err();
         assert!(matches!(err, Some(ApplyError::InvalidIgnoreField { .. })));
-    }
-
-    #[test]
-    fn record_round_trips_through_the_annotation() {
-        let record: BTreeMap<String, String> =
-            [("/spec/replicas".to_string(), "abc".to_string())].into();
-        let mut patch = manifest(1);
-        assert!(write_record(&mut patch, &record).is_ok());
-        assert_eq!(read_record(Some(&patch)), record);
-        assert_eq!(patch["metadata"]["annotations"]["a"], json!("1"));
-        assert!(write_record(&mut patch, &BTreeMap::new()).is_ok());
-        assert!(read_record(Some(&patch)).is_empty());
-        let mut garbage = manifest(1);
-        garbage["metadata"]["annotations"][IGNORE_FIELDS_ANNOTATION] = json!("not json");
-        assert!(read_record(Some(&garbage)).is_empty());
     }
 }

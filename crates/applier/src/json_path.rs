@@ -1,6 +1,6 @@
-//! The one parser and walker of the field paths ManifestWorks carry: Kubernetes JSONPath
-//! (`ignoreFields.jsonPaths`, status feedback `jsonPaths`) and the plain-path subset of jq
-//! (`ignoreFields.jqPathExpressions`).
+//! The one parser and walker of the Kubernetes JSONPaths ManifestWorks carry
+//! (`ignoreFields.jsonPaths`, status feedback `jsonPaths`). jq expressions
+//! (`ignoreFields.jqPathExpressions`) are full jq, run by [`crate::jq`].
 //!
 //! Kubernetes JSONPath is not RFC 9535: `{...}` template braces, an optional `$`, `\.` inside a
 //! key and `[?(@.field=="value")]` filters. Only what selects fields is accepted; anything else is
@@ -27,7 +27,7 @@ pub enum Segment {
 }
 
 /// One step of a concrete path into a document.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Step {
     /// An object key.
     Key(String),
@@ -47,24 +47,11 @@ pub fn parse(path: &str) -> Result<Vec<Segment>, String> {
             .trim();
     }
     s = s.strip_prefix('$').unwrap_or(s);
-    parse_dotted(s, false)
+    parse_dotted(s)
 }
 
-/// Parses the plain-path subset of jq: `.spec.replicas`, `.metadata.annotations["a/b"]`,
-/// `.spec.containers[0].image`, `.spec.containers[].image`. Filters, pipes and functions are
-/// refused with an error rather than silently ignored.
-pub fn parse_jq(expression: &str) -> Result<Vec<Segment>, String> {
-    let s = expression.trim();
-    if !s.starts_with('.') {
-        return Err("only plain jq paths starting with '.' are supported".into());
-    }
-    parse_dotted(s, true)
-        .map_err(|_| "only plain jq paths (keys, [N], [] and [\"key\"]) are supported".into())
-}
-
-/// The shared grammar: `.key`, `['key']`, `["key"]`, `[N]`, `[*]`, `.*`, (JSONPath) filters and
-/// (jq) `[]`.
-fn parse_dotted(s: &str, jq: bool) -> Result<Vec<Segment>, String> {
+/// The grammar: `.key`, `['key']`, `["key"]`, `[N]`, `[*]`, `.*` and filters.
+fn parse_dotted(s: &str) -> Result<Vec<Segment>, String> {
     let chars: Vec<char> = s.chars().collect();
     let mut i = 0;
     let mut out = Vec::new();
@@ -77,12 +64,12 @@ fn parse_dotted(s: &str, jq: bool) -> Result<Vec<Segment>, String> {
                 }
                 let mut key = String::new();
                 while i < chars.len() && chars[i] != '.' && chars[i] != '[' {
-                    if chars[i] == '\\' && !jq && i + 1 < chars.len() {
+                    if chars[i] == '\\' && i + 1 < chars.len() {
                         key.push(chars[i + 1]);
                         i += 2;
                         continue;
                     }
-                    if !key_char(chars[i], jq) {
+                    if !key_char(chars[i]) {
                         return Err(format!("unexpected '{}'", chars[i]));
                     }
                     key.push(chars[i]);
@@ -94,7 +81,7 @@ fn parse_dotted(s: &str, jq: bool) -> Result<Vec<Segment>, String> {
                     }
                     return Err("empty key".into());
                 }
-                if key == "*" && !jq {
+                if key == "*" {
                     out.push(Segment::Any);
                 } else {
                     out.push(Segment::Key(key));
@@ -108,9 +95,9 @@ fn parse_dotted(s: &str, jq: bool) -> Result<Vec<Segment>, String> {
                     .ok_or("unclosed '['")?;
                 let inner: String = chars[i + 1..close].iter().collect();
                 let inner = inner.trim();
-                let seg = if inner.is_empty() && jq || inner == "*" && !jq {
+                let seg = if inner == "*" {
                     Segment::Any
-                } else if let Some(filter) = inner.strip_prefix('?').filter(|_| !jq) {
+                } else if let Some(filter) = inner.strip_prefix('?') {
                     parse_filter(filter)?
                 } else if let Some(q) = unquote(inner) {
                     Segment::Key(q)
@@ -150,15 +137,11 @@ fn parse_filter(filter: &str) -> Result<Segment, String> {
     })
 }
 
-fn key_char(c: char, jq: bool) -> bool {
-    if jq {
-        c.is_alphanumeric() || c == '_'
-    } else {
-        !matches!(
-            c,
-            ' ' | '(' | ')' | '|' | '?' | '@' | '=' | '!' | '<' | '>' | ','
-        )
-    }
+fn key_char(c: char) -> bool {
+    !matches!(
+        c,
+        ' ' | '(' | ')' | '|' | '?' | '@' | '=' | '!' | '<' | '>' | ','
+    )
 }
 
 fn unquote(s: &str) -> Option<String> {
@@ -254,6 +237,5 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad} should be refused");
         }
-        assert!(parse_jq(".a[?(@.x=='a')]").is_err());
     }
 }

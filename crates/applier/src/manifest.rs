@@ -9,17 +9,6 @@ use sha2::{Digest, Sha256};
 use crate::ApplyError;
 use crate::owner::merge_owner_references;
 
-/// Annotation holding a hash of the manifest last written with the Update strategy, so a manifest
-/// that drops a field is noticed even though the live object still has it.
-pub const MANIFEST_HASH_ANNOTATION: &str = "work.open-cluster-management.io/manifest-hash";
-
-/// Annotation listing (as JSON pointers) the fields the manifest last written with the Update
-/// strategy set, so fields a later manifest drops are removed from the object.
-pub const APPLIED_FIELDS_ANNOTATION: &str = "work.open-cluster-management.io/applied-fields";
-
-/// Above this size the applied field list is not stored (annotations share a 256 KiB budget).
-const MAX_APPLIED_FIELDS_BYTES: usize = 32 * 1024;
-
 /// Metadata fields the API server populates; never sent and never compared.
 /// Kind of the owners the agent writes (AppliedManifestWork).
 const APPLIED_MANIFEST_WORK_KIND: &str = "AppliedManifestWork";
@@ -81,6 +70,7 @@ pub(crate) fn clean_manifest(
     labels: &BTreeMap<String, String>,
 ) -> Value {
     let mut body = manifest.clone();
+    remove_null_creation_timestamps(&mut body);
     let meta = metadata_mut(&mut body);
     for key in SERVER_METADATA {
         meta.remove(*key);
@@ -97,14 +87,31 @@ pub(crate) fn clean_manifest(
     body
 }
 
+/// Removes `creationTimestamp: null` from every nested `metadata` (a pod template's, as Go
+/// clients serialise typed objects): sent in an apply, the server records the field as owned by
+/// the applier, and two managers sending it conflict over a field neither sets.
+fn remove_null_creation_timestamps(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            if let Some(Value::Object(meta)) = map.get_mut("metadata")
+                && meta.get("creationTimestamp").is_some_and(Value::is_null)
+            {
+                meta.remove("creationTimestamp");
+            }
+            map.values_mut().for_each(remove_null_creation_timestamps);
+        }
+        Value::Array(items) => items.iter_mut().for_each(remove_null_creation_timestamps),
+        _ => {}
+    }
+}
+
 /// The body to create an object with: the cleaned manifest, our ownerReference added to any the
-/// manifest has, and (for the Update strategy) the manifest hash annotation.
+/// manifest has.
 pub(crate) fn create_body(
     manifest: &Value,
     namespaced: bool,
     labels: &BTreeMap<String, String>,
     owner: Option<&OwnerReference>,
-    manifest_hash: Option<&str>,
 ) -> Result<Value, ApplyError> {
     let mut body = clean_manifest(manifest, namespaced, labels);
     let meta = metadata_mut(&mut body);
@@ -112,17 +119,26 @@ pub(crate) fn create_body(
         let existing = owner_references_of_meta(meta)?;
         set_owner_references(meta, &merge_owner_references(&existing, owner))?;
     }
-    if let Some(hash) = manifest_hash {
-        let fields = applied_fields(&body);
-        record_applied(&mut body, hash, &fields);
-    }
     Ok(body)
 }
 
-/// The body to replace `live` with under the Update strategy: the live object with the
-/// manifest laid over it (objects merged key by key, lists and scalars replaced), minus the fields
-/// an earlier manifest set and this one no longer does; labels, annotations, ownerReferences and
-/// finalizers of others are kept; the live resourceVersion gives optimistic locking.
+/// An update of a live object under the Update strategy.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct UpdatePlan {
+    /// The body to replace the object with.
+    pub body: Value,
+    /// The fields the manifest sets (see [`applied_fields`]), to remember as written.
+    pub fields: Vec<String>,
+    /// Whether the body leaves out fields `live` has that an earlier write set and this manifest
+    /// no longer does (then the update is needed even when every manifest field matches).
+    pub drops: bool,
+}
+
+/// The update of `live` under the Update strategy: the live object with the manifest laid over it
+/// (objects merged key by key, lists and scalars replaced), minus the fields of `previous` (the
+/// fields an earlier write set, as JSON pointers) this manifest no longer sets; labels,
+/// annotations, ownerReferences and finalizers of others are kept; the live resourceVersion
+/// gives optimistic locking.
 ///
 /// Starting from the live object keeps what the server generated or defaulted (a Job's selector
 /// and template labels, a Service's clusterIP): a PUT without them is refused or changes them.
@@ -132,8 +148,8 @@ pub(crate) fn update_body(
     namespaced: bool,
     labels: &BTreeMap<String, String>,
     owner: Option<&OwnerReference>,
-    manifest_hash: &str,
-) -> Result<Value, ApplyError> {
+    previous: &[String],
+) -> Result<UpdatePlan, ApplyError> {
     let mut ours = clean_manifest(manifest, namespaced, labels);
     let fields = applied_fields(&ours);
     let mut body = live.clone();
@@ -146,11 +162,9 @@ pub(crate) fn update_body(
             }
         }
     }
-    let previous = annotation(live, APPLIED_FIELDS_ANNOTATION)
-        .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
-        .unwrap_or_default();
-    for pointer in previous.iter().filter(|p| !fields.contains(*p)) {
-        remove_pointer(&mut body, pointer);
+    let mut drops = false;
+    for pointer in previous.iter().filter(|p| fields.binary_search(p).is_err()) {
+        drops |= remove_pointer(&mut body, pointer);
     }
 
     // Lists of metadata are merged, not replaced by the overlay.
@@ -187,8 +201,11 @@ pub(crate) fn update_body(
     } else {
         meta.insert("finalizers".into(), Value::Array(finalizers));
     }
-    record_applied(&mut body, manifest_hash, &fields);
-    Ok(body)
+    Ok(UpdatePlan {
+        body,
+        fields,
+        drops,
+    })
 }
 
 /// Lays `top` over `base` as a JSON merge patch (RFC 7386): objects merge key by key, a `null`
@@ -204,7 +221,7 @@ pub(crate) fn applied_fields(manifest: &Value) -> Vec<String> {
     fn walk(value: &Value, prefix: &str, out: &mut Vec<String>) {
         if let Value::Object(map) = value {
             for (k, v) in map {
-                let pointer = format!("{prefix}/{}", k.replace('~', "~0").replace('/', "~1"));
+                let pointer = format!("{prefix}/{}", escape_pointer(k));
                 out.push(pointer.clone());
                 walk(v, &pointer, out);
             }
@@ -225,7 +242,7 @@ pub(crate) fn applied_fields(manifest: &Value) -> Vec<String> {
                 }
             }
             _ => {
-                let pointer = format!("/{}", k.replace('~', "~0").replace('/', "~1"));
+                let pointer = format!("/{}", escape_pointer(k));
                 out.push(pointer.clone());
                 walk(v, &pointer, &mut out);
             }
@@ -235,10 +252,15 @@ pub(crate) fn applied_fields(manifest: &Value) -> Vec<String> {
     out
 }
 
-/// Removes the object key at an RFC 6901 pointer, if present.
-fn remove_pointer(doc: &mut Value, pointer: &str) {
+/// A key as one token of an RFC 6901 JSON pointer (`~` as `~0`, `/` as `~1`).
+pub(crate) fn escape_pointer(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// Removes the object key at an RFC 6901 pointer; whether it was there.
+fn remove_pointer(doc: &mut Value, pointer: &str) -> bool {
     let Some((parent, last)) = pointer.rsplit_once('/') else {
-        return;
+        return false;
     };
     let unescape = |t: &str| t.replace("~1", "/").replace("~0", "~");
     let parent = if parent.is_empty() {
@@ -246,27 +268,9 @@ fn remove_pointer(doc: &mut Value, pointer: &str) {
     } else {
         doc.pointer_mut(parent)
     };
-    if let Some(Value::Object(map)) = parent {
-        map.remove(&unescape(last));
-    }
-}
-
-/// Writes the manifest hash and (when small enough to be a reasonable annotation) the applied
-/// field list.
-fn record_applied(body: &mut Value, manifest_hash: &str, fields: &[String]) {
-    let annotations = string_map_mut(metadata_mut(body), "annotations");
-    annotations.insert(
-        MANIFEST_HASH_ANNOTATION.into(),
-        Value::String(manifest_hash.into()),
-    );
-    match serde_json::to_string(fields) {
-        Ok(text) if text.len() <= MAX_APPLIED_FIELDS_BYTES => {
-            annotations.insert(APPLIED_FIELDS_ANNOTATION.into(), Value::String(text));
-        }
-        // Too big (or unencodable): fields this manifest drops later are then not removed.
-        _ => {
-            annotations.remove(APPLIED_FIELDS_ANNOTATION);
-        }
+    match parent {
+        Some(Value::Object(map)) => map.remove(&unescape(last)).is_some(),
+        _ => false,
     }
 }
 
@@ -507,13 +511,6 @@ mod tests {
         })
     }
 
-    /// Marks `live` as last written from `deployment()` with these labels.
-    fn record_fields(live: &mut Value, labels: &BTreeMap<String, String>) {
-        let fields = applied_fields(&clean_manifest(&deployment(), true, labels));
-        live["metadata"]["annotations"][APPLIED_FIELDS_ANNOTATION] =
-            json!(serde_json::to_string(&fields).unwrap_or_default());
-    }
-
     #[test]
     fn update_body_keeps_server_generated_fields_and_removes_dropped_ones() {
         let job = |extra: Value| {
@@ -525,18 +522,25 @@ mod tests {
         };
         let previous =
             job(json!({"spec": {"parallelism": 2}, "metadata": {"labels": {"old": "x"}}}));
-        let mut live = job(json!({
+        let live = job(json!({
             "metadata": {"uid": "u", "resourceVersion": "5", "managedFields": [{}],
                          "labels": {"old": "x", "server": "y"}},
             "spec": {"parallelism": 2, "selector": {"matchLabels": {"controller-uid": "u"}},
                      "template": {"metadata": {"labels": {"controller-uid": "u"}}}}
         }));
-        let fields = applied_fields(&clean_manifest(&previous, true, &BTreeMap::new()));
-        live["metadata"]["annotations"] =
-            json!({APPLIED_FIELDS_ANNOTATION: serde_json::to_string(&fields).unwrap_or_default()});
+        let previous = applied_fields(&clean_manifest(&previous, true, &BTreeMap::new()));
 
-        let body = update_body(&job(json!({})), &live, true, &BTreeMap::new(), None, "h2")
-            .unwrap_or_default();
+        let plan = update_body(
+            &job(json!({})),
+            &live,
+            true,
+            &BTreeMap::new(),
+            None,
+            &previous,
+        );
+        let Ok(plan) = plan else { panic!("{plan:?}") };
+        assert!(plan.drops);
+        let body = plan.body;
         assert_eq!(
             body["spec"]["selector"],
             json!({"matchLabels": {"controller-uid": "u"}})
@@ -555,10 +559,15 @@ mod tests {
         );
         assert_eq!(body["metadata"]["resourceVersion"], json!("5"));
         assert!(body["metadata"].get("managedFields").is_none());
-        let now = annotation(&body, APPLIED_FIELDS_ANNOTATION).unwrap_or_default();
         assert!(
-            now.contains("/spec/template") && !now.contains("parallelism"),
-            "{now}"
+            body["metadata"].get("annotations").is_none(),
+            "nothing of ours"
+        );
+        assert!(
+            plan.fields.contains(&"/spec/template".to_string())
+                && !plan.fields.iter().any(|f| f.contains("parallelism")),
+            "{:?}",
+            plan.fields
         );
     }
 
@@ -621,6 +630,29 @@ mod tests {
     }
 
     #[test]
+    fn clean_manifest_drops_null_creation_timestamps_at_any_depth() {
+        let m = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "creationTimestamp": null},
+            "spec": {"template": {"metadata": {"creationTimestamp": null, "labels": {"a": "b"}},
+                     "spec": {"volumes": [{"ephemeral": {"volumeClaimTemplate": {"metadata": {"creationTimestamp": null}}}}]}},
+                     "keep": {"creationTimestamp": null}}});
+        let body = clean_manifest(&m, true, &BTreeMap::new());
+        assert_eq!(
+            body["spec"]["template"]["metadata"],
+            json!({"labels": {"a": "b"}})
+        );
+        assert_eq!(
+            body["spec"]["template"]["spec"]["volumes"][0]["ephemeral"]["volumeClaimTemplate"],
+            json!({"metadata": {}})
+        );
+        assert_eq!(
+            body["spec"]["keep"],
+            json!({"creationTimestamp": null}),
+            "only in metadata"
+        );
+    }
+
+    #[test]
     fn clean_manifest_drops_namespace_of_cluster_scoped_kinds() {
         let m = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a", "namespace": "x"}});
         let body = clean_manifest(&m, false, &BTreeMap::new());
@@ -629,14 +661,14 @@ mod tests {
     }
 
     #[test]
-    fn create_body_merges_owner_and_sets_hash() {
+    fn create_body_merges_owner_and_adds_nothing_else() {
         let mut m = deployment();
         m["metadata"]["ownerReferences"] = json!([owner("theirs")]);
-        let body = create_body(&m, true, &BTreeMap::new(), Some(&owner("ours")), Some("h1")).ok();
+        let body = create_body(&m, true, &BTreeMap::new(), Some(&owner("ours"))).ok();
         let body = body.unwrap_or_default();
         let refs = owner_references_of(&body).unwrap_or_default();
         assert_eq!(refs, vec![owner("theirs"), owner("ours")]);
-        assert_eq!(annotation(&body, MANIFEST_HASH_ANNOTATION), Some("h1"));
+        assert!(body["metadata"].get("annotations").is_none());
     }
 
     #[test]
@@ -650,8 +682,9 @@ mod tests {
             true,
             &labels(&[("agent", "a1")]),
             Some(&owner("ours")),
-            "h1",
+            &[],
         )
+        .map(|p| p.body)
         .unwrap_or_default();
         let meta = &body["metadata"];
         assert_eq!(meta["resourceVersion"], json!("42"));
@@ -663,7 +696,7 @@ mod tests {
             meta["annotations"]["deployment.kubernetes.io/revision"],
             json!("1")
         );
-        assert_eq!(meta["annotations"][MANIFEST_HASH_ANNOTATION], json!("h1"));
+        assert_eq!(meta["annotations"].as_object().map(|a| a.len()), Some(1));
         assert_eq!(meta["finalizers"], json!(["keep.me/finalizer"]));
         let refs = owner_references_of(&body).unwrap_or_default();
         assert_eq!(refs, vec![owner("other-work"), owner("ours")]);
@@ -675,29 +708,45 @@ mod tests {
     #[test]
     fn noop_when_live_has_everything_plus_server_defaults() {
         let mut live = live_deployment();
-        live["metadata"]["annotations"][MANIFEST_HASH_ANNOTATION] = json!("h1");
         live["metadata"]["labels"]["agent"] = json!("a1");
-        record_fields(&mut live, &labels(&[("agent", "a1")]));
-        let desired = update_body(
+        let previous = applied_fields(&clean_manifest(
+            &deployment(),
+            true,
+            &labels(&[("agent", "a1")]),
+        ));
+        let plan = update_body(
             &deployment(),
             &live,
             true,
             &labels(&[("agent", "a1")]),
             None,
-            "h1",
-        )
-        .unwrap_or_default();
-        assert!(is_noop_update(&desired, &live));
+            &previous,
+        );
+        let Ok(plan) = plan else { panic!("{plan:?}") };
+        assert!(!plan.drops);
+        assert!(is_noop_update(&plan.body, &live));
     }
 
     #[test]
-    fn not_noop_when_a_field_differs_or_is_missing() {
-        let mut live = live_deployment();
-        live["metadata"]["annotations"][MANIFEST_HASH_ANNOTATION] = json!("h1");
-        record_fields(&mut live, &BTreeMap::new());
-        let desired = update_body(&deployment(), &live, true, &BTreeMap::new(), None, "h1")
-            .unwrap_or_default();
-        assert!(is_noop_update(&desired, &live));
+    fn not_noop_when_a_field_differs_or_is_missing_or_was_dropped() {
+        let live = live_deployment();
+        let body = |manifest: &Value,
+                    labels: &BTreeMap<String, String>,
+                    owner: Option<&OwnerReference>| {
+            update_body(
+                manifest,
+                &live,
+                true,
+                labels,
+                owner,
+                &applied_fields(&clean_manifest(&deployment(), true, &BTreeMap::new())),
+            )
+        };
+        let Ok(plan) = body(&deployment(), &BTreeMap::new(), None) else {
+            panic!("update_body failed")
+        };
+        assert!(!plan.drops && is_noop_update(&plan.body, &live));
+        let desired = plan.body;
 
         let mut drifted = live.clone();
         drifted["spec"]["replicas"] = json!(5);
@@ -719,36 +768,22 @@ mod tests {
         }
         assert!(!is_noop_update(&desired, &extra), "list length differs");
 
-        let new_hash = update_body(&deployment(), &live, true, &BTreeMap::new(), None, "h2")
-            .unwrap_or_default();
-        assert!(
-            !is_noop_update(&new_hash, &live),
-            "manifest changed (hash differs)"
-        );
+        let mut fewer = deployment();
+        fewer["spec"].as_object_mut().map(|s| s.remove("replicas"));
+        let dropped = body(&fewer, &BTreeMap::new(), None).map(|p| p.drops);
+        assert_eq!(dropped.ok(), Some(true), "the manifest dropped replicas");
 
-        let with_owner = update_body(
-            &deployment(),
-            &live,
-            true,
-            &BTreeMap::new(),
-            Some(&owner("ours")),
-            "h1",
-        )
-        .unwrap_or_default();
+        let with_owner = body(&deployment(), &BTreeMap::new(), Some(&owner("ours")))
+            .map(|p| p.body)
+            .unwrap_or_default();
         assert!(
             !is_noop_update(&with_owner, &live),
             "our ownerReference is missing"
         );
 
-        let new_label = update_body(
-            &deployment(),
-            &live,
-            true,
-            &labels(&[("agent", "a1")]),
-            None,
-            "h1",
-        )
-        .unwrap_or_default();
+        let new_label = body(&deployment(), &labels(&[("agent", "a1")]), None)
+            .map(|p| p.body)
+            .unwrap_or_default();
         assert!(!is_noop_update(&new_label, &live), "agent label is missing");
     }
 

@@ -112,7 +112,8 @@ pub use explain::{ExpressionStep, MessageSource, RuleExplanation, Stale, WellKno
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 pub use limits::Limits;
 pub use manifest::{
-    Availability, applied_condition, available_condition, feedback_condition, no_feedback_condition,
+    Availability, applied_condition, available_condition, feedback_condition,
+    ignore_fields_failed_condition, no_feedback_condition,
 };
 pub use merge::{merge_conditions, merge_work_conditions, replace_conditions};
 pub use not_evaluated::not_evaluated_conditions;
@@ -198,6 +199,8 @@ pub mod reasons {
     pub const APPLIED_MANIFEST_COMPLETE: &str = "AppliedManifestComplete";
     /// `Applied` False on a manifest.
     pub const APPLIED_MANIFEST_FAILED: &str = "AppliedManifestFailed";
+    /// `Applied` False on a server-side-apply manifest whose `ignoreFields` cannot be used.
+    pub const APPLIED_MANIFEST_SSA_IGNORE_FIELD_ERROR: &str = "AppliedManifestSSAIgnoreFieldError";
     /// `Available` True on a manifest.
     pub const RESOURCE_AVAILABLE: &str = "ResourceAvailable";
     /// `Available` False on a manifest.

@@ -35,6 +35,17 @@ pub fn applied_condition(result: Result<(), &str>) -> ConditionUpdate {
     }
 }
 
+/// `Applied` False `AppliedManifestSSAIgnoreFieldError` "Failed to process ignoreFields: <error>":
+/// the manifest's `ignoreFields` cannot be used (an invalid path or jq expression).
+pub fn ignore_fields_failed_condition(error: &str) -> ConditionUpdate {
+    ConditionUpdate::new(
+        APPLIED,
+        Status::False,
+        reasons::APPLIED_MANIFEST_SSA_IGNORE_FIELD_ERROR,
+        cap_message(format!("Failed to process ignoreFields: {error}")),
+    )
+}
+
 /// `Available`: True, False, Unknown `"Failed to fetch resource: <error>"`, or Unknown `"Resource
 /// meta is incomplete"` (upstream's strings).
 pub fn available_condition(state: Availability) -> ConditionUpdate {

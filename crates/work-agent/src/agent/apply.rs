@@ -142,6 +142,7 @@ impl WorkScope<'_> {
                 let outcome = ManifestOutcome {
                     meta,
                     applied: Err(message.clone()),
+                    ignore_fields_error: false,
                     live: Live::UnknownKind,
                     rules: Vec::new(),
                     feedback: Feedback::NoRules,
@@ -208,6 +209,16 @@ impl WorkScope<'_> {
                     e.is_transient(),
                     message,
                 );
+            }
+        };
+        // A cluster-scoped object has no namespace, whatever the manifest says: it is recorded
+        // (status, appliedResources, manifestConfigs matching) without one.
+        let id = if resolved.namespaced {
+            id
+        } else {
+            ManifestId {
+                namespace: String::new(),
+                ..id
             }
         };
         let settings = manifests::settings_for(
@@ -363,6 +374,14 @@ impl WorkScope<'_> {
             }
             Err(e) => {
                 let message = e.to_string();
+                let ignore_fields_error = e.is_ignore_field_error();
+                // A conflict means the object exists, though the store (which holds only
+                // objects with the agent's label) may not have it: one created by someone else.
+                let cached = if e.is_conflict() {
+                    cached.doubting_absence()
+                } else {
+                    cached
+                };
                 let live = match e {
                     applier::ApplyError::UnknownKind { .. }
                     | applier::ApplyError::UnknownResource { .. } => Live::UnknownKind,
@@ -375,9 +394,10 @@ impl WorkScope<'_> {
                         read_live(ctx, &cached, &resolved, namespace, &id.name).await
                     }
                 };
-                let outcome = self
+                let mut outcome = self
                     .observed(meta, &id, &settings, &resolved, Err(message.clone()), live)
                     .await;
+                outcome.ignore_fields_error = ignore_fields_error;
                 blocked(
                     outcome,
                     self.carry_over(&id, Some(&resolved.plural)),
@@ -402,6 +422,7 @@ impl WorkScope<'_> {
         let why = not_evaluated_because(&applied, &live).unwrap_or_default();
         ManifestOutcome {
             meta,
+            ignore_fields_error: false,
             rules: conditions::not_evaluated_conditions(
                 self.ctx.evaluator,
                 &settings.rules,
@@ -462,6 +483,7 @@ impl WorkScope<'_> {
         ManifestOutcome {
             meta,
             applied,
+            ignore_fields_error: false,
             live,
             rules,
             feedback,

@@ -39,6 +39,9 @@ pub struct ManifestOutcome {
     pub meta: ManifestResourceMeta,
     /// Whether the manifest is applied as the work asks (`Err`: why not, for `Applied`).
     pub applied: Result<(), String>,
+    /// Whether `applied` failed because the manifest's `ignoreFields` cannot be used (`Applied`
+    /// then has its own reason).
+    pub ignore_fields_error: bool,
     /// The live object.
     pub live: Live,
     /// The rule conditions: evaluated on the live object, or not evaluated (see
@@ -65,10 +68,14 @@ impl ManifestOutcome {
     /// The manifest's status: `Applied` from apply, `Available` from the live object only,
     /// `StatusFeedbackSynced` from feedback, then the rule conditions.
     pub fn desired(&self) -> ManifestDesired {
+        let applied = match &self.applied {
+            Err(e) if self.ignore_fields_error => conditions::ignore_fields_failed_condition(e),
+            result => {
+                conditions::applied_condition(result.as_ref().map(|_| ()).map_err(String::as_str))
+            }
+        };
         let mut updates = vec![
-            conditions::applied_condition(
-                self.applied.as_ref().map(|_| ()).map_err(String::as_str),
-            ),
+            applied,
             conditions::available_condition(match &self.live {
                 Live::Found(_) => Availability::Exists,
                 Live::Absent => Availability::Missing,
@@ -121,6 +128,7 @@ mod tests {
         ManifestOutcome {
             meta: ManifestResourceMeta::default(),
             applied,
+            ignore_fields_error: false,
             live,
             rules: Vec::new(),
             feedback,

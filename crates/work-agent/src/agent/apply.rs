@@ -212,7 +212,7 @@ impl WorkScope<'_> {
             }
         };
         // A cluster-scoped object has no namespace, whatever the manifest says: it is recorded
-        // (status, appliedResources, manifestConfigs matching) without one.
+        // (status, appliedResources, manifestConfigs matching) and watched without one.
         let id = if resolved.namespaced {
             id
         } else {
@@ -229,16 +229,6 @@ impl WorkScope<'_> {
             &id.name,
         );
         let meta = manifests::resource_meta(idx, &id, &resolved.plural);
-        // A cluster-scoped object has no namespace, whatever the manifest says: its watch
-        // events, its read and its AppliedManifestWork entry carry none.
-        let id = if resolved.namespaced {
-            id
-        } else {
-            ManifestId {
-                namespace: String::new(),
-                ..id
-            }
-        };
         let readonly = settings.strategy.type_ == UpdateStrategyType::ReadOnly;
         let orphan = manifests::is_orphaned(
             self.work.spec.delete_option.as_ref(),
@@ -375,20 +365,13 @@ impl WorkScope<'_> {
             Err(e) => {
                 let message = e.to_string();
                 let ignore_fields_error = e.is_ignore_field_error();
-                // A conflict means the object exists, though the store (which holds only
-                // objects with the agent's label) may not have it: one created by someone else.
-                let cached = if e.is_conflict() {
-                    cached.doubting_absence()
-                } else {
-                    cached
-                };
                 let live = match e {
                     applier::ApplyError::UnknownKind { .. }
                     | applier::ApplyError::UnknownResource { .. } => Live::UnknownKind,
                     applier::ApplyError::InvalidManifest(_) => Live::UnknownKind,
-                    // Available does not depend on apply: what is there is read.
-                    // The label-filtered store has only what the agent wrote; an object it
-                    // could not write may still be there.
+                    // Available does not depend on apply: what is there is read. The store
+                    // holds only objects with the agent's label, so an object the agent could
+                    // not write (a conflict, a refused executor) may be there without it.
                     _ => {
                         let cached = cached.clone().doubting_absence();
                         read_live(ctx, &cached, &resolved, namespace, &id.name).await

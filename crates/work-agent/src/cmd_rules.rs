@@ -601,7 +601,7 @@ fn insert_configs(text: &str, items: &str) -> Result<String, String> {
     Ok(lines.concat())
 }
 
-fn add_main(rules: &[LibraryRule], file: &PathBuf, stdout: bool) -> ExitCode {
+fn add_main(rules: &[LibraryRule], file: &std::path::Path, stdout: bool) -> ExitCode {
     let text = match std::fs::read_to_string(file) {
         Ok(t) => t,
         Err(e) => {
@@ -622,11 +622,11 @@ fn add_main(rules: &[LibraryRule], file: &PathBuf, stdout: bool) -> ExitCode {
     let added = notes.iter().filter(|n| n.added).count();
     if stdout {
         print!("{edited}");
-    } else if added > 0 {
-        if let Err(e) = std::fs::write(file, &edited) {
-            eprintln!("work-agent rules add: writing {}: {e}", file.display());
-            return ExitCode::from(2);
-        }
+    } else if added > 0
+        && let Err(e) = std::fs::write(file, &edited)
+    {
+        eprintln!("work-agent rules add: writing {}: {e}", file.display());
+        return ExitCode::from(2);
     }
     eprintln!("{added} manifest(s) given library rules");
     ExitCode::SUCCESS

@@ -209,7 +209,8 @@ fn check_size(doc: &Value) -> Option<Finding> {
 }
 
 /// Whether a config's resource identifier selects this manifest (resource derived from kind).
-fn selects(config: &ManifestConfigOption, id: &ManifestId) -> bool {
+/// Whether `config` selects the manifest `id` (group, plural, name and namespace globs).
+pub fn selects(config: &ManifestConfigOption, id: &ManifestId) -> bool {
     let rid = &config.resource_identifier;
     rid.group == id.group
         && rid.resource == guess_plural(&id.kind)

@@ -54,13 +54,16 @@ pub struct Expect {
 /// One object in one state, with the condition the entry's rule must give it.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 pub struct Fixture {
-    /// `no-status`, `progressing`, `healthy`, `failed` or `stale`.
+    /// One of [`REQUIRED_STATES`] or [`OPTIONAL_STATES`].
     pub state: String,
     /// Why the fixture expects what it expects, when it is not obvious.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    /// The expected condition.
+    /// The expected `Healthy` condition (the entry's first rule).
     pub expect: Expect,
+    /// The expected `Complete` condition, for entries with a `Complete` rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub complete: Option<Expect>,
     /// The live object.
     pub object: Value,
 }
@@ -68,18 +71,28 @@ pub struct Fixture {
 /// The states every entry has a fixture for.
 pub const REQUIRED_STATES: &[&str] = &["no-status", "progressing", "healthy", "failed", "stale"];
 
+/// States an entry has a fixture for when its kinds have them (`spec.suspend`, paused).
+pub const OPTIONAL_STATES: &[&str] = &["suspended"];
+
 /// One library entry.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct LibraryRule {
     /// The name `rules show` takes.
     pub name: String,
+    /// The project whose controller reports the status (`rules list` groups by it).
+    #[serde(default)]
+    pub project: String,
     /// What the rule checks.
     pub description: String,
     /// The kinds it is written for (empty: any kind, e.g. the kstatus rule or Crossplane's
     /// user-defined kinds).
     #[serde(default)]
     pub kinds: Vec<KindRef>,
+    /// For an entry without kinds: group suffixes (`.services.k8s.aws`) whose every kind it
+    /// fits, as a fallback after the entries written for the kind.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub group_suffixes: Vec<String>,
     /// Where the status shape is documented.
     #[serde(default)]
     pub docs: Option<String>,
@@ -128,6 +141,20 @@ impl LibraryRule {
             .iter()
             .any(|k| k.group() == group && k.kind == kind)
     }
+
+    /// Whether the entry is a fallback for every kind of this group (by group suffix).
+    pub fn covers_group(&self, group: &str) -> bool {
+        self.group_suffixes
+            .iter()
+            .any(|s| group.ends_with(s.as_str()))
+    }
+
+    /// Whether the entry has a rule setting `Complete` (a run-once kind).
+    pub fn gives_complete(&self) -> bool {
+        self.condition_rules
+            .iter()
+            .any(|r| r.condition_type() == work_api::condition_types::COMPLETE)
+    }
 }
 
 /// A library file that does not decode.
@@ -158,11 +185,17 @@ pub fn find(name: &str) -> Result<Option<LibraryRule>, LibraryError> {
     Ok(load()?.into_iter().find(|r| r.name == name))
 }
 
-/// The entries written for this group and kind.
+/// The entries written for this group and kind; when there is none, the fallbacks for its
+/// group (ACK, Config Connector, Azure Service Operator, Crossplane managed resources).
 pub fn for_kind(group: &str, kind: &str) -> Vec<LibraryRule> {
-    load()
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|r| r.covers(group, kind))
-        .collect()
+    select(load().unwrap_or_default(), group, kind)
+}
+
+/// [`for_kind`] over a given list of entries.
+pub fn select(rules: Vec<LibraryRule>, group: &str, kind: &str) -> Vec<LibraryRule> {
+    let (written, rest): (Vec<_>, Vec<_>) = rules.into_iter().partition(|r| r.covers(group, kind));
+    if !written.is_empty() {
+        return written;
+    }
+    rest.into_iter().filter(|r| r.covers_group(group)).collect()
 }

@@ -373,3 +373,50 @@ fn crd_json_schema_prints_the_committed_schema() {
     .unwrap();
     assert_eq!(r.stdout, committed);
 }
+
+#[test]
+fn rules_add_writes_the_file_and_rules_docs_prints_the_catalog() {
+    let dir = std::env::temp_dir().join(format!("work-agent-rules-add-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let work = dir.join("work.yaml");
+    let text = "apiVersion: work.open-cluster-management.io/v1\nkind: ManifestWork\nmetadata: {name: backup, namespace: cluster1}\n# the nightly backup\nspec:\n  workload:\n    manifests:\n      - {apiVersion: velero.io/v1, kind: Backup, metadata: {name: shop, namespace: velero}, spec: {includedNamespaces: [shop]}}\n";
+    std::fs::write(&work, text).unwrap();
+    let path = work.display().to_string();
+    let r = run(&["rules", "add", &path, "--stdout"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.starts_with(text), "{}", r.stdout);
+    assert_eq!(
+        std::fs::read_to_string(&work).unwrap(),
+        text,
+        "--stdout writes nothing"
+    );
+    let r = run(&["rules", "add", &path]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stderr.contains("added velero (Healthy, Complete)"),
+        "{}",
+        r.stderr
+    );
+    let written = std::fs::read_to_string(&work).unwrap();
+    assert!(
+        written.contains("resource: backups") && written.contains("condition: Complete"),
+        "{written}"
+    );
+    let r = run(&["lint", &path]);
+    assert_eq!(r.code, 0, "{}{}", r.stdout, r.stderr);
+
+    std::fs::write(&work, "kind: ManifestWork\nspec: [\n").unwrap();
+    let r = run(&["rules", "add", &path]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let r = run(&[
+        "rules",
+        "add",
+        &dir.join("absent.yaml").display().to_string(),
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let r = run(&["rules", "docs"]);
+    assert_eq!(r.code, 0);
+    assert!(r.stdout.starts_with("# The rule library"), "{}", r.stdout);
+}

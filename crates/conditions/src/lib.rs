@@ -106,6 +106,7 @@ mod rules;
 mod well_known;
 
 pub use aggregate::aggregate_work_conditions;
+pub use convert::TypedValue;
 pub use error::EvalError;
 pub use evaluator::{Bindings, Evaluator};
 pub use explain::{ExpressionStep, MessageSource, RuleExplanation, Stale, WellKnownStep};

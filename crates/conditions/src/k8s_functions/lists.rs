@@ -53,16 +53,17 @@ fn list<'a>(function: &str, value: &'a Value) -> Result<&'a [Value], ExecutionEr
     }
 }
 
-/// Sum of a list of ints, uints or doubles (one kind); 0 for an empty list.
+/// Sum of a list of ints, uints, doubles or durations (one kind); 0 for an empty list.
 fn sum(args: &[Value]) -> Result<Value, ExecutionError> {
     let [this] = arity::<1>("sum", args)?;
     let items = list("sum", this)?;
-    let overflow = || ExecutionError::function_error("sum", "integer overflow");
+    let overflow = || ExecutionError::function_error("sum", "overflow");
     let mut acc = match items.first() {
         None => return Ok(Value::Int(0)),
         Some(Value::Int(_)) => Value::Int(0),
         Some(Value::UInt(_)) => Value::UInt(0),
         Some(Value::Float(_)) => Value::Float(0.0),
+        Some(Value::Duration(_)) => Value::Duration(chrono::Duration::zero()),
         Some(other) => {
             return Err(ExecutionError::function_error(
                 "sum",
@@ -77,6 +78,9 @@ fn sum(args: &[Value]) -> Result<Value, ExecutionError> {
                 Value::UInt(a.checked_add(*b).ok_or_else(overflow)?)
             }
             (Value::Float(a), Value::Float(b)) => Value::Float(a + b),
+            (Value::Duration(a), Value::Duration(b)) => {
+                Value::Duration(a.checked_add(b).ok_or_else(overflow)?)
+            }
             (_, other) => {
                 return Err(ExecutionError::function_error(
                     "sum",

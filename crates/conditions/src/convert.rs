@@ -10,6 +10,7 @@ use cel::common::value::Val;
 use cel::objects::{Key, OptionalValue};
 
 use crate::EvalError;
+use crate::k8s_functions::cel_go::go_shortest_g;
 use crate::k8s_functions::quantity::Quantity;
 pub(crate) use crate::k8s_functions::type_name;
 use crate::k8s_functions::url::Url;
@@ -233,20 +234,6 @@ fn canonical_double(f: f64) -> String {
         return if f > 0.0 { "+Inf" } else { "-Inf" }.to_string();
     }
     format!("{}d", go_shortest_g(f))
-}
-
-/// `strconv.FormatFloat(f, 'g', -1, 64)` for a finite `f`.
-pub(crate) fn go_shortest_g(f: f64) -> String {
-    // `{:e}` gives the shortest round-tripping digits: `1.5e-7`, `-2e21`, `0e0`.
-    let sci = format!("{f:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if f == 0.0 || (-4..6).contains(&exp) {
-        // Rust's plain form is Go's for these exponents (and `-0` stays `-0`).
-        return format!("{f}");
-    }
-    let sign = if exp < 0 { '-' } else { '+' };
-    format!("{mantissa}e{sign}{:02}", exp.abs())
 }
 
 fn key_string(key: &Key) -> String {

@@ -86,6 +86,7 @@ mod aggregate;
 mod budget;
 mod cache;
 mod cel_env;
+mod compat;
 mod convert;
 mod cost;
 mod engine;

@@ -2,6 +2,7 @@
 //! `hasConditions` (OCM), list helpers, regex `find`/`findAll`, `quantity`, `url`, `ip`/`cidr`,
 //! `semver` and `format`.
 
+pub(crate) mod cel_go;
 pub(crate) mod format;
 pub(crate) mod ip;
 pub(crate) mod lists;
@@ -140,5 +141,6 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     ip::register(env)?;
     semver::register(env)?;
     format::register(env)?;
+    cel_go::register(env)?;
     Ok(())
 }

@@ -58,6 +58,8 @@ const SIZED_FUNCTIONS: &[&str] = &[
     "min",
     "max",
     "isSorted",
+    "equivalent",
+    "intersects",
     "encode",
     "decode",
     "quantity",

@@ -1,10 +1,11 @@
 //! Where cel 0.15 answers differently from cel-go v0.26 with the Kubernetes environment, the
 //! parsed expression is checked and rewritten at compile time so that it answers as upstream:
 //!
-//! - Checks cel-go's compiler makes that an interpreter without a type checker skips: list and
-//!   map literals must be homogeneous (the Kubernetes environment sets
+//! - Checks cel-go's compiler makes that an interpreter without a type checker skips: list
+//!   literals must be homogeneous (the Kubernetes environment sets
 //!   `HomogeneousAggregateLiterals`; literals under `format` are exempt, as there), judged on
-//!   the elements whose type is known from the source alone; and a literal pattern of
+//!   the elements whose type is known from the source alone (map literals are not checked: a
+//!   rule's map result, our extension, mixes value types); and a literal pattern of
 //!   `matches`, `find` or `findAll` must be a valid Go (RE2) pattern: stacked repetition
 //!   operators (`x++`, `a**`) are an error there, while the `regex` crate accepts them.
 //! - Calls whose cel 0.15 implementation differs are renamed to ours ([`RENAMES`]; names
@@ -75,10 +76,11 @@ fn static_type(expr: &IdedExpr) -> Option<Static> {
             Some(Static::Named("dyn"))
         }
         Expr::List(list) if list.optional_indices.is_empty() => {
-            let first = static_type(list.elements.first()?)?;
-            list.elements
-                .iter()
-                .all(|e| static_type(e).as_ref() == Some(&first))
+            // Each element's type is computed once: nested literals stay linear.
+            let mut types = list.elements.iter().map(static_type);
+            let first = types.next()??;
+            types
+                .all(|t| t.as_ref() == Some(&first))
                 .then(|| Static::List(Box::new(first)))
         }
         Expr::Map(map) => {
@@ -168,6 +170,8 @@ fn check(expr: &IdedExpr, exempt: bool) -> Result<(), EvalError> {
             list.elements.iter().try_for_each(|e| check(e, exempt))
         }
         Expr::Map(map) => {
+            // Map literals are not held to homogeneity: a rule's map result
+            // (`{'status': false, 'message': '...'}`, our extension) mixes value types.
             let entries: Vec<_> = map
                 .entries
                 .iter()
@@ -176,14 +180,6 @@ fn check(expr: &IdedExpr, exempt: bool) -> Result<(), EvalError> {
                     EntryExpr::StructField(_) => None,
                 })
                 .collect();
-            if !exempt {
-                let values = entries.iter().filter(|m| !m.optional).map(|m| &m.value);
-                if let Some(m) =
-                    mismatch(entries.iter().map(|m| &m.key)).or_else(|| mismatch(values))
-                {
-                    return Err(mismatch_error(m));
-                }
-            }
             for m in entries {
                 check(&m.key, exempt)?;
                 check(&m.value, exempt)?;

@@ -104,10 +104,8 @@ fn mismatch<'e>(items: impl Iterator<Item = &'e IdedExpr>) -> Option<(Static, St
     let mut expected = None;
     for item in items {
         let Some(found) = static_type(item) else {
-            if expected.is_none() {
-                // The first element's type is unknown: nothing to compare with.
-                return None;
-            }
+            // The first element's type unknown: nothing to compare with.
+            expected.as_ref()?;
             continue;
         };
         match &expected {

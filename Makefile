@@ -76,6 +76,10 @@ prop: ## property-based tests of hostile input at 100,000 cases each (PROPTEST_C
 bench: ## micro-benchmarks (reports under target/criterion); the agent benchmark is `make bench-agent`
 	$(CARGO) bench -p conditions
 
+.PHONY: cel-conformance
+cel-conformance: ## upstream's CEL test tables, cel-go vs ours (needs Go); UPDATE=1 rewrites the committed answers
+	crates/conditions/benches/cel-conformance.sh $(if $(UPDATE),--update)
+
 .PHONY: bench-cel-parity
 bench-cel-parity: ## condition rules, ours vs cel-go on the same machine (ROUNDS=3); report in target/bench-cel-parity/
 	crates/conditions/benches/cel-parity.sh $(ROUNDS)

@@ -10,7 +10,9 @@ use cel::common::value::Val;
 use cel::objects::{Key, OptionalValue};
 
 use crate::EvalError;
+use crate::k8s_functions::cel_go::go_shortest_g;
 use crate::k8s_functions::quantity::Quantity;
+pub(crate) use crate::k8s_functions::type_name;
 use crate::k8s_functions::url::Url;
 
 /// A JSON value as a CEL value that borrows its strings. Integers become `int` (or `uint`
@@ -125,20 +127,121 @@ pub(crate) fn value_to_json(value: &Value) -> Result<serde_json::Value, EvalErro
     })
 }
 
+/// An expression's result with its CEL type, for showing a result that has no JSON form.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypedValue {
+    /// CEL's name for its type (`int`, `list`, `net.IP`, ...).
+    pub type_name: String,
+    /// Its JSON form, or `None` when it has none (an IP, a CIDR, a semver, NaN, a list of
+    /// IPs, ...).
+    pub json: Option<serde_json::Value>,
+    /// Its string form: for a string, the string; for a Kubernetes library value (an IP, a
+    /// CIDR, a semver, ...) its string form (`1.2.3.4`); otherwise [`TypedValue::canonical`].
+    pub text: String,
+    /// Its canonical rendering: CEL-literal-like (`"a"`, `1u`, `2.5d`, `[1, 2]`, map entries
+    /// sorted, `net.IP(1.2.3.4)`), the form the conformance tables compare with cel-go's.
+    pub canonical: String,
+}
+
+impl TypedValue {
+    /// `value` with its type, JSON form, string form and canonical rendering.
+    pub(crate) fn of(value: &Value) -> TypedValue {
+        let canonical = canonical(value);
+        let text = match value {
+            Value::String(s) => s.to_string(),
+            Value::Opaque(o) => {
+                crate::k8s_functions::opaque_text(o.as_ref()).unwrap_or_else(|| canonical.clone())
+            }
+            _ => canonical.clone(),
+        };
+        TypedValue {
+            type_name: type_name(value),
+            json: value_to_json(value).ok(),
+            text,
+            canonical,
+        }
+    }
+}
+
+/// The canonical rendering of `value` (see [`TypedValue::canonical`]); the Go side of the
+/// conformance comparison (benches/celgo/cases.go, `renderValue`) writes the same.
+pub(crate) fn canonical(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_string(),
+        Value::Bool(b) => b.to_string(),
+        Value::Int(i) => i.to_string(),
+        Value::UInt(u) => format!("{u}u"),
+        Value::Float(f) => canonical_double(*f),
+        Value::String(s) => serde_json::Value::String(s.to_string()).to_string(),
+        Value::Bytes(b) => {
+            let hex: String = b.iter().map(|byte| format!("{byte:02x}")).collect();
+            format!("b'{hex}'")
+        }
+        Value::List(items) => {
+            let items: Vec<String> = items.iter().map(canonical).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Map(map) => {
+            let mut entries: Vec<String> = map
+                .map
+                .iter()
+                .map(|(k, v)| format!("{}: {}", canonical_key(k), canonical(v)))
+                .collect();
+            entries.sort();
+            format!("{{{}}}", entries.join(", "))
+        }
+        Value::Duration(d) => match d.num_nanoseconds() {
+            Some(ns) => format!("duration({ns}ns)"),
+            None => format!("duration({}ms)", d.num_milliseconds()),
+        },
+        Value::Timestamp(t) => format!(
+            "timestamp({}.{:09})",
+            t.timestamp(),
+            t.timestamp_subsec_nanos()
+        ),
+        Value::Opaque(o) => {
+            if let Some(opt) = o.downcast_ref::<OptionalValue>() {
+                match opt.value() {
+                    Some(v) => format!("optional.of({})", canonical(v)),
+                    None => "optional.none()".to_string(),
+                }
+            } else {
+                let text = crate::k8s_functions::opaque_text(o.as_ref())
+                    .unwrap_or_else(|| format!("{:?}", o.as_debug()));
+                format!("{}({text})", o.runtime_type_name())
+            }
+        }
+        other => format!("{other:?}"),
+    }
+}
+
+fn canonical_key(key: &Key) -> String {
+    match key {
+        Key::Int(i) => i.to_string(),
+        Key::Uint(u) => format!("{u}u"),
+        Key::Bool(b) => b.to_string(),
+        Key::String(s) => serde_json::Value::String(s.to_string()).to_string(),
+    }
+}
+
+/// A double as Go's `strconv.FormatFloat(f, 'g', -1, 64)` writes it (the shortest digits that
+/// read back; exponent form below 1e-4 and from 1e6), then `d`; `NaN`, `+Inf`, `-Inf` as such.
+fn canonical_double(f: f64) -> String {
+    if f.is_nan() {
+        return "NaN".to_string();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.to_string();
+    }
+    format!("{}d", go_shortest_g(f))
+}
+
 fn key_string(key: &Key) -> String {
     match key {
         Key::Int(i) => i.to_string(),
         Key::Uint(u) => u.to_string(),
         Key::Bool(b) => b.to_string(),
         Key::String(s) => s.to_string(),
-    }
-}
-
-/// CEL's name for the type of `value`.
-pub(crate) fn type_name(value: &Value) -> String {
-    match value {
-        Value::Opaque(o) => o.runtime_type_name().to_string(),
-        other => other.type_of().to_string(),
     }
 }
 

@@ -41,6 +41,9 @@ const SIZED_FUNCTIONS: &[&str] = &[
     "trim",
     "indexOf",
     "lastIndexOf",
+    crate::compat::INDEX_OF_OFFSET,
+    crate::compat::LAST_INDEX_OF_OFFSET,
+    crate::compat::FORMAT,
     "substring",
     "charAt",
     "reverse",
@@ -55,6 +58,8 @@ const SIZED_FUNCTIONS: &[&str] = &[
     "min",
     "max",
     "isSorted",
+    "equivalent",
+    "intersects",
     "encode",
     "decode",
     "quantity",
@@ -62,6 +67,19 @@ const SIZED_FUNCTIONS: &[&str] = &[
     "url",
     "isURL",
 ];
+
+/// The namespaces of the environment's qualified functions (`strings.quote`, `base64.encode`,
+/// `math.abs`, `optional.of`, ...). A call such as `strings.quote(s)` parses as the member call
+/// `quote` on the identifier `strings`; the interpreter resolves it to the function only while
+/// that target is still the bare identifier, so it must not be wrapped for size charging.
+const FUNCTION_NAMESPACES: &[&str] = &[
+    "base64", "format", "ip", "lists", "math", "optional", "sets", "strings",
+];
+
+/// True when `target` is a function namespace (see [`FUNCTION_NAMESPACES`]).
+fn is_namespace(target: &IdedExpr) -> bool {
+    matches!(&target.expr, Expr::Ident(name) if FUNCTION_NAMESPACES.contains(&name.as_str()))
+}
 
 /// A parsed, instrumented expression, what one evaluation of it costs before any iteration, and
 /// what it reads of the live object.
@@ -103,7 +121,7 @@ fn instrument(expr: &mut IdedExpr) -> u64 {
             let mut cost = own;
             if let Some(target) = call.target.as_mut() {
                 cost += instrument(target);
-                if sized {
+                if sized && !is_namespace(target) {
                     cost += charge_size(target);
                 }
             }
@@ -230,5 +248,13 @@ mod tests {
         assert_eq!(literal.static_cost, 1 + 2 + 2 + 1);
         let plain = program("object.a + object.b");
         assert_eq!(calls_to(&plain, SIZE_FUNCTION), 0);
+    }
+
+    #[test]
+    fn a_function_namespace_is_not_wrapped() {
+        // Only the argument is charged: `strings` stays the identifier naming the namespace.
+        let p = program("strings.quote(object.name) + base64.encode(object.data)");
+        assert_eq!(calls_to(&p, SIZE_FUNCTION), 2);
+        assert!(format!("{:?}", p.expr).contains("Ident(\"strings\")"));
     }
 }

@@ -8,7 +8,7 @@ use crate::budget::ManifestBudget;
 use crate::cache::{Cache, Compiled};
 use crate::cost::Program;
 use crate::limits::{self, Limits, PARSE_STACK_BYTES};
-use crate::{EvalError, cel_env};
+use crate::{EvalError, cel_env, compat};
 
 /// Compiles (with a bounded, thread-safe cache) and runs expressions under a budget.
 pub(crate) struct Engine {
@@ -108,7 +108,7 @@ fn compile_uncached(env: &Env, source: &str, limits: &Limits) -> Compiled {
             .name("cel-parse".to_string())
             .stack_size(PARSE_STACK_BYTES)
             .spawn_scoped(scope, || {
-                let expr = parser.parse(source).map_err(|e| EvalError::Compile {
+                let mut expr = parser.parse(source).map_err(|e| EvalError::Compile {
                     message: e.to_string(),
                 })?;
                 let depth = limits::ast_depth(&expr);
@@ -119,6 +119,7 @@ fn compile_uncached(env: &Env, source: &str, limits: &Limits) -> Compiled {
                         limit: limits.max_nesting_depth,
                     });
                 }
+                compat::check_and_rewrite(&mut expr)?;
                 Ok(Program::instrument(expr))
             })
             .map_err(|e| EvalError::Internal {

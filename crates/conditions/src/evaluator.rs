@@ -7,6 +7,7 @@ use work_api::{ConditionRule, ConditionRuleType};
 
 use crate::budget::ManifestBudget;
 use crate::cache::Compiled;
+use crate::convert::TypedValue;
 use crate::engine::Engine;
 use crate::limits::{self, Limits};
 use crate::object_reads::Reads;
@@ -153,6 +154,27 @@ impl Evaluator {
         expression: &str,
         bindings: &Bindings,
     ) -> Result<serde_json::Value, EvalError> {
+        self.eval_with(expression, bindings, convert::value_to_json)
+    }
+
+    /// [`Evaluator::eval_expression`] with the result's type, string form and canonical
+    /// rendering: a result without a JSON form (an IP, a CIDR, a semver, ...) is a value here,
+    /// not an error.
+    pub fn eval_expression_typed(
+        &self,
+        expression: &str,
+        bindings: &Bindings,
+    ) -> Result<TypedValue, EvalError> {
+        self.eval_with(expression, bindings, |value| Ok(TypedValue::of(value)))
+    }
+
+    /// Evaluates `expression` on `bindings` and hands the CEL result to `finish`.
+    fn eval_with<R>(
+        &self,
+        expression: &str,
+        bindings: &Bindings,
+        finish: impl FnOnce(&cel::Value) -> Result<R, EvalError>,
+    ) -> Result<R, EvalError> {
         let compiled = self.engine.compile(expression)?;
         limits::with_stack(self.limits(), || {
             let object;
@@ -178,7 +200,7 @@ impl Evaluator {
             }
             let budget = ManifestBudget::new(self.limits());
             let value = self.engine.run(&compiled, &ctx, &budget)?;
-            convert::value_to_json(&value)
+            finish(&value)
         })
     }
 

@@ -22,14 +22,16 @@
 //! - Stale status (`status.observedGeneration` != `metadata.generation`, both integers): every
 //!   rule yields Unknown / [`reasons::CONDITION_RULE_STALE_STATUS`] without being evaluated.
 //! - CEL environment: the standard library with optional types (`a.?b`, `optional.of`), the
-//!   `strings`, `lists`, `math` and `base64` extensions of cel 0.15, and the Kubernetes
+//!   `strings`, `lists`, `math` and `base64` extensions of cel 0.15, cel-go's `sets`, and the Kubernetes
 //!   libraries: `hasConditions(map)` (OCM: true iff the map's `conditions` is a non-empty list),
 //!   list `sum()`, `min()`, `max()`, `isSorted()`, `indexOf(x)`, `lastIndexOf(x)`, regex
 //!   `string.find(re)`, `string.findAll(re[, limit])`, and `quantity(s)`, `isQuantity(s)` with
 //!   `compareTo`, `isLessThan`, `isGreaterThan`, `add`, `sub` (quantity or int), `asInteger`,
 //!   `asApproximateFloat`, `isInteger`, `sign`, and `url(s)`, `isURL(s)` with `getScheme`,
 //!   `getHost`, `getHostname`, `getPort`, `getEscapedPath`, `getQuery`. JSON integers are
-//!   CEL `int`s.
+//!   CEL `int`s. Where cel 0.15 answers otherwise than cel-go v0.26 with the Kubernetes
+//!   environment, `compat` makes it answer as upstream; `tests/upstream_tables.rs` holds us to
+//!   upstream's own test tables.
 //! - Bounds ([`Limits`], defaults in parentheses): sources longer than `max_expression_len`
 //!   (10 KiB) or nested (brackets plus runs of unary operators) deeper than `max_nesting_depth`
 //!   (64) are rejected before parsing; parsing runs on a thread with a 256 MiB (virtual) stack
@@ -86,6 +88,7 @@ mod aggregate;
 mod budget;
 mod cache;
 mod cel_env;
+mod compat;
 mod convert;
 mod cost;
 mod engine;
@@ -106,6 +109,7 @@ mod rules;
 mod well_known;
 
 pub use aggregate::aggregate_work_conditions;
+pub use convert::TypedValue;
 pub use error::EvalError;
 pub use evaluator::{Bindings, Evaluator};
 pub use explain::{ExpressionStep, MessageSource, RuleExplanation, Stale, WellKnownStep};

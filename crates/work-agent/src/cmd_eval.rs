@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use conditions::{Bindings, EvalError, Evaluator};
+use conditions::{Bindings, EvalError, Evaluator, TypedValue};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Value, json};
 use work_api::{ManifestCondition, ManifestWork};
@@ -132,6 +132,14 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
 pub enum ExprOutcome {
     /// Evaluated to this value.
     Value(Value),
+    /// Evaluated to a value without a JSON form (an IP, a CIDR, a semver, NaN, ...): its
+    /// string form and CEL type.
+    Typed {
+        /// The string form (`1.2.3.4`), or the canonical rendering of a list or map of such.
+        text: String,
+        /// CEL's name for its type (`net.IP`).
+        type_name: String,
+    },
     /// Could not be evaluated.
     Failed(EvalError),
     /// The input could not be read.
@@ -142,7 +150,7 @@ impl ExprOutcome {
     /// Exit code: 0 evaluated, 1 evaluation failed, 2 compile error or bad input.
     pub fn exit_code(&self) -> u8 {
         match self {
-            Self::Value(_) => 0,
+            Self::Value(_) | Self::Typed { .. } => 0,
             Self::Failed(e) if e.is_compile_error() => 2,
             Self::Failed(_) => 1,
             Self::BadInput(_) => 2,
@@ -153,6 +161,9 @@ impl ExprOutcome {
     pub fn to_json(&self) -> Value {
         match self {
             Self::Value(v) => json!({"value": v, "error": null}),
+            Self::Typed { text, type_name } => {
+                json!({"value": text, "type": type_name, "error": null})
+            }
             Self::Failed(e) => json!({"value": null, "error": e.to_string()}),
             Self::BadInput(e) => json!({"value": null, "error": e.to_string()}),
         }
@@ -160,8 +171,17 @@ impl ExprOutcome {
 
     /// The one line `--output json` prints, keys in the documented order.
     pub fn json_line(&self) -> String {
-        let doc = self.to_json();
-        json_line(&doc["value"], &doc["error"])
+        match self {
+            Self::Typed { text, type_name } => format!(
+                r#"{{"value": {}, "type": {}, "error": null}}"#,
+                json!(text),
+                json!(type_name)
+            ),
+            _ => {
+                let doc = self.to_json();
+                json_line(&doc["value"], &doc["error"])
+            }
+        }
     }
 }
 
@@ -184,8 +204,14 @@ pub fn eval_expression(expression: &str, object_path: Option<&Path>, bind: Bind)
         (Some(object), Bind::Object) => Bindings::Object(object),
         (Some(object), Bind::Toplevel) => Bindings::TopLevel(object),
     };
-    match Evaluator::shared().eval_expression(expression, &bindings) {
-        Ok(v) => ExprOutcome::Value(v),
+    match Evaluator::shared().eval_expression_typed(expression, &bindings) {
+        Ok(TypedValue { json: Some(v), .. }) => ExprOutcome::Value(v),
+        Ok(TypedValue {
+            json: None,
+            text,
+            type_name,
+            ..
+        }) => ExprOutcome::Typed { text, type_name },
         Err(e) => ExprOutcome::Failed(e),
     }
 }
@@ -382,6 +408,7 @@ fn main_expression(expression: &str, args: &EvalArgs) -> ExitCode {
         }
         Output::Text => match &outcome {
             ExprOutcome::Value(v) => println!("{v}"),
+            ExprOutcome::Typed { text, type_name } => println!("{text} ({type_name})"),
             ExprOutcome::Failed(e) => eprintln!("error: {e}"),
             ExprOutcome::BadInput(e) => eprintln!("error: {e}"),
         },

@@ -55,6 +55,38 @@ fn json_output_is_one_line_with_value_then_error() {
 }
 
 #[test]
+fn ip_cidr_and_semver_results_print_their_string_form_and_type() {
+    for (expr, text, type_name) in [
+        ("ip('2001:DB8::1')", "2001:db8::1", "net.IP"),
+        ("cidr('10.0.0.0/8')", "10.0.0.0/8", "net.CIDR"),
+        ("semver('1.2.3-rc.1')", "1.2.3-rc.1", "kubernetes.Semver"),
+    ] {
+        let r = run(&["eval", "-e", expr]);
+        assert_eq!(
+            (r.code, r.stdout.trim()),
+            (0, format!("{text} ({type_name})").as_str()),
+            "{}",
+            r.stderr
+        );
+        let r = run(&["eval", "-e", expr, "--output", "json"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(
+            r.stdout,
+            format!("{{\"value\": \"{text}\", \"type\": \"{type_name}\", \"error\": null}}\n")
+        );
+    }
+    // A type identifier of the library: `net.IP` is declared.
+    let r = run(&[
+        "eval",
+        "-e",
+        "type(ip('1.2.3.4')) == net.IP",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(json_line(&r.stdout), json!({"value": true, "error": null}));
+}
+
+#[test]
 fn toplevel_binding_exposes_each_field() {
     let job = fixture("job-complete.yaml");
     let expr = "status.conditions.exists(c, c.type == 'Complete' && c.status == 'True') && metadata.name == 'pi'";

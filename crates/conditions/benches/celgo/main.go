@@ -149,8 +149,18 @@ func processCPU() time.Duration {
 func main() {
 	fixtures := flag.String("fixtures", "../fixtures", "directory of the fixture objects")
 	benchtime := flag.Duration("benchtime", 2*time.Second, "time per rule")
+	extractMode := flag.Bool("extract", false, "print the expressions of the test tables in the Go files or directories given as arguments (cases.go)")
+	evalMode := flag.Bool("eval", false, "answer the cases read on standard input with cel-go (cases.go)")
 	testing.Init()
 	flag.Parse()
+	if *extractMode {
+		extract(flag.Args())
+		return
+	}
+	if *evalMode {
+		evalCases()
+		return
+	}
 	must(flag.Set("test.benchtime", benchtime.String()))
 	e := env()
 	for _, r := range rules {

@@ -23,6 +23,13 @@ impl Opaque for Format {
     }
 }
 
+impl Format {
+    /// The format's name (`dns1123Label`, ...).
+    pub(crate) fn name(&self) -> &'static str {
+        self.0
+    }
+}
+
 /// Every format name, as `format.named` accepts it.
 const NAMES: [&str; 13] = [
     "dns1123Label",

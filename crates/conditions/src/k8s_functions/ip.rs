@@ -37,6 +37,20 @@ pub(crate) struct Cidr {
     prefix: u8,
 }
 
+impl std::fmt::Display for Ip {
+    /// The canonical form, as `string(ip)` gives it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    /// The canonical form, as `string(cidr)` gives it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.addr, self.prefix)
+    }
+}
+
 impl Opaque for Cidr {
     fn runtime_type_name(&self) -> &str {
         CIDR_TYPE_NAME
@@ -253,8 +267,8 @@ fn to_string(args: &[Value]) -> Result<Value, ExecutionError> {
     let [this] = arity::<1>("string", args)?;
     let text = match this {
         Value::Opaque(o) => match (o.downcast_ref::<Ip>(), o.downcast_ref::<Cidr>()) {
-            (Some(ip), _) => Some(ip.0.to_string()),
-            (_, Some(cidr)) => Some(format!("{}/{}", cidr.addr, cidr.prefix)),
+            (Some(ip), _) => Some(ip.to_string()),
+            (_, Some(cidr)) => Some(cidr.to_string()),
             _ => None,
         },
         _ => None,

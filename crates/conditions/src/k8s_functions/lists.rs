@@ -1,4 +1,7 @@
-//! The Kubernetes list library: `sum`, `min`, `max`, `isSorted`, `indexOf`, `lastIndexOf`.
+//! The Kubernetes list library: `sum`, `min`, `max`, `isSorted`, `indexOf`, `lastIndexOf`;
+//! and cel-go's sets extension, which the Kubernetes environment includes: `sets.contains(l,
+//! sub)`, `sets.equivalent(a, b)`, `sets.intersects(a, b)` (elements compared as `==` does,
+//! numbers across kinds by value).
 
 use std::cmp::Ordering;
 
@@ -13,6 +16,9 @@ value_overload!(max_overload, max);
 value_overload!(is_sorted_overload, is_sorted);
 value_overload!(index_of_overload, index_of);
 value_overload!(last_index_of_overload, last_index_of);
+value_overload!(sets_contains_overload, sets_contains);
+value_overload!(sets_equivalent_overload, sets_equivalent);
+value_overload!(sets_intersects_overload, sets_intersects);
 
 /// Registers the list functions as members of `list`.
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
@@ -40,7 +46,41 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         vec![DYN_TYPE],
         last_index_of_overload,
     )?;
+    let sets: [(&str, cel::common::functions::Function); 3] = [
+        ("sets.contains", sets_contains_overload),
+        ("sets.equivalent", sets_equivalent_overload),
+        ("sets.intersects", sets_intersects_overload),
+    ];
+    for (name, f) in sets {
+        env.add_overload(name, name, vec![LIST_TYPE, LIST_TYPE], f)?;
+    }
     Ok(())
+}
+
+/// The two list arguments of a `sets` function.
+fn two_lists<'a>(function: &str, args: &'a [Value]) -> Result<[&'a [Value]; 2], ExecutionError> {
+    let [a, b] = arity::<2>(function, args)?;
+    Ok([list(function, a)?, list(function, b)?])
+}
+
+/// Every element of `sub` is in `list`.
+fn contains_all(list: &[Value], sub: &[Value]) -> bool {
+    sub.iter().all(|x| list.iter().any(|y| equal(x, y)))
+}
+
+fn sets_contains(args: &[Value]) -> Result<Value, ExecutionError> {
+    let [list, sub] = two_lists("sets.contains", args)?;
+    Ok(Value::Bool(contains_all(list, sub)))
+}
+
+fn sets_equivalent(args: &[Value]) -> Result<Value, ExecutionError> {
+    let [a, b] = two_lists("sets.equivalent", args)?;
+    Ok(Value::Bool(contains_all(a, b) && contains_all(b, a)))
+}
+
+fn sets_intersects(args: &[Value]) -> Result<Value, ExecutionError> {
+    let [a, b] = two_lists("sets.intersects", args)?;
+    Ok(Value::Bool(a.iter().any(|x| b.iter().any(|y| equal(x, y)))))
 }
 
 fn list<'a>(function: &str, value: &'a Value) -> Result<&'a [Value], ExecutionError> {
@@ -53,16 +93,17 @@ fn list<'a>(function: &str, value: &'a Value) -> Result<&'a [Value], ExecutionEr
     }
 }
 
-/// Sum of a list of ints, uints or doubles (one kind); 0 for an empty list.
+/// Sum of a list of ints, uints, doubles or durations (one kind); 0 for an empty list.
 fn sum(args: &[Value]) -> Result<Value, ExecutionError> {
     let [this] = arity::<1>("sum", args)?;
     let items = list("sum", this)?;
-    let overflow = || ExecutionError::function_error("sum", "integer overflow");
+    let overflow = || ExecutionError::function_error("sum", "overflow");
     let mut acc = match items.first() {
         None => return Ok(Value::Int(0)),
         Some(Value::Int(_)) => Value::Int(0),
         Some(Value::UInt(_)) => Value::UInt(0),
         Some(Value::Float(_)) => Value::Float(0.0),
+        Some(Value::Duration(_)) => Value::Duration(chrono::Duration::zero()),
         Some(other) => {
             return Err(ExecutionError::function_error(
                 "sum",
@@ -77,6 +118,9 @@ fn sum(args: &[Value]) -> Result<Value, ExecutionError> {
                 Value::UInt(a.checked_add(*b).ok_or_else(overflow)?)
             }
             (Value::Float(a), Value::Float(b)) => Value::Float(a + b),
+            (Value::Duration(a), Value::Duration(b)) => {
+                Value::Duration(a.checked_add(b).ok_or_else(overflow)?)
+            }
             (_, other) => {
                 return Err(ExecutionError::function_error(
                     "sum",

@@ -2,6 +2,7 @@
 //! `hasConditions` (OCM), list helpers, regex `find`/`findAll`, `quantity`, `url`, `ip`/`cidr`,
 //! `semver` and `format`.
 
+pub(crate) mod cel_go;
 pub(crate) mod format;
 pub(crate) mod ip;
 pub(crate) mod lists;
@@ -63,6 +64,34 @@ pub(crate) fn string_arg<'a>(function: &str, v: &'a Value) -> Result<&'a str, Ex
     }
 }
 
+/// CEL's name for the type of `value` (the conversions to JSON use it too: it lives here so
+/// that the dependency between them and these libraries goes one way).
+pub(crate) fn type_name(value: &Value) -> String {
+    match value {
+        Value::Opaque(o) => o.runtime_type_name().to_string(),
+        other => other.type_of().to_string(),
+    }
+}
+
+/// The string form of a Kubernetes library value (an IP, a CIDR, a semver, a quantity, a URL,
+/// a named format), or `None` for any other opaque value.
+pub(crate) fn opaque_text(o: &dyn cel::objects::Opaque) -> Option<String> {
+    if let Some(v) = o.downcast_ref::<ip::Ip>() {
+        Some(v.to_string())
+    } else if let Some(v) = o.downcast_ref::<ip::Cidr>() {
+        Some(v.to_string())
+    } else if let Some(v) = o.downcast_ref::<semver::Semver>() {
+        Some(v.to_string())
+    } else if let Some(v) = o.downcast_ref::<quantity::Quantity>() {
+        Some(v.to_string())
+    } else if let Some(v) = o.downcast_ref::<url::Url>() {
+        Some(v.as_str().to_string())
+    } else {
+        o.downcast_ref::<format::Format>()
+            .map(|v| v.name().to_string())
+    }
+}
+
 /// OCM's `hasConditions(status)`: true when `status` is a map whose `conditions` is a
 /// non-empty list; false for anything else (never an error). It looks into the map in place:
 /// converting `status` to a [`Value`] would copy all of it.
@@ -94,6 +123,17 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         vec![DYN_TYPE],
         has_conditions_overload,
     )?;
+    // The library types can be named, as in Kubernetes: `type(ip("1.2.3.4")) == net.IP`.
+    for name in [
+        "net.IP",
+        "net.CIDR",
+        "kubernetes.Quantity",
+        "kubernetes.URL",
+        "kubernetes.Semver",
+        "kubernetes.NamedFormat",
+    ] {
+        env.add_type(cel::common::types::Type::new_opaque_type(name))?;
+    }
     lists::register(env)?;
     regex::register(env)?;
     quantity::register(env)?;
@@ -101,5 +141,6 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     ip::register(env)?;
     semver::register(env)?;
     format::register(env)?;
+    cel_go::register(env)?;
     Ok(())
 }

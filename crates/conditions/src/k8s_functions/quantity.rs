@@ -3,7 +3,10 @@
 //! `asApproximateFloat`, `isInteger`, `sign`.
 //!
 //! A quantity is held exactly as a count of nano-units in an `i128` (about ±1.7e20 units,
-//! enough for every suffix up to `E`/`Ei`); finer fractions round up, as Kubernetes does.
+//! enough for every suffix up to `E`/`Ei`); finer fractions round up, as Kubernetes does. A
+//! larger quantity (Kubernetes accepts any size) is held approximately, as a double: it is no
+//! integer (`isInteger()` is false, `asInteger()` an error, as in Kubernetes) and compares and
+//! adds by its approximation.
 
 use std::fmt;
 use std::sync::Arc;
@@ -22,7 +25,15 @@ const MAX_NANOS: i128 = i128::MAX / 4;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Quantity {
     nanos: i128,
+    /// The value, approximately, of a quantity too large for `nanos` (which is then 0).
+    huge: Option<HugeValue>,
 }
+
+/// An approximate value (never NaN, so that `Eq` holds).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct HugeValue(f64);
+
+impl Eq for HugeValue {}
 
 impl Opaque for Quantity {
     fn runtime_type_name(&self) -> &str {
@@ -32,6 +43,9 @@ impl Opaque for Quantity {
 
 impl fmt::Display for Quantity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(HugeValue(v)) = self.huge {
+            return write!(f, "{v:e}");
+        }
         let n = self.nanos;
         if n % NANOS_PER_UNIT == 0 {
             write!(f, "{}", n / NANOS_PER_UNIT)
@@ -104,11 +118,28 @@ impl Quantity {
             _ => return Err(bad("unknown suffix")),
         };
         let too_big = || bad("too large");
+        // Past the exact range, the value is held approximately (see the module docs).
+        let huge = || {
+            let approx: f64 = format!("{int_part}.{frac_part}0")
+                .parse()
+                .unwrap_or(f64::INFINITY)
+                * mul as f64
+                * 10f64.powi(exp10);
+            let approx = if negative { -approx } else { approx };
+            if approx.is_finite() {
+                Ok(Quantity {
+                    nanos: 0,
+                    huge: Some(HugeValue(approx)),
+                })
+            } else {
+                Err(too_big())
+            }
+        };
         // digits as an integer with `frac_part.len()` implied decimals
         let digits = format!("{int_part}{frac_part}");
         let digits = digits.trim_start_matches('0');
         if digits.len() > 36 {
-            return Err(too_big());
+            return huge();
         }
         let mantissa: i128 = if digits.is_empty() {
             0
@@ -117,26 +148,92 @@ impl Quantity {
         };
         // nanos = mantissa * mul * 10^(exp10 + 9 - frac_len)
         let scale = exp10 + 9 - frac_part.len() as i32;
-        let mut nanos = mantissa.checked_mul(mul).ok_or_else(too_big)?;
+        let Some(mut nanos) = mantissa.checked_mul(mul) else {
+            return huge();
+        };
         if scale >= 0 {
-            let factor = 10i128.checked_pow(scale as u32).ok_or_else(too_big)?;
-            nanos = nanos.checked_mul(factor).ok_or_else(too_big)?;
+            match 10i128
+                .checked_pow(scale as u32)
+                .and_then(|f| nanos.checked_mul(f))
+            {
+                Some(n) => nanos = n,
+                None => return huge(),
+            }
         } else {
             let divisor = 10i128.checked_pow((-scale) as u32).ok_or_else(too_big)?;
             // Round up what is finer than a nano-unit.
             nanos = nanos / divisor + i128::from(nanos % divisor != 0);
         }
         if nanos > MAX_NANOS {
-            return Err(too_big());
+            return huge();
         }
         Ok(Quantity {
             nanos: if negative { -nanos } else { nanos },
+            huge: None,
         })
+    }
+
+    /// The value as a double.
+    fn approximate(&self) -> f64 {
+        match self.huge {
+            Some(HugeValue(v)) => v,
+            None => self.nanos as f64 / NANOS_PER_UNIT as f64,
+        }
+    }
+
+    /// How `self` compares with `other`: exactly, unless one is held approximately.
+    fn compare(&self, other: &Quantity) -> std::cmp::Ordering {
+        if self.huge.is_none() && other.huge.is_none() {
+            return self.nanos.cmp(&other.nanos);
+        }
+        self.approximate()
+            .partial_cmp(&other.approximate())
+            .unwrap_or(std::cmp::Ordering::Equal)
+    }
+
+    /// `self + sign * other` (an int `other` counts whole units).
+    fn plus(
+        &self,
+        other: &Value,
+        negate: bool,
+        function: &str,
+    ) -> Result<Quantity, ExecutionError> {
+        let other = match other {
+            Value::Int(i) => Quantity {
+                nanos: i128::from(*i) * NANOS_PER_UNIT,
+                huge: None,
+            },
+            other => as_quantity(function, other)?.clone(),
+        };
+        if self.huge.is_none() && other.huge.is_none() {
+            let n = if negate {
+                self.nanos.checked_sub(other.nanos)
+            } else {
+                self.nanos.checked_add(other.nanos)
+            };
+            return Quantity::checked(n, function);
+        }
+        let o = other.approximate();
+        let v = self.approximate() + if negate { -o } else { o };
+        if v.is_finite() {
+            Ok(Quantity {
+                nanos: 0,
+                huge: Some(HugeValue(v)),
+            })
+        } else {
+            Err(ExecutionError::function_error(
+                function,
+                "quantity overflow",
+            ))
+        }
     }
 
     fn checked(nanos: Option<i128>, function: &str) -> Result<Quantity, ExecutionError> {
         match nanos {
-            Some(n) if n.abs() <= MAX_NANOS => Ok(Quantity { nanos: n }),
+            Some(n) if n.abs() <= MAX_NANOS => Ok(Quantity {
+                nanos: n,
+                huge: None,
+            }),
             _ => Err(ExecutionError::function_error(
                 function,
                 "quantity overflow",
@@ -157,17 +254,9 @@ fn as_quantity<'a>(function: &str, v: &'a Value) -> Result<&'a Quantity, Executi
     .ok_or_else(|| {
         ExecutionError::function_error(
             function,
-            format!("expected a quantity, got {}", crate::convert::type_name(v)),
+            format!("expected a quantity, got {}", super::type_name(v)),
         )
     })
-}
-
-/// A quantity or an int argument (for `add`/`sub`), in nanos.
-fn operand_nanos(function: &str, v: &Value) -> Result<i128, ExecutionError> {
-    match v {
-        Value::Int(i) => Ok(i128::from(*i) * NANOS_PER_UNIT),
-        other => as_quantity(function, other).map(|q| q.nanos),
-    }
 }
 
 value_overload!(quantity_overload, quantity);
@@ -273,7 +362,7 @@ fn compare_to(args: &[Value]) -> Result<Value, ExecutionError> {
     }
     let (q, other) = pair("compareTo", args)?;
     let other = as_quantity("compareTo", other)?;
-    Ok(Value::Int(q.nanos.cmp(&other.nanos) as i64))
+    Ok(Value::Int(q.compare(other) as i64))
 }
 
 fn is_less_than(args: &[Value]) -> Result<Value, ExecutionError> {
@@ -282,7 +371,7 @@ fn is_less_than(args: &[Value]) -> Result<Value, ExecutionError> {
     }
     let (q, other) = pair("isLessThan", args)?;
     Ok(Value::Bool(
-        q.nanos < as_quantity("isLessThan", other)?.nanos,
+        q.compare(as_quantity("isLessThan", other)?).is_lt(),
     ))
 }
 
@@ -292,26 +381,18 @@ fn is_greater_than(args: &[Value]) -> Result<Value, ExecutionError> {
     }
     let (q, other) = pair("isGreaterThan", args)?;
     Ok(Value::Bool(
-        q.nanos > as_quantity("isGreaterThan", other)?.nanos,
+        q.compare(as_quantity("isGreaterThan", other)?).is_gt(),
     ))
 }
 
 fn add(args: &[Value]) -> Result<Value, ExecutionError> {
     let (q, other) = pair("add", args)?;
-    let n = operand_nanos("add", other)?;
-    Ok(quantity_value(Quantity::checked(
-        q.nanos.checked_add(n),
-        "add",
-    )?))
+    Ok(quantity_value(q.plus(other, false, "add")?))
 }
 
 fn sub(args: &[Value]) -> Result<Value, ExecutionError> {
     let (q, other) = pair("sub", args)?;
-    let n = operand_nanos("sub", other)?;
-    Ok(quantity_value(Quantity::checked(
-        q.nanos.checked_sub(n),
-        "sub",
-    )?))
+    Ok(quantity_value(q.plus(other, true, "sub")?))
 }
 
 fn this<'a>(function: &str, args: &'a [Value]) -> Result<&'a Quantity, ExecutionError> {
@@ -321,6 +402,12 @@ fn this<'a>(function: &str, args: &'a [Value]) -> Result<&'a Quantity, Execution
 
 fn as_integer(args: &[Value]) -> Result<Value, ExecutionError> {
     let q = this("asInteger", args)?;
+    if q.huge.is_some() {
+        return Err(ExecutionError::function_error(
+            "asInteger",
+            format!("{q} does not fit in an int"),
+        ));
+    }
     if q.nanos % NANOS_PER_UNIT != 0 {
         return Err(ExecutionError::function_error(
             "asInteger",
@@ -336,18 +423,23 @@ fn as_integer(args: &[Value]) -> Result<Value, ExecutionError> {
 
 fn as_approximate_float(args: &[Value]) -> Result<Value, ExecutionError> {
     let q = this("asApproximateFloat", args)?;
-    Ok(Value::Float(q.nanos as f64 / NANOS_PER_UNIT as f64))
+    Ok(Value::Float(q.approximate()))
 }
 
 fn is_integer(args: &[Value]) -> Result<Value, ExecutionError> {
     let q = this("isInteger", args)?;
-    let whole = q.nanos % NANOS_PER_UNIT == 0 && i64::try_from(q.nanos / NANOS_PER_UNIT).is_ok();
+    let whole = q.huge.is_none()
+        && q.nanos % NANOS_PER_UNIT == 0
+        && i64::try_from(q.nanos / NANOS_PER_UNIT).is_ok();
     Ok(Value::Bool(whole))
 }
 
 fn sign(args: &[Value]) -> Result<Value, ExecutionError> {
     let q = this("sign", args)?;
-    Ok(Value::Int(q.nanos.signum() as i64))
+    Ok(Value::Int(match q.huge {
+        Some(HugeValue(v)) => v.signum() as i64,
+        None => q.nanos.signum() as i64,
+    }))
 }
 
 #[cfg(test)]
@@ -375,17 +467,23 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for bad in [
-            "",
-            "abc",
-            "1Qi",
-            "1..2",
-            "1e",
-            "1e99",
-            "99999999999999999999999999999999999999E",
-        ] {
+        for bad in ["", "abc", "1Qi", "1..2", "1e", "1e99"] {
             assert!(Quantity::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_huge_quantity_is_held_approximately_and_is_no_integer() {
+        let q = Quantity::parse("9999999999999999999999999999999999999G").unwrap();
+        assert!(q.huge.is_some());
+        assert!((q.approximate() - 1e46).abs() < 1e32);
+        assert!(q.compare(&Quantity::parse("1E").unwrap()).is_gt());
+        assert!(
+            Quantity::parse("-99999999999999999999999999999999999999E")
+                .unwrap()
+                .approximate()
+                < 0.0
+        );
     }
 
     #[test]

@@ -31,6 +31,17 @@ impl Opaque for Semver {
     }
 }
 
+impl std::fmt::Display for Semver {
+    /// `major.minor.patch[-pre]` (build metadata is not kept).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)?;
+        if !self.pre.is_empty() {
+            write!(f, "-{}", self.pre.join("."))?;
+        }
+        Ok(())
+    }
+}
+
 fn numeric(part: &str) -> Option<u64> {
     let valid = !part.is_empty()
         && part.chars().all(|c| c.is_ascii_digit())

@@ -1,0 +1,348 @@
+//! Where cel 0.15 answers differently from cel-go v0.26 with the Kubernetes environment, the
+//! parsed expression is checked and rewritten at compile time so that it answers as upstream:
+//!
+//! - Checks cel-go's compiler makes that an interpreter without a type checker skips: list
+//!   literals must be homogeneous (the Kubernetes environment sets
+//!   `HomogeneousAggregateLiterals`; literals under `format` are exempt, as there), judged on
+//!   the elements whose type is known from the source alone (map literals are not checked: a
+//!   rule's map result, our extension, mixes value types); and a literal pattern of
+//!   `matches`, `find` or `findAll` must be a valid Go (RE2) pattern: stacked repetition
+//!   operators (`x++`, `a**`) are an error there, while the `regex` crate accepts them.
+//! - Calls whose cel 0.15 implementation differs are renamed to ours ([`RENAMES`]; names
+//!   starting with `@` cannot be written in CEL source): `s.indexOf(t, n)` and
+//!   `s.lastIndexOf(t, n)` give -1 for an offset past the end, `optional.ofNonZeroValue` knows
+//!   the zero timestamp, and `s.format(list)` formats as cel-go's (Kubernetes') strings
+//!   library does.
+
+use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+
+use crate::EvalError;
+
+/// Our implementation of `s.indexOf(t, offset)`.
+pub(crate) const INDEX_OF_OFFSET: &str = "@indexOf";
+/// Our implementation of `s.lastIndexOf(t, offset)`.
+pub(crate) const LAST_INDEX_OF_OFFSET: &str = "@lastIndexOf";
+/// Our implementation of `optional.ofNonZeroValue(x)`.
+pub(crate) const OF_NON_ZERO_VALUE: &str = "@optional.ofNonZeroValue";
+/// Our implementation of `s.format(list)`.
+pub(crate) const FORMAT: &str = "@format";
+
+/// (function, receiver namespace or "" for a member call, arguments, our function).
+const RENAMES: &[(&str, &str, usize, &str)] = &[
+    ("indexOf", "", 2, INDEX_OF_OFFSET),
+    ("lastIndexOf", "", 2, LAST_INDEX_OF_OFFSET),
+    ("format", "", 1, FORMAT),
+    ("ofNonZeroValue", "optional", 1, OF_NON_ZERO_VALUE),
+];
+
+/// Checks `expr` as cel-go's compiler would, then renames the calls we implement ourselves.
+pub(crate) fn check_and_rewrite(expr: &mut IdedExpr) -> Result<(), EvalError> {
+    check(expr, false)?;
+    rewrite(expr);
+    Ok(())
+}
+
+/// A static type known from the source alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Static {
+    Named(&'static str),
+    List(Box<Static>),
+    Map(Box<Static>, Box<Static>),
+}
+
+impl std::fmt::Display for Static {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Static::Named(n) => f.write_str(n),
+            Static::List(e) => write!(f, "list({e})"),
+            Static::Map(k, v) => write!(f, "map({k}, {v})"),
+        }
+    }
+}
+
+/// The type of `expr` when the source alone tells it.
+fn static_type(expr: &IdedExpr) -> Option<Static> {
+    match &expr.expr {
+        Expr::Literal(lit) => Some(Static::Named(match lit {
+            LiteralValue::Boolean(_) => "bool",
+            LiteralValue::Bytes(_) => "bytes",
+            LiteralValue::Double(_) => "double",
+            LiteralValue::Int(_) => "int",
+            LiteralValue::Null => "null",
+            LiteralValue::String(_) => "string",
+            LiteralValue::UInt(_) => "uint",
+        })),
+        Expr::Call(call) if call.func_name == "dyn" && call.target.is_none() => {
+            Some(Static::Named("dyn"))
+        }
+        Expr::List(list) if list.optional_indices.is_empty() => {
+            // Each element's type is computed once: nested literals stay linear.
+            let mut types = list.elements.iter().map(static_type);
+            let first = types.next()??;
+            types
+                .all(|t| t.as_ref() == Some(&first))
+                .then(|| Static::List(Box::new(first)))
+        }
+        Expr::Map(map) => {
+            let mut entries = map.entries.iter().map(|e| match &e.expr {
+                EntryExpr::MapEntry(m) if !m.optional => {
+                    Some((static_type(&m.key)?, static_type(&m.value)?))
+                }
+                _ => None,
+            });
+            let first = entries.next()??;
+            entries
+                .all(|e| e.as_ref() == Some(&first))
+                .then(|| Static::Map(Box::new(first.0), Box::new(first.1)))
+        }
+        _ => None,
+    }
+}
+
+/// The first element whose known type differs from the first element's.
+fn mismatch<'e>(items: impl Iterator<Item = &'e IdedExpr>) -> Option<(Static, Static)> {
+    let mut expected = None;
+    for item in items {
+        let Some(found) = static_type(item) else {
+            // The first element's type unknown: nothing to compare with.
+            expected.as_ref()?;
+            continue;
+        };
+        match &expected {
+            None => expected = Some(found),
+            Some(e) if *e != found => return Some((e.clone(), found)),
+            Some(_) => {}
+        }
+    }
+    None
+}
+
+fn mismatch_error((expected, found): (Static, Static)) -> EvalError {
+    EvalError::Compile {
+        message: format!("expected type '{expected}' but found '{found}'"),
+    }
+}
+
+/// The compile-time checks, over the whole tree; `exempt` under a `format` call.
+fn check(expr: &IdedExpr, exempt: bool) -> Result<(), EvalError> {
+    match &expr.expr {
+        Expr::Call(call) => {
+            if matches!(call.func_name.as_str(), "matches" | "find" | "findAll") {
+                let pattern = if call.target.is_some() || call.args.len() == 1 {
+                    call.args.first()
+                } else {
+                    call.args.get(1)
+                };
+                if let Some(IdedExpr {
+                    expr: Expr::Literal(LiteralValue::String(p)),
+                    ..
+                }) = pattern
+                    && let Some(op) = stacked_repetition(p.inner())
+                {
+                    return Err(EvalError::Compile {
+                        message: format!(
+                            "invalid {} argument: invalid nested repetition operator: `{op}`",
+                            call.func_name
+                        ),
+                    });
+                }
+            }
+            let exempt = exempt || call.func_name == "format";
+            if let Some(target) = &call.target {
+                check(target, exempt)?;
+            }
+            call.args.iter().try_for_each(|a| check(a, exempt))
+        }
+        Expr::List(list) => {
+            if !exempt {
+                let plain = list
+                    .elements
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !list.optional_indices.contains(i))
+                    .map(|(_, e)| e);
+                if let Some(m) = mismatch(plain) {
+                    return Err(mismatch_error(m));
+                }
+            }
+            list.elements.iter().try_for_each(|e| check(e, exempt))
+        }
+        Expr::Map(map) => {
+            // Map literals are not held to homogeneity: a rule's map result
+            // (`{'status': false, 'message': '...'}`, our extension) mixes value types.
+            let entries: Vec<_> = map
+                .entries
+                .iter()
+                .filter_map(|e| match &e.expr {
+                    EntryExpr::MapEntry(m) => Some(m),
+                    EntryExpr::StructField(_) => None,
+                })
+                .collect();
+            for m in entries {
+                check(&m.key, exempt)?;
+                check(&m.value, exempt)?;
+            }
+            Ok(())
+        }
+        Expr::Struct(s) => s.entries.iter().try_for_each(|e| match &e.expr {
+            EntryExpr::StructField(f) => check(&f.value, exempt),
+            EntryExpr::MapEntry(m) => check(&m.key, exempt).and(check(&m.value, exempt)),
+        }),
+        Expr::Select(select) => check(&select.operand, exempt),
+        Expr::Comprehension(c) => [
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ]
+        .into_iter()
+        .try_for_each(|e| check(e, exempt)),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Ok(()),
+    }
+}
+
+/// The first repetition operator that follows another in `pattern` (Go's RE2 parser, in its
+/// Perl mode, rejects `a**`, `a+*`, `a{2}+`; a `?` right after one makes it non-greedy).
+fn stacked_repetition(pattern: &str) -> Option<String> {
+    let chars: Vec<char> = pattern.chars().collect();
+    let mut i = 0;
+    let mut last_repeat: Option<usize> = None;
+    while i < chars.len() {
+        let start = i;
+        let repeat_len = match chars[i] {
+            '*' | '+' | '?' => Some(1),
+            '{' => counted_repeat(&chars[i..]),
+            _ => None,
+        };
+        if let Some(len) = repeat_len {
+            let mut end = i + len;
+            if chars.get(end) == Some(&'?') {
+                end += 1;
+            }
+            if let Some(prev) = last_repeat {
+                return Some(chars[prev..end].iter().collect());
+            }
+            last_repeat = Some(start);
+            i = end;
+            continue;
+        }
+        last_repeat = None;
+        match chars[i] {
+            '\\' => i += 2,
+            '[' => i = class_end(&chars, i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+/// Length of a counted repetition `{n}`, `{n,}` or `{n,m}` at the start of `chars`.
+fn counted_repeat(chars: &[char]) -> Option<usize> {
+    let close = chars.iter().position(|&c| c == '}')?;
+    let inner: String = chars[1..close].iter().collect();
+    let (min, max) = inner.split_once(',').unwrap_or((inner.as_str(), "0"));
+    let digits = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_digit());
+    (digits(min) && (max.is_empty() || digits(max))).then_some(close + 1)
+}
+
+/// Index just past the character class starting at `start` (`[`).
+fn class_end(chars: &[char], start: usize) -> usize {
+    let mut i = start + 1;
+    if chars.get(i) == Some(&'^') {
+        i += 1;
+    }
+    // A `]` first in the class is a literal.
+    if chars.get(i) == Some(&']') {
+        i += 1;
+    }
+    while i < chars.len() {
+        match chars[i] {
+            '\\' => i += 2,
+            '[' if chars.get(i + 1) == Some(&':') => {
+                // A named class such as [:alpha:].
+                i += 2;
+                while i < chars.len() && !(chars[i] == ':' && chars.get(i + 1) == Some(&']')) {
+                    i += 1;
+                }
+                i += 2;
+            }
+            ']' => return i + 1,
+            _ => i += 1,
+        }
+    }
+    chars.len()
+}
+
+/// Renames the calls of [`RENAMES`] in the whole tree.
+fn rewrite(expr: &mut IdedExpr) {
+    match &mut expr.expr {
+        Expr::Call(call) => {
+            if let Some(target) = call.target.as_mut() {
+                rewrite(target);
+            }
+            call.args.iter_mut().for_each(rewrite);
+            let namespace = match call.target.as_deref() {
+                Some(IdedExpr {
+                    expr: Expr::Ident(name),
+                    ..
+                }) => Some(name.as_str()),
+                _ => None,
+            };
+            let found = RENAMES.iter().find(|(name, ns, arity, _)| {
+                *name == call.func_name
+                    && *arity == call.args.len()
+                    && (ns.is_empty() && call.target.is_some() || namespace == Some(ns))
+            });
+            if let Some((_, ns, _, ours)) = found {
+                if !ns.is_empty() {
+                    call.target = None;
+                }
+                call.func_name = (*ours).to_string();
+            }
+        }
+        Expr::List(list) => list.elements.iter_mut().for_each(rewrite),
+        Expr::Map(map) => map.entries.iter_mut().for_each(rewrite_entry),
+        Expr::Struct(s) => s.entries.iter_mut().for_each(rewrite_entry),
+        Expr::Select(select) => rewrite(&mut select.operand),
+        Expr::Comprehension(c) => {
+            for e in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                rewrite(e);
+            }
+        }
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
+fn rewrite_entry(entry: &mut cel::common::ast::IdedEntryExpr) {
+    match &mut entry.expr {
+        EntryExpr::StructField(f) => rewrite(&mut f.value),
+        EntryExpr::MapEntry(m) => {
+            rewrite(&mut m.key);
+            rewrite(&mut m.value);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacked_repetitions_are_found_as_go_finds_them() {
+        for bad in ["x++", "a**", "a+*", "a{2}{3}", "a*?+", "(a)?*"] {
+            assert!(stacked_repetition(bad).is_some(), "{bad}");
+        }
+        for good in [
+            "a*?", "a+b*", r"\++", "[+*]+", "a{x}*", "(?i)a+", "[]+]*", "a{2,}?",
+        ] {
+            assert_eq!(stacked_repetition(good), None, "{good}");
+        }
+    }
+}

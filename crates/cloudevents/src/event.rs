@@ -58,7 +58,15 @@ impl ExtValue {
 
 /// RFC3339 with nanoseconds trimmed as Go's RFC3339Nano does, always `Z`.
 pub fn format_time(t: &DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
+    let full = t.to_rfc3339_opts(SecondsFormat::Nanos, true);
+    // Go's RFC3339Nano drops trailing zeros of the fraction, and the dot with them.
+    match full.strip_suffix('Z').and_then(|s| s.split_once('.')) {
+        Some((secs, frac)) => {
+            let frac = frac.trim_end_matches('0');
+            if frac.is_empty() { format!("{secs}Z") } else { format!("{secs}.{frac}Z") }
+        }
+        None => full,
+    }
 }
 
 /// Parses an RFC3339 timestamp attribute.

@@ -4,5 +4,5 @@
 pub mod binding;
 pub mod topics;
 
-
-
+pub use binding::{Message, from_message, to_binary, to_structured};
+pub use topics::Topics;

@@ -6,13 +6,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use work_api::{
-    DeleteOption, Manifest, ManifestCondition, ManifestConfigOption, ManifestResourceStatus, ManifestWorkExecutor,
-    ManifestWorkSpec, ManifestWorkStatus, ManifestsTemplate,
+    DeleteOption, Manifest, ManifestCondition, ManifestConfigOption, ManifestResourceStatus,
+    ManifestWorkExecutor, ManifestWorkSpec, ManifestWorkStatus, ManifestsTemplate,
 };
 
+use crate::Error;
 use crate::event::{CloudEvent, ExtValue};
 use crate::types::{self, EventType, SubResource};
-use crate::Error;
 
 /// Default payload limit: Maestro's `--max-json-raw-length` and the size of a large bundle.
 pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024 + 64 * 1024;
@@ -43,7 +43,9 @@ impl ManifestBundle {
     /// The ManifestWork spec this bundle maps onto (1:1).
     pub fn into_spec(self) -> ManifestWorkSpec {
         ManifestWorkSpec {
-            workload: ManifestsTemplate { manifests: self.manifests },
+            workload: ManifestsTemplate {
+                manifests: self.manifests,
+            },
             delete_option: self.delete_option,
             manifest_configs: self.manifest_configs,
             executor: self.executor,
@@ -81,7 +83,11 @@ impl ManifestBundleStatus {
     pub fn from_status(status: &ManifestWorkStatus) -> Self {
         Self {
             conditions: status.conditions.clone(),
-            resource_status: status.resource_status.as_ref().map(|r| r.manifests.clone()).unwrap_or_default(),
+            resource_status: status
+                .resource_status
+                .as_ref()
+                .map(|r| r.manifests.clone())
+                .unwrap_or_default(),
             manifest_bundle: None,
         }
     }
@@ -90,7 +96,9 @@ impl ManifestBundleStatus {
     pub fn into_status(self) -> ManifestWorkStatus {
         ManifestWorkStatus {
             conditions: self.conditions,
-            resource_status: Some(ManifestResourceStatus { manifests: self.resource_status }),
+            resource_status: Some(ManifestResourceStatus {
+                manifests: self.resource_status,
+            }),
         }
     }
 }
@@ -191,29 +199,39 @@ struct MetaView {
 impl Decoder {
     /// A decoder for `cluster` with the default payload limit.
     pub fn new(cluster: impl Into<String>) -> Self {
-        Self { cluster: cluster.into(), max_payload: DEFAULT_MAX_PAYLOAD }
+        Self {
+            cluster: cluster.into(),
+            max_payload: DEFAULT_MAX_PAYLOAD,
+        }
     }
 
     /// Decodes an event from the source. Agent→source types are [`Error::UnknownType`] here.
     pub fn decode(&self, ev: &CloudEvent) -> Result<Incoming, Error> {
         let size = ev.data.as_ref().map_or(0, Vec::len);
         if size > self.max_payload {
-            return Err(Error::TooLarge { size, limit: self.max_payload });
+            return Err(Error::TooLarge {
+                size,
+                limit: self.max_payload,
+            });
         }
         let ty = ev.event_type()?;
         match ty {
             EventType::StatusResyncRequest => {
                 let list = match ev.data.as_deref() {
                     None | Some([]) => ResourceStatusHashList::default(),
-                    Some(d) => {
-                        serde_json::from_slice(d).map_err(|source| Error::Payload { what: "status hash list", source })?
-                    }
+                    Some(d) => serde_json::from_slice(d).map_err(|source| Error::Payload {
+                        what: "status hash list",
+                        source,
+                    })?,
                 };
                 Ok(Incoming::StatusResync(list))
             }
-            EventType::SpecCreate | EventType::SpecUpdate | EventType::SpecDelete | EventType::SpecResyncResponse => {
-                self.decode_spec(ev, ty).map(|s| Incoming::Spec(Box::new(s)))
-            }
+            EventType::SpecCreate
+            | EventType::SpecUpdate
+            | EventType::SpecDelete
+            | EventType::SpecResyncResponse => self
+                .decode_spec(ev, ty)
+                .map(|s| Incoming::Spec(Box::new(s))),
             _ => Err(Error::UnknownType(ev.type_.clone())),
         }
     }
@@ -221,17 +239,22 @@ impl Decoder {
     fn decode_spec(&self, ev: &CloudEvent, ty: EventType) -> Result<SpecUpdate, Error> {
         let cluster = ev.require_string(types::EXT_CLUSTER_NAME)?;
         if cluster != self.cluster {
-            return Err(Error::WrongCluster { got: cluster, want: self.cluster.clone() });
+            return Err(Error::WrongCluster {
+                got: cluster,
+                want: self.cluster.clone(),
+            });
         }
         let uid = ev.require_string(types::EXT_RESOURCE_ID)?;
         if uid.is_empty() {
             return Err(Error::bad_attr(types::EXT_RESOURCE_ID, "empty"));
         }
-        let generation =
-            ev.ext_integer(types::EXT_RESOURCE_VERSION)?.ok_or(Error::MissingAttribute(types::EXT_RESOURCE_VERSION))?;
+        let generation = ev
+            .ext_integer(types::EXT_RESOURCE_VERSION)?
+            .ok_or(Error::MissingAttribute(types::EXT_RESOURCE_VERSION))?;
         let meta: MetaView = match ev.ext_string(types::EXT_METADATA) {
-            Some(m) if !m.is_empty() => serde_json::from_str(&m)
-                .map_err(|e| Error::bad_attr(types::EXT_METADATA, format!("not ObjectMeta JSON: {e}")))?,
+            Some(m) if !m.is_empty() => serde_json::from_str(&m).map_err(|e| {
+                Error::bad_attr(types::EXT_METADATA, format!("not ObjectMeta JSON: {e}"))
+            })?,
             _ => MetaView::default(),
         };
         let deletion_timestamp = ev.ext_time(types::EXT_DELETION_TIMESTAMP)?;
@@ -240,17 +263,26 @@ impl Decoder {
             None | Some([]) => return Err(Error::MissingAttribute("data")),
             Some(d) => Some(
                 serde_json::from_slice::<ManifestBundle>(d)
-                    .map_err(|source| Error::Payload { what: "ManifestBundle", source })?
+                    .map_err(|source| Error::Payload {
+                        what: "ManifestBundle",
+                        source,
+                    })?
                     .into_spec(),
             ),
         };
         let mut labels = meta.labels.unwrap_or_default();
         labels.insert(LABEL_ORIGINAL_SOURCE.to_string(), ev.source.clone());
         let mut annotations = meta.annotations.unwrap_or_default();
-        annotations.insert(ANNOTATION_DATA_TYPE.to_string(), types::MANIFEST_BUNDLE_DATA_TYPE.to_string());
+        annotations.insert(
+            ANNOTATION_DATA_TYPE.to_string(),
+            types::MANIFEST_BUNDLE_DATA_TYPE.to_string(),
+        );
         Ok(SpecUpdate {
             event_type: ty,
-            name: meta.name.filter(|n| !n.is_empty()).unwrap_or_else(|| uid.clone()),
+            name: meta
+                .name
+                .filter(|n| !n.is_empty())
+                .unwrap_or_else(|| uid.clone()),
             uid,
             namespace: cluster,
             generation,
@@ -291,14 +323,35 @@ pub fn encode_status(
         return Err(Error::UnknownType(ty.as_type()));
     }
     let payload = ManifestBundleStatus::from_status(report.status);
-    let data = serde_json::to_vec(&payload).map_err(|source| Error::Payload { what: "ManifestBundleStatus", source })?;
+    let data = serde_json::to_vec(&payload).map_err(|source| Error::Payload {
+        what: "ManifestBundleStatus",
+        source,
+    })?;
     let mut ev = CloudEvent::new(ty, client_id)
-        .with_ext(types::EXT_RESOURCE_ID, ExtValue::String(report.uid.to_string()))
-        .with_ext(types::EXT_RESOURCE_VERSION, ExtValue::Integer(report.generation))
-        .with_ext(types::EXT_CLUSTER_NAME, ExtValue::String(report.cluster.to_string()))
-        .with_ext(types::EXT_ORIGINAL_SOURCE, ExtValue::String(report.original_source.to_string()))
-        .with_ext(types::EXT_SEQUENCE_ID, ExtValue::String(sequence_id.to_string()))
-        .with_ext(types::EXT_STATUS_HASH, ExtValue::String(status_hash(report.status)?));
+        .with_ext(
+            types::EXT_RESOURCE_ID,
+            ExtValue::String(report.uid.to_string()),
+        )
+        .with_ext(
+            types::EXT_RESOURCE_VERSION,
+            ExtValue::Integer(report.generation),
+        )
+        .with_ext(
+            types::EXT_CLUSTER_NAME,
+            ExtValue::String(report.cluster.to_string()),
+        )
+        .with_ext(
+            types::EXT_ORIGINAL_SOURCE,
+            ExtValue::String(report.original_source.to_string()),
+        )
+        .with_ext(
+            types::EXT_SEQUENCE_ID,
+            ExtValue::String(sequence_id.to_string()),
+        )
+        .with_ext(
+            types::EXT_STATUS_HASH,
+            ExtValue::String(status_hash(report.status)?),
+        );
     if let Some(m) = &report.metadata {
         ev = ev.with_ext(types::EXT_METADATA, ExtValue::String(m.to_string()));
     }
@@ -312,10 +365,18 @@ pub fn encode_spec_resync_request(
     cluster: &str,
     client_id: &str,
 ) -> Result<CloudEvent, Error> {
-    let data = serde_json::to_vec(&ResourceVersionList { resource_versions: versions })
-        .map_err(|source| Error::Payload { what: "ResourceVersionList", source })?;
+    let data = serde_json::to_vec(&ResourceVersionList {
+        resource_versions: versions,
+    })
+    .map_err(|source| Error::Payload {
+        what: "ResourceVersionList",
+        source,
+    })?;
     let mut ev = CloudEvent::new(EventType::SpecResyncRequest, client_id)
-        .with_ext(types::EXT_CLUSTER_NAME, ExtValue::String(cluster.to_string()))
+        .with_ext(
+            types::EXT_CLUSTER_NAME,
+            ExtValue::String(cluster.to_string()),
+        )
         .with_ext(types::EXT_ORIGINAL_SOURCE, ExtValue::String(String::new()));
     ev.data = Some(data);
     Ok(ev)
@@ -324,7 +385,10 @@ pub fn encode_spec_resync_request(
 /// sha256 hex of the status as Go's `json.Marshal` writes it (sorted keys, HTML escaped), so
 /// the hash a source stores matches the one the agent recomputes.
 pub fn status_hash(status: &ManifestWorkStatus) -> Result<String, Error> {
-    let value = serde_json::to_value(status).map_err(|source| Error::Payload { what: "status", source })?;
+    let value = serde_json::to_value(status).map_err(|source| Error::Payload {
+        what: "status",
+        source,
+    })?;
     let mut out = String::new();
     go_json(&value, &mut out);
     Ok(hex::encode(Sha256::digest(out.as_bytes())))
@@ -383,7 +447,10 @@ mod tests {
 
     fn create_event(cluster: &str, data: &str) -> CloudEvent {
         let mut ev = CloudEvent::new(EventType::SpecCreate, "maestro")
-            .with_ext(types::EXT_RESOURCE_ID, ExtValue::String("4717d8e0-aaaa".into()))
+            .with_ext(
+                types::EXT_RESOURCE_ID,
+                ExtValue::String("4717d8e0-aaaa".into()),
+            )
             .with_ext(types::EXT_RESOURCE_VERSION, ExtValue::Integer(1))
             .with_ext(types::EXT_CLUSTER_NAME, ExtValue::String(cluster.into()));
         ev.data = Some(data.as_bytes().to_vec());
@@ -395,7 +462,10 @@ mod tests {
     #[test]
     fn decodes_a_bundle_and_reencodes_it_identically() {
         let d = Decoder::new("cluster1");
-        let Incoming::Spec(s) = d.decode(&create_event("cluster1", BUNDLE)).expect("decodes") else {
+        let Incoming::Spec(s) = d
+            .decode(&create_event("cluster1", BUNDLE))
+            .expect("decodes")
+        else {
             panic!("not spec")
         };
         assert_eq!(s.name, "4717d8e0-aaaa");
@@ -406,7 +476,10 @@ mod tests {
         assert_eq!(spec.workload.manifests.len(), 1);
         assert!(spec.executor.is_some());
         let again = serde_json::to_value(ManifestBundle::from_spec(&spec)).expect("encodes");
-        assert_eq!(again, serde_json::from_str::<serde_json::Value>(BUNDLE).expect("json"));
+        assert_eq!(
+            again,
+            serde_json::from_str::<serde_json::Value>(BUNDLE).expect("json")
+        );
     }
 
     #[test]
@@ -415,30 +488,53 @@ mod tests {
             types::EXT_METADATA,
             ExtValue::String(r#"{"name":"w1","labels":{"a":"b"}}"#.into()),
         );
-        let Ok(Incoming::Spec(s)) = Decoder::new("cluster1").decode(&ev) else { panic!("decodes") };
+        let Ok(Incoming::Spec(s)) = Decoder::new("cluster1").decode(&ev) else {
+            panic!("decodes")
+        };
         assert_eq!(s.name, "w1");
         assert_eq!(s.labels["a"], "b");
     }
 
     #[test]
     fn bad_input_is_a_typed_error() {
-        let d = Decoder { cluster: "cluster1".into(), max_payload: 64 };
-        assert!(matches!(d.decode(&create_event("cluster2", "{}")), Err(Error::WrongCluster { .. })));
-        assert!(matches!(d.decode(&create_event("cluster1", "{not json")), Err(Error::Payload { .. })));
-        assert!(matches!(d.decode(&create_event("cluster1", r#"{"manifests":"x"}"#)), Err(Error::Payload { .. })));
-        assert!(matches!(d.decode(&create_event("cluster1", &"x".repeat(65))), Err(Error::TooLarge { .. })));
+        let d = Decoder {
+            cluster: "cluster1".into(),
+            max_payload: 64,
+        };
+        assert!(matches!(
+            d.decode(&create_event("cluster2", "{}")),
+            Err(Error::WrongCluster { .. })
+        ));
+        assert!(matches!(
+            d.decode(&create_event("cluster1", "{not json")),
+            Err(Error::Payload { .. })
+        ));
+        assert!(matches!(
+            d.decode(&create_event("cluster1", r#"{"manifests":"x"}"#)),
+            Err(Error::Payload { .. })
+        ));
+        assert!(matches!(
+            d.decode(&create_event("cluster1", &"x".repeat(65))),
+            Err(Error::TooLarge { .. })
+        ));
         let mut ev = create_event("cluster1", "{}");
         ev.type_ = "io.open-cluster-management.works.v1alpha1.manifests.spec.create_request".into();
         assert!(matches!(d.decode(&ev), Err(Error::UnknownType(_))));
         let mut ev = create_event("cluster1", "{}");
         ev.extensions.remove(types::EXT_RESOURCE_ID);
-        assert!(matches!(d.decode(&ev), Err(Error::MissingAttribute("resourceid"))));
+        assert!(matches!(
+            d.decode(&ev),
+            Err(Error::MissingAttribute("resourceid"))
+        ));
         let ev = create_event("cluster1", "{}")
             .with_ext(types::EXT_RESOURCE_VERSION, ExtValue::String("one".into()));
         assert!(matches!(d.decode(&ev), Err(Error::BadAttribute { .. })));
         let mut ev = create_event("cluster1", "");
         ev.data = None;
-        assert!(matches!(d.decode(&ev), Err(Error::MissingAttribute("data"))));
+        assert!(matches!(
+            d.decode(&ev),
+            Err(Error::MissingAttribute("data"))
+        ));
     }
 
     #[test]
@@ -448,9 +544,12 @@ mod tests {
         ev.data = None;
         let ev = ev.with_ext(
             types::EXT_DELETION_TIMESTAMP,
-            ExtValue::from_canonical(types::EXT_DELETION_TIMESTAMP, "2026-11-24T10:25:46.9069Z").expect("time"),
+            ExtValue::from_canonical(types::EXT_DELETION_TIMESTAMP, "2026-11-24T10:25:46.9069Z")
+                .expect("time"),
         );
-        let Ok(Incoming::Spec(s)) = Decoder::new("cluster1").decode(&ev) else { panic!("decodes") };
+        let Ok(Incoming::Spec(s)) = Decoder::new("cluster1").decode(&ev) else {
+            panic!("decodes")
+        };
         assert!(s.deletion_timestamp.is_some());
         assert!(s.spec.is_none());
     }
@@ -470,10 +569,15 @@ mod tests {
             metadata: None,
             status: &status,
         };
-        let ev = encode_status(&report, EventType::StatusUpdate, "cluster1-work-agent", 42).expect("encodes");
-        assert_eq!(ev.ext_integer(types::EXT_RESOURCE_VERSION).expect("int"), Some(3));
+        let ev = encode_status(&report, EventType::StatusUpdate, "cluster1-work-agent", 42)
+            .expect("encodes");
+        assert_eq!(
+            ev.ext_integer(types::EXT_RESOURCE_VERSION).expect("int"),
+            Some(3)
+        );
         assert_eq!(ev.ext_string(types::EXT_SEQUENCE_ID).as_deref(), Some("42"));
-        let back: ManifestBundleStatus = serde_json::from_slice(ev.data.as_deref().expect("data")).expect("json");
+        let back: ManifestBundleStatus =
+            serde_json::from_slice(ev.data.as_deref().expect("data")).expect("json");
         assert_eq!(back.into_status(), status);
         // Go escapes '<' and sorts keys: the hash is over that form, and stable.
         let h = status_hash(&status).expect("hash");
@@ -488,7 +592,10 @@ mod tests {
     #[test]
     fn resync_payloads() {
         let ev = encode_spec_resync_request(
-            vec![ResourceVersion { resource_id: "u1".into(), resource_version: 2 }],
+            vec![ResourceVersion {
+                resource_id: "u1".into(),
+                resource_version: 2,
+            }],
             "cluster1",
             "cluster1-work-agent",
         )
@@ -497,12 +604,20 @@ mod tests {
             std::str::from_utf8(ev.data.as_deref().expect("data")).expect("utf8"),
             r#"{"resourceVersions":[{"resourceID":"u1","resourceVersion":2}]}"#
         );
-        assert_eq!(ev.ext_string(types::EXT_ORIGINAL_SOURCE).as_deref(), Some(""));
+        assert_eq!(
+            ev.ext_string(types::EXT_ORIGINAL_SOURCE).as_deref(),
+            Some("")
+        );
         let empty = encode_spec_resync_request(vec![], "c", "c").expect("encodes");
-        assert_eq!(empty.data.as_deref(), Some(&br#"{"resourceVersions":[]}"#[..]));
+        assert_eq!(
+            empty.data.as_deref(),
+            Some(&br#"{"resourceVersions":[]}"#[..])
+        );
         let mut req = CloudEvent::new(EventType::StatusResyncRequest, "maestro");
         req.data = Some(br#"{"statusHashes":[{"resourceID":"u1","statusHash":"ab"}]}"#.to_vec());
-        let Ok(Incoming::StatusResync(l)) = Decoder::new("c").decode(&req) else { panic!("decodes") };
+        let Ok(Incoming::StatusResync(l)) = Decoder::new("c").decode(&req) else {
+            panic!("decodes")
+        };
         assert_eq!(l.status_hashes[0].status_hash, "ab");
     }
 }

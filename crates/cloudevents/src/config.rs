@@ -13,7 +13,10 @@ use crate::mqtt::Topics;
 /// MQTT client id for a `--cloudevents-client-id`.
 pub fn mqtt_client_id(cloudevents_client_id: &str) -> Result<String, Error> {
     if cloudevents_client_id.is_empty() {
-        return Err(Error::config("--cloudevents-client-id", "required for the cloudevents drivers"));
+        return Err(Error::config(
+            "--cloudevents-client-id",
+            "required for the cloudevents drivers",
+        ));
     }
     Ok(format!("{cloudevents_client_id}-client"))
 }
@@ -31,15 +34,28 @@ impl Pem {
     /// The PEM bytes now.
     pub fn load(&self, key: &str) -> Result<Vec<u8>, Error> {
         match self {
-            Self::File(p) => std::fs::read(p).map_err(|e| Error::config(key, format!("{}: {e}", p.display()))),
+            Self::File(p) => {
+                std::fs::read(p).map_err(|e| Error::config(key, format!("{}: {e}", p.display())))
+            }
             Self::Inline(b) => Ok(b.clone()),
         }
     }
 }
 
-fn pem(file_key: &str, file: Option<String>, data_key: &str, data: Option<String>) -> Result<Option<Pem>, Error> {
-    match (file.filter(|f| !f.is_empty()), data.filter(|d| !d.is_empty())) {
-        (Some(_), Some(_)) => Err(Error::config(file_key, format!("set either {file_key} or {data_key}, not both"))),
+fn pem(
+    file_key: &str,
+    file: Option<String>,
+    data_key: &str,
+    data: Option<String>,
+) -> Result<Option<Pem>, Error> {
+    match (
+        file.filter(|f| !f.is_empty()),
+        data.filter(|d| !d.is_empty()),
+    ) {
+        (Some(_), Some(_)) => Err(Error::config(
+            file_key,
+            format!("set either {file_key} or {data_key}, not both"),
+        )),
         (Some(f), None) => Ok(Some(Pem::File(PathBuf::from(f)))),
         (None, Some(d)) => base64::engine::general_purpose::STANDARD
             .decode(d.trim())
@@ -118,36 +134,65 @@ pub struct MqttConfig {
 impl MqttConfig {
     /// Reads and validates a YAML or JSON file.
     pub fn from_file(path: &Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::config(path.display().to_string(), e))?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::config(path.display().to_string(), e))?;
         Self::parse(&text)
     }
 
     /// Parses and validates YAML (JSON is YAML too).
     pub fn parse(text: &str) -> Result<Self, Error> {
-        let raw: RawMqtt = serde_norway::from_str(text).map_err(|e| Error::config("mqtt config", e))?;
-        let broker_host = raw.broker_host.filter(|b| !b.is_empty()).ok_or_else(|| Error::config("brokerHost", "required"))?;
+        let raw: RawMqtt =
+            serde_norway::from_str(text).map_err(|e| Error::config("mqtt config", e))?;
+        let broker_host = raw
+            .broker_host
+            .filter(|b| !b.is_empty())
+            .ok_or_else(|| Error::config("brokerHost", "required"))?;
         let (host, port) = broker_host
             .rsplit_once(':')
-            .and_then(|(h, p)| Some((h.trim_matches(['[', ']']).to_string(), p.parse::<u16>().ok()?)))
+            .and_then(|(h, p)| {
+                Some((
+                    h.trim_matches(['[', ']']).to_string(),
+                    p.parse::<u16>().ok()?,
+                ))
+            })
             .filter(|(h, _)| !h.is_empty())
-            .ok_or_else(|| Error::config("brokerHost", format!("{broker_host:?} is not host:port")))?;
+            .ok_or_else(|| {
+                Error::config("brokerHost", format!("{broker_host:?} is not host:port"))
+            })?;
         let dial_timeout = match raw.dial_timeout.as_deref() {
             None | Some("") => Duration::from_secs(60),
-            Some(d) => go_duration(d).ok_or_else(|| Error::config("dialTimeout", format!("{d:?} is not a duration like 30s")))?,
+            Some(d) => go_duration(d).ok_or_else(|| {
+                Error::config("dialTimeout", format!("{d:?} is not a duration like 30s"))
+            })?,
         };
         let qos = |key: &str, v: Option<u8>| match v.unwrap_or(1) {
             q @ 0..=2 => Ok(q),
             q => Err(Error::config(key, format!("{q} is not 0, 1 or 2"))),
         };
-        let topics = raw.topics.ok_or_else(|| Error::config("topics", "required"))?;
+        let topics = raw
+            .topics
+            .ok_or_else(|| Error::config("topics", "required"))?;
         topics.validate()?;
         let certs = CertConfig {
             ca: pem("caFile", raw.ca_file, "caData", raw.ca_data)?,
-            client_cert: pem("clientCertFile", raw.client_cert_file, "clientCertData", raw.client_cert_data)?,
-            client_key: pem("clientKeyFile", raw.client_key_file, "clientKeyData", raw.client_key_data)?,
+            client_cert: pem(
+                "clientCertFile",
+                raw.client_cert_file,
+                "clientCertData",
+                raw.client_cert_data,
+            )?,
+            client_key: pem(
+                "clientKeyFile",
+                raw.client_key_file,
+                "clientKeyData",
+                raw.client_key_data,
+            )?,
         };
         if certs.client_cert.is_some() != certs.client_key.is_some() {
-            return Err(Error::config("clientKeyFile", "a client certificate and key go together"));
+            return Err(Error::config(
+                "clientKeyFile",
+                "a client certificate and key go together",
+            ));
         }
         Ok(Self {
             host,
@@ -227,15 +272,37 @@ pub struct GrpcConfig {
 impl GrpcConfig {
     /// Parses and validates YAML (JSON is YAML too).
     pub fn parse(text: &str) -> Result<Self, Error> {
-        let raw: RawGrpc = serde_norway::from_str(text).map_err(|e| Error::config("grpc config", e))?;
-        let url = raw.url.filter(|u| !u.is_empty()).ok_or_else(|| Error::config("url", "required"))?;
+        let raw: RawGrpc =
+            serde_norway::from_str(text).map_err(|e| Error::config("grpc config", e))?;
+        let url = raw
+            .url
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| Error::config("url", "required"))?;
         let certs = CertConfig {
             ca: pem("caFile", raw.ca_file, "caData", raw.ca_data)?,
-            client_cert: pem("clientCertFile", raw.client_cert_file, "clientCertData", raw.client_cert_data)?,
-            client_key: pem("clientKeyFile", raw.client_key_file, "clientKeyData", raw.client_key_data)?,
+            client_cert: pem(
+                "clientCertFile",
+                raw.client_cert_file,
+                "clientCertData",
+                raw.client_cert_data,
+            )?,
+            client_key: pem(
+                "clientKeyFile",
+                raw.client_key_file,
+                "clientKeyData",
+                raw.client_key_data,
+            )?,
         };
-        let token = match (raw.token.filter(|t| !t.is_empty()), raw.token_file.filter(|t| !t.is_empty())) {
-            (Some(_), Some(_)) => return Err(Error::config("token", "set either token or tokenFile, not both")),
+        let token = match (
+            raw.token.filter(|t| !t.is_empty()),
+            raw.token_file.filter(|t| !t.is_empty()),
+        ) {
+            (Some(_), Some(_)) => {
+                return Err(Error::config(
+                    "token",
+                    "set either token or tokenFile, not both",
+                ));
+            }
             (Some(t), None) => Some(Pem::Inline(t.into_bytes())),
             (None, Some(f)) => Some(Pem::File(PathBuf::from(f))),
             (None, None) => None,
@@ -245,20 +312,38 @@ impl GrpcConfig {
         }
         let dur = |key: &str, v: Option<String>, default: Duration| match v.as_deref() {
             None | Some("") => Ok(default),
-            Some(d) => go_duration(d).ok_or_else(|| Error::config(key, format!("{d:?} is not a duration like 30s"))),
+            Some(d) => go_duration(d)
+                .ok_or_else(|| Error::config(key, format!("{d:?} is not a duration like 30s"))),
         };
         let ka = raw.keep_alive_config;
         let keep_alive = KeepAlive {
             enable: ka.as_ref().and_then(|k| k.enable).unwrap_or(false),
-            permit_without_stream: ka.as_ref().and_then(|k| k.permit_without_stream).unwrap_or(false),
-            time: dur("keepAliveConfig.time", ka.as_ref().and_then(|k| k.time.clone()), Duration::from_secs(30))?,
-            timeout: dur("keepAliveConfig.timeout", ka.and_then(|k| k.timeout), Duration::from_secs(10))?,
+            permit_without_stream: ka
+                .as_ref()
+                .and_then(|k| k.permit_without_stream)
+                .unwrap_or(false),
+            time: dur(
+                "keepAliveConfig.time",
+                ka.as_ref().and_then(|k| k.time.clone()),
+                Duration::from_secs(30),
+            )?,
+            timeout: dur(
+                "keepAliveConfig.timeout",
+                ka.and_then(|k| k.timeout),
+                Duration::from_secs(10),
+            )?,
         };
         let server_healthiness_timeout = match raw.server_healthiness_timeout {
             None => None,
             Some(d) => Some(dur("serverHealthinessTimeout", Some(d), Duration::ZERO)?),
         };
-        Ok(Self { url, certs, token, keep_alive, server_healthiness_timeout })
+        Ok(Self {
+            url,
+            certs,
+            token,
+            keep_alive,
+            server_healthiness_timeout,
+        })
     }
 
     /// Upstream's rule: TLS when a token or a client certificate is present. A CA alone dials
@@ -279,7 +364,9 @@ pub fn go_duration(s: &str) -> Option<Duration> {
         let n = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
         let value: f64 = rest[..n].parse().ok()?;
         rest = &rest[n..];
-        let u = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let u = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let secs = match &rest[..u] {
             "ns" => 1e-9,
             "us" | "µs" => 1e-6,
@@ -309,17 +396,26 @@ mod tests {
         assert_eq!(c.dial_timeout, Duration::from_secs(60));
         assert_eq!((c.pub_qos, c.sub_qos), (1, 1));
         assert!(!c.uses_tls());
-        assert_eq!(mqtt_client_id("cluster1-work-agent").expect("id"), "cluster1-work-agent-client");
+        assert_eq!(
+            mqtt_client_id("cluster1-work-agent").expect("id"),
+            "cluster1-work-agent-client"
+        );
         assert!(mqtt_client_id("").is_err());
     }
 
     #[test]
     fn tls_only_with_client_cert() {
-        let ca = format!("{MAESTRO}caData: {}\n", base64::engine::general_purpose::STANDARD.encode("PEM"));
+        let ca = format!(
+            "{MAESTRO}caData: {}\n",
+            base64::engine::general_purpose::STANDARD.encode("PEM")
+        );
         let c = MqttConfig::parse(&ca).expect("parses");
         assert_eq!(c.certs.ca, Some(Pem::Inline(b"PEM".to_vec())));
         assert!(!c.uses_tls());
-        let c = MqttConfig::parse(&format!("{ca}clientCertFile: /c\nclientKeyFile: /k\ndialTimeout: 1m30s\n")).expect("parses");
+        let c = MqttConfig::parse(&format!(
+            "{ca}clientCertFile: /c\nclientKeyFile: /k\ndialTimeout: 1m30s\n"
+        ))
+        .expect("parses");
         assert!(c.uses_tls());
         assert_eq!(c.dial_timeout, Duration::from_secs(90));
     }
@@ -336,7 +432,10 @@ mod tests {
             (&format!("{MAESTRO}caData: '!!'\n"), "caData"),
             (&format!("{MAESTRO}clientCertFile: /c\n"), "clientKeyFile"),
             (&format!("{MAESTRO}keepAlive: x\n"), "keepAlive"),
-            ("brokerHost: a:1\ntopics:\n  sourceEvents: x\n  agentEvents: y\n", "topics.sourceEvents"),
+            (
+                "brokerHost: a:1\ntopics:\n  sourceEvents: x\n  agentEvents: y\n",
+                "topics.sourceEvents",
+            ),
         ] {
             let e = MqttConfig::parse(text).expect_err(text).to_string();
             assert!(e.contains(key), "{text:?}: {e}");
@@ -349,12 +448,22 @@ mod tests {
         assert!(!c.uses_tls());
         assert!(!c.keep_alive.enable);
         assert_eq!(c.keep_alive.time, Duration::from_secs(30));
-        assert!(GrpcConfig::parse("url: a:1\ntoken: t\n").expect_err("needs ca").to_string().contains("token"));
+        assert!(
+            GrpcConfig::parse("url: a:1\ntoken: t\n")
+                .expect_err("needs ca")
+                .to_string()
+                .contains("token")
+        );
         let c = GrpcConfig::parse("url: a:1\ntoken: t\ncaFile: /ca\nkeepAliveConfig:\n  enable: true\n  timeout: 5s\nserverHealthinessTimeout: 20s\n")
             .expect("parses");
         assert!(c.uses_tls());
         assert_eq!(c.keep_alive.timeout, Duration::from_secs(5));
         assert_eq!(c.server_healthiness_timeout, Some(Duration::from_secs(20)));
-        assert!(GrpcConfig::parse("token: t\n").expect_err("url").to_string().contains("url"));
+        assert!(
+            GrpcConfig::parse("token: t\n")
+                .expect_err("url")
+                .to_string()
+                .contains("url")
+        );
     }
 }

@@ -58,10 +58,16 @@ pub enum Error {
 impl Error {
     /// A config error naming `key`.
     pub fn config(key: impl Into<String>, reason: impl std::fmt::Display) -> Self {
-        Self::Config { key: key.into(), reason: reason.to_string() }
+        Self::Config {
+            key: key.into(),
+            reason: reason.to_string(),
+        }
     }
     /// A bad-attribute error naming `name`.
     pub fn bad_attr(name: impl Into<String>, reason: impl std::fmt::Display) -> Self {
-        Self::BadAttribute { name: name.into(), reason: reason.to_string() }
+        Self::BadAttribute {
+            name: name.into(),
+            reason: reason.to_string(),
+        }
     }
 }

@@ -38,9 +38,11 @@ impl ExtValue {
     /// Parses the canonical string of a known extension into its type; unknown ones stay strings.
     pub fn from_canonical(name: &str, value: &str) -> Result<Self, Error> {
         Ok(match name {
-            types::EXT_RESOURCE_VERSION => {
-                Self::Integer(value.parse().map_err(|e| Error::bad_attr(name, format!("not an integer: {e}")))?)
-            }
+            types::EXT_RESOURCE_VERSION => Self::Integer(
+                value
+                    .parse()
+                    .map_err(|e| Error::bad_attr(name, format!("not an integer: {e}")))?,
+            ),
             types::EXT_DELETION_TIMESTAMP => Self::Time(parse_time(name, value)?),
             _ => Self::String(value.to_string()),
         })
@@ -63,7 +65,11 @@ pub fn format_time(t: &DateTime<Utc>) -> String {
     match full.strip_suffix('Z').and_then(|s| s.split_once('.')) {
         Some((secs, frac)) => {
             let frac = frac.trim_end_matches('0');
-            if frac.is_empty() { format!("{secs}Z") } else { format!("{secs}.{frac}Z") }
+            if frac.is_empty() {
+                format!("{secs}Z")
+            } else {
+                format!("{secs}.{frac}Z")
+            }
         }
         None => full,
     }
@@ -141,9 +147,10 @@ impl CloudEvent {
         match self.extensions.get(name) {
             None => Ok(None),
             Some(ExtValue::Integer(i)) => Ok(Some(*i)),
-            Some(ExtValue::String(s)) => {
-                s.parse().map(Some).map_err(|e| Error::bad_attr(name, format!("not an integer: {e}")))
-            }
+            Some(ExtValue::String(s)) => s
+                .parse()
+                .map(Some)
+                .map_err(|e| Error::bad_attr(name, format!("not an integer: {e}"))),
             Some(other) => Err(Error::bad_attr(name, format!("not an integer: {other:?}"))),
         }
     }

@@ -33,12 +33,16 @@ impl Snowflake {
 
     /// A generator that only produces ids larger than `floor`.
     pub fn with_floor(floor: u64) -> Self {
-        Self { last: Mutex::new(floor) }
+        Self {
+            last: Mutex::new(floor),
+        }
     }
 
     /// The next id at wall-clock time.
     pub fn next_id(&self) -> u64 {
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
         self.next_at(now)
     }
 
@@ -46,7 +50,8 @@ impl Snowflake {
     pub fn next_at(&self, now_ms: u64) -> u64 {
         // A poisoned lock only means another thread panicked mid-update; the value is still a valid id.
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let candidate = (now_ms.saturating_sub(EPOCH_MS) << (STEP_BITS + NODE_BITS)) | (NODE << STEP_BITS);
+        let candidate =
+            (now_ms.saturating_sub(EPOCH_MS) << (STEP_BITS + NODE_BITS)) | (NODE << STEP_BITS);
         let id = if candidate > *last {
             candidate
         } else {

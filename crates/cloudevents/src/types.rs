@@ -3,7 +3,8 @@
 use crate::Error;
 
 /// Data type prefix of every work event (`<group>.<version>.<resource>`).
-pub const MANIFEST_BUNDLE_DATA_TYPE: &str = "io.open-cluster-management.works.v1alpha1.manifestbundles";
+pub const MANIFEST_BUNDLE_DATA_TYPE: &str =
+    "io.open-cluster-management.works.v1alpha1.manifestbundles";
 /// Heartbeat events of the gRPC broker; filtered out by clients.
 pub const HEARTBEAT_TYPE: &str = "io.open-cluster-management.cloudevents.heartbeat";
 /// Content type of every payload.
@@ -125,8 +126,10 @@ mod tests {
             assert_eq!(EventType::parse(&t.as_type()).expect("parses"), t);
         }
         assert_eq!(
-            EventType::parse("io.open-cluster-management.works.v1alpha1.manifestbundles.spec.create_request")
-                .expect("parses"),
+            EventType::parse(
+                "io.open-cluster-management.works.v1alpha1.manifestbundles.spec.create_request"
+            )
+            .expect("parses"),
             EventType::SpecCreate
         );
     }
@@ -139,7 +142,10 @@ mod tests {
             "io.open-cluster-management.works.v1alpha1.manifestbundles.spec.explode",
             HEARTBEAT_TYPE,
         ] {
-            assert!(matches!(EventType::parse(s), Err(Error::UnknownType(_))), "{s}");
+            assert!(
+                matches!(EventType::parse(s), Err(Error::UnknownType(_))),
+                "{s}"
+            );
         }
     }
 }

@@ -45,7 +45,11 @@ pub fn to_binary(ev: &CloudEvent) -> Message {
     for (k, v) in &ev.extensions {
         props.push((format!("{PREFIX}{k}"), v.to_canonical()));
     }
-    Message { content_type: ev.datacontenttype.clone(), user_properties: props, payload: ev.data.clone().unwrap_or_default() }
+    Message {
+        content_type: ev.datacontenttype.clone(),
+        user_properties: props,
+        payload: ev.data.clone().unwrap_or_default(),
+    }
 }
 
 /// Structured mode: the event as one JSON document; JSON data is inlined, other data is base64.
@@ -58,7 +62,11 @@ pub fn to_structured(ev: &CloudEvent) -> Result<Message, Error> {
     if let Some(t) = &ev.time {
         doc.insert("time".into(), format_time(t).into());
     }
-    for (k, v) in [("datacontenttype", &ev.datacontenttype), ("dataschema", &ev.dataschema), ("subject", &ev.subject)] {
+    for (k, v) in [
+        ("datacontenttype", &ev.datacontenttype),
+        ("dataschema", &ev.dataschema),
+        ("subject", &ev.subject),
+    ] {
         if let Some(v) = v {
             doc.insert(k.into(), v.clone().into());
         }
@@ -67,30 +75,50 @@ pub fn to_structured(ev: &CloudEvent) -> Result<Message, Error> {
         doc.insert(k.clone(), v.to_json());
     }
     if let Some(d) = &ev.data {
-        let json_data = ev.datacontenttype.as_deref().is_none_or(|c| c.contains("json"));
+        let json_data = ev
+            .datacontenttype
+            .as_deref()
+            .is_none_or(|c| c.contains("json"));
         match serde_json::from_slice::<serde_json::Value>(d) {
             Ok(v) if json_data => {
                 doc.insert("data".into(), v);
             }
             _ => {
-                doc.insert("data_base64".into(), base64::engine::general_purpose::STANDARD.encode(d).into());
+                doc.insert(
+                    "data_base64".into(),
+                    base64::engine::general_purpose::STANDARD.encode(d).into(),
+                );
             }
         }
     }
     let payload = serde_json::to_vec(&doc).map_err(|e| Error::Binding(e.to_string()))?;
-    Ok(Message { content_type: Some(STRUCTURED.into()), user_properties: vec![], payload })
+    Ok(Message {
+        content_type: Some(STRUCTURED.into()),
+        user_properties: vec![],
+        payload,
+    })
 }
 
 /// Reads either mode: binary when `ce-specversion` is present, structured when the content type
 /// says so; anything else is [`Error::Binding`].
 pub fn from_message(msg: &Message) -> Result<CloudEvent, Error> {
-    if msg.user_properties.iter().any(|(k, _)| k == "ce-specversion") {
+    if msg
+        .user_properties
+        .iter()
+        .any(|(k, _)| k == "ce-specversion")
+    {
         return from_binary(msg);
     }
-    if msg.content_type.as_deref().is_some_and(|c| c.starts_with(STRUCTURED)) {
+    if msg
+        .content_type
+        .as_deref()
+        .is_some_and(|c| c.starts_with(STRUCTURED))
+    {
         return from_structured(&msg.payload);
     }
-    Err(Error::Binding("neither a ce-specversion user property nor a cloudevents+json content type".into()))
+    Err(Error::Binding(
+        "neither a ce-specversion user property nor a cloudevents+json content type".into(),
+    ))
 }
 
 fn from_binary(msg: &Message) -> Result<CloudEvent, Error> {
@@ -100,19 +128,30 @@ fn from_binary(msg: &Message) -> Result<CloudEvent, Error> {
             attrs.insert(name.to_ascii_lowercase(), v.clone());
         }
     }
-    let ev = build(&mut attrs, msg.content_type.clone(), |name, v| ExtValue::from_canonical(name, v))?;
-    Ok(CloudEvent { data: if msg.payload.is_empty() { None } else { Some(msg.payload.clone()) }, ..ev })
+    let ev = build(&mut attrs, msg.content_type.clone(), |name, v| {
+        ExtValue::from_canonical(name, v)
+    })?;
+    Ok(CloudEvent {
+        data: if msg.payload.is_empty() {
+            None
+        } else {
+            Some(msg.payload.clone())
+        },
+        ..ev
+    })
 }
 
 fn from_structured(payload: &[u8]) -> Result<CloudEvent, Error> {
-    let doc: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_slice(payload).map_err(|e| Error::Binding(format!("structured event: {e}")))?;
+    let doc: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(payload)
+        .map_err(|e| Error::Binding(format!("structured event: {e}")))?;
     let mut attrs = BTreeMap::new();
     let mut data = None;
     for (k, v) in doc {
         match (k.as_str(), v) {
             ("data", serde_json::Value::Null) => {}
-            ("data", v) => data = Some(serde_json::to_vec(&v).map_err(|e| Error::Binding(e.to_string()))?),
+            ("data", v) => {
+                data = Some(serde_json::to_vec(&v).map_err(|e| Error::Binding(e.to_string()))?)
+            }
             ("data_base64", serde_json::Value::String(s)) => {
                 data = Some(
                     base64::engine::general_purpose::STANDARD
@@ -143,14 +182,26 @@ fn build(
     content_type: Option<String>,
     ext: impl Fn(&str, &str) -> Result<ExtValue, Error>,
 ) -> Result<CloudEvent, Error> {
-    let spec = attrs.remove("specversion").ok_or(Error::MissingAttribute("specversion"))?;
+    let spec = attrs
+        .remove("specversion")
+        .ok_or(Error::MissingAttribute("specversion"))?;
     if spec != SPEC_VERSION {
-        return Err(Error::bad_attr("specversion", format!("{spec:?} is not 1.0")));
+        return Err(Error::bad_attr(
+            "specversion",
+            format!("{spec:?} is not 1.0"),
+        ));
     }
     let id = attrs.remove("id").ok_or(Error::MissingAttribute("id"))?;
-    let source = attrs.remove("source").ok_or(Error::MissingAttribute("source"))?;
-    let type_ = attrs.remove("type").ok_or(Error::MissingAttribute("type"))?;
-    let time = attrs.remove("time").map(|t| parse_time("time", &t)).transpose()?;
+    let source = attrs
+        .remove("source")
+        .ok_or(Error::MissingAttribute("source"))?;
+    let type_ = attrs
+        .remove("type")
+        .ok_or(Error::MissingAttribute("type"))?;
+    let time = attrs
+        .remove("time")
+        .map(|t| parse_time("time", &t))
+        .transpose()?;
     let dataschema = attrs.remove("dataschema");
     let subject = attrs.remove("subject");
     let mut extensions = BTreeMap::new();
@@ -158,7 +209,17 @@ fn build(
         let value = ext(&k, &v)?;
         extensions.insert(k, value);
     }
-    Ok(CloudEvent { id, source, type_, time, datacontenttype: content_type, dataschema, subject, extensions, data: None })
+    Ok(CloudEvent {
+        id,
+        source,
+        type_,
+        time,
+        datacontenttype: content_type,
+        dataschema,
+        subject,
+        extensions,
+        data: None,
+    })
 }
 
 #[cfg(test)]
@@ -168,7 +229,9 @@ mod tests {
     use crate::types::EventType;
 
     fn props(p: &[(&str, &str)]) -> Vec<(String, String)> {
-        p.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        p.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     /// The create event Maestro published (docs/cloudevents.md, "on the wire").
@@ -200,7 +263,9 @@ mod tests {
         let ev = from_message(&msg).expect("binary event");
         assert_eq!(ev.event_type().expect("type"), EventType::SpecCreate);
         assert!(ev.time.is_none());
-        let Incoming::Spec(s) = Decoder::new("cluster1").decode(&ev).expect("decodes") else { panic!("spec") };
+        let Incoming::Spec(s) = Decoder::new("cluster1").decode(&ev).expect("decodes") else {
+            panic!("spec")
+        };
         assert_eq!(s.generation, 1);
         assert_eq!(s.name, "4717d8e0-0000-4000-8000-000000000002");
         let again = to_binary(&ev);
@@ -217,7 +282,10 @@ mod tests {
                 ("ce-specversion", "1.0"),
                 ("ce-id", "x"),
                 ("ce-source", "maestro"),
-                ("ce-type", "io.open-cluster-management.works.v1alpha1.manifestbundles.spec.resync_response"),
+                (
+                    "ce-type",
+                    "io.open-cluster-management.works.v1alpha1.manifestbundles.spec.resync_response",
+                ),
                 ("ce-resourceid", "00000000-0000-0000-0000-000000000001"),
                 ("ce-resourceversion", "3"),
                 ("ce-clustername", "cluster1"),
@@ -226,7 +294,9 @@ mod tests {
             payload: vec![],
         };
         let ev = from_message(&msg).expect("event");
-        let Incoming::Spec(s) = Decoder::new("cluster1").decode(&ev).expect("decodes") else { panic!("spec") };
+        let Incoming::Spec(s) = Decoder::new("cluster1").decode(&ev).expect("decodes") else {
+            panic!("spec")
+        };
         assert!(s.spec.is_none());
         assert_eq!(s.generation, 3);
         let again = to_binary(&ev);
@@ -243,7 +313,10 @@ mod tests {
                 ("ce-specversion", "1.0"),
                 ("ce-id", "y"),
                 ("ce-source", "cluster1-work-agent"),
-                ("ce-type", "io.open-cluster-management.works.v1alpha1.manifestbundles.status.update_request"),
+                (
+                    "ce-type",
+                    "io.open-cluster-management.works.v1alpha1.manifestbundles.status.update_request",
+                ),
                 ("ce-time", "2026-11-24T10:00:00.123456789Z"),
                 ("ce-clustername", "cluster1"),
                 ("ce-originalsource", "maestro"),
@@ -268,32 +341,51 @@ mod tests {
         assert_eq!(s.content_type.as_deref(), Some(STRUCTURED));
         let back = from_message(&s).expect("reads");
         assert_eq!(back.extensions, ev.extensions);
-        let d1: serde_json::Value = serde_json::from_slice(back.data.as_deref().expect("data")).expect("json");
-        let d2: serde_json::Value = serde_json::from_slice(ev.data.as_deref().expect("data")).expect("json");
+        let d1: serde_json::Value =
+            serde_json::from_slice(back.data.as_deref().expect("data")).expect("json");
+        let d2: serde_json::Value =
+            serde_json::from_slice(ev.data.as_deref().expect("data")).expect("json");
         assert_eq!(d1, d2);
         assert_eq!((back.id, back.type_), (ev.id, ev.type_));
         // Integer extensions come as JSON numbers from other producers too.
         let doc = br#"{"specversion":"1.0","id":"1","source":"s","type":"t","resourceversion":7,"data_base64":"e30="}"#;
-        let ev = from_message(&Message { content_type: Some(STRUCTURED.into()), payload: doc.to_vec(), ..Default::default() })
-            .expect("reads");
+        let ev = from_message(&Message {
+            content_type: Some(STRUCTURED.into()),
+            payload: doc.to_vec(),
+            ..Default::default()
+        })
+        .expect("reads");
         assert_eq!(ev.ext_integer("resourceversion").expect("int"), Some(7));
         assert_eq!(ev.data.as_deref(), Some(&b"{}"[..]));
     }
 
     #[test]
     fn malformed_messages_are_errors() {
-        let plain = Message { content_type: Some("application/json".into()), payload: b"{}".to_vec(), ..Default::default() };
+        let plain = Message {
+            content_type: Some("application/json".into()),
+            payload: b"{}".to_vec(),
+            ..Default::default()
+        };
         assert!(matches!(from_message(&plain), Err(Error::Binding(_))));
-        let bad = Message { content_type: Some(STRUCTURED.into()), payload: b"[1".to_vec(), ..Default::default() };
+        let bad = Message {
+            content_type: Some(STRUCTURED.into()),
+            payload: b"[1".to_vec(),
+            ..Default::default()
+        };
         assert!(matches!(from_message(&bad), Err(Error::Binding(_))));
         let mut m = golden_create();
         m.user_properties.retain(|(k, _)| k != "ce-id");
-        assert!(matches!(from_message(&m), Err(Error::MissingAttribute("id"))));
+        assert!(matches!(
+            from_message(&m),
+            Err(Error::MissingAttribute("id"))
+        ));
         let mut m = golden_create();
-        m.user_properties.push(("ce-resourceversion".into(), "x".into()));
+        m.user_properties
+            .push(("ce-resourceversion".into(), "x".into()));
         assert!(from_message(&m).is_err());
         let mut m = golden_create();
-        m.user_properties.push(("ce-time".into(), "yesterday".into()));
+        m.user_properties
+            .push(("ce-time".into(), "yesterday".into()));
         assert!(from_message(&m).is_err());
     }
 }

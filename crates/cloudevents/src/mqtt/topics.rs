@@ -25,8 +25,10 @@ pub struct Topics {
 const ID: &str = r"([a-z0-9-]+|\+)";
 
 fn event_topic_re(kind: &str) -> Result<Regex, Error> {
-    Regex::new(&format!(r"^(\$share/[a-z0-9-]+/)?[a-z]+/{ID}/[a-z]+/{ID}/{kind}$"))
-        .map_err(|e| Error::config("topics", e))
+    Regex::new(&format!(
+        r"^(\$share/[a-z0-9-]+/)?[a-z]+/{ID}/[a-z]+/{ID}/{kind}$"
+    ))
+    .map_err(|e| Error::config("topics", e))
 }
 
 /// Replaces the last `+` of `topic` with `with`.
@@ -49,16 +51,25 @@ impl Topics {
         if !event_topic_re("sourceevents")?.is_match(&self.source_events) {
             return Err(Error::config(
                 "topics.sourceEvents",
-                format!("{:?} is not <word>/<id|+>/<word>/<id|+>/sourceevents (ids: [a-z0-9-]+)", self.source_events),
+                format!(
+                    "{:?} is not <word>/<id|+>/<word>/<id|+>/sourceevents (ids: [a-z0-9-]+)",
+                    self.source_events
+                ),
             ));
         }
         if !event_topic_re("agentevents")?.is_match(&self.agent_events) {
             return Err(Error::config(
                 "topics.agentEvents",
-                format!("{:?} is not <word>/<id|+>/<word>/<id|+>/agentevents (ids: [a-z0-9-]+)", self.agent_events),
+                format!(
+                    "{:?} is not <word>/<id|+>/<word>/<id|+>/agentevents (ids: [a-z0-9-]+)",
+                    self.agent_events
+                ),
             ));
         }
-        for (key, t) in [("topics.sourceBroadcast", &self.source_broadcast), ("topics.agentBroadcast", &self.agent_broadcast)] {
+        for (key, t) in [
+            ("topics.sourceBroadcast", &self.source_broadcast),
+            ("topics.agentBroadcast", &self.agent_broadcast),
+        ] {
             if let Some(t) = t
                 && (t.is_empty() || t.contains('#') && !t.ends_with('#'))
             {
@@ -80,7 +91,12 @@ impl Topics {
     /// with the last `+` the cluster, then the next `+` the source from the topic's second segment.
     pub fn agent_publish(&self, cluster: &str) -> String {
         let with_cluster = replace_last_plus(&self.agent_events, cluster);
-        let source = with_cluster.trim_start_matches("$share/").split('/').nth(1).unwrap_or("+").to_string();
+        let source = with_cluster
+            .trim_start_matches("$share/")
+            .split('/')
+            .nth(1)
+            .unwrap_or("+")
+            .to_string();
         replace_last_plus(&with_cluster, &source)
     }
 
@@ -94,8 +110,15 @@ impl Topics {
 
     /// Whether the cluster name can appear in a topic at all.
     pub fn check_cluster(cluster: &str) -> Result<(), Error> {
-        if cluster.is_empty() || !cluster.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
-            return Err(Error::config("cluster", format!("{cluster:?} cannot appear in an MQTT topic ([a-z0-9-]+)")));
+        if cluster.is_empty()
+            || !cluster
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        {
+            return Err(Error::config(
+                "cluster",
+                format!("{cluster:?} cannot appear in an MQTT topic ([a-z0-9-]+)"),
+            ));
         }
         Ok(())
     }
@@ -117,9 +140,18 @@ mod tests {
     fn maestro_topics() {
         let t = maestro("cluster1");
         t.validate().expect("valid");
-        assert_eq!(t.agent_subscriptions("cluster1"), vec!["sources/maestro/consumers/cluster1/sourceevents"]);
-        assert_eq!(t.agent_publish("cluster1"), "sources/maestro/consumers/cluster1/agentevents");
-        assert_eq!(t.agent_resync_all("cluster1"), "sources/maestro/consumers/cluster1/agentevents");
+        assert_eq!(
+            t.agent_subscriptions("cluster1"),
+            vec!["sources/maestro/consumers/cluster1/sourceevents"]
+        );
+        assert_eq!(
+            t.agent_publish("cluster1"),
+            "sources/maestro/consumers/cluster1/agentevents"
+        );
+        assert_eq!(
+            t.agent_resync_all("cluster1"),
+            "sources/maestro/consumers/cluster1/agentevents"
+        );
     }
 
     #[test]
@@ -133,7 +165,10 @@ mod tests {
         t.validate().expect("valid");
         assert_eq!(
             t.agent_subscriptions("c1"),
-            vec!["sources/+/clusters/c1/sourceevents".to_string(), "sources/+/sourcebroadcast".to_string()]
+            vec![
+                "sources/+/clusters/c1/sourceevents".to_string(),
+                "sources/+/sourcebroadcast".to_string()
+            ]
         );
         assert_eq!(t.agent_publish("c1"), "sources/+/clusters/c1/agentevents");
         assert_eq!(t.agent_resync_all("c1"), "clusters/+/agentbroadcast");
@@ -143,10 +178,20 @@ mod tests {
     fn errors_name_the_key() {
         let mut t = maestro("cluster1");
         t.source_events = "a/b".into();
-        assert!(t.validate().expect_err("bad").to_string().contains("topics.sourceEvents"));
+        assert!(
+            t.validate()
+                .expect_err("bad")
+                .to_string()
+                .contains("topics.sourceEvents")
+        );
         let mut t = maestro("cluster1");
         t.agent_events = String::new();
-        assert!(t.validate().expect_err("bad").to_string().contains("topics.agentEvents"));
+        assert!(
+            t.validate()
+                .expect_err("bad")
+                .to_string()
+                .contains("topics.agentEvents")
+        );
         let mut t = maestro("Cluster.1");
         t.agent_events = "sources/maestro/consumers/c1/agentevents".into();
         assert!(t.validate().is_err());

@@ -173,7 +173,7 @@ fn from_structured(payload: &[u8]) -> Result<CloudEvent, Error> {
         }
     }
     let ct = attrs.remove("datacontenttype");
-    let ev = build(&mut attrs, ct, |name, v| ExtValue::from_canonical(name, v))?;
+    let ev = build(&mut attrs, ct, ExtValue::from_canonical)?;
     Ok(CloudEvent { data, ..ev })
 }
 

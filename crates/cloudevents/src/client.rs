@@ -342,8 +342,14 @@ async fn connection_loop(
             Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
                 let mut st = shared.lock();
                 if let Some(entry) = st.awaiting_pkid.pop_front() {
-                    st.inflight.insert(pkid, entry);
+                    if pkid == 0 {
+                        // QoS 0: no PUBACK will come; written is as sent as it gets.
+                        *st.stats.sent.entry(entry.2.type_).or_default() += 1;
+                    } else {
+                        st.inflight.insert(pkid, entry);
+                    }
                 }
+                st.stats.queue_depth = st.depth();
             }
             Ok(Event::Incoming(Packet::PubAck(ack))) => {
                 let mut st = shared.lock();

@@ -3,6 +3,8 @@
 //! `sequenceid` generator and an MQTT client with reconnect, resubscribe hook and a loss-free,
 //! latest-per-work publish queue. Layered like OCM's sdk-go: model → codec → binding → client.
 
+#![warn(missing_docs)]
+
 pub mod client;
 pub mod codec;
 pub mod config;

@@ -252,6 +252,51 @@ async fn spec_in_status_out_broker_restart_and_a_large_bundle() {
     assert!(stats.reconnects >= 1, "{stats:?}");
     assert!(stats.ready);
 
+    // Another cluster's event and a message that is no CloudEvent: typed errors, counted.
+    src.send_spec(&spec_event(
+        "other",
+        "u9",
+        1,
+        br#"{"manifests":[]}"#.to_vec(),
+    ))
+    .await;
+    src.client
+        .publish(
+            src.spec_topic.clone(),
+            QoS::AtLeastOnce,
+            false,
+            b"garbage".to_vec(),
+        )
+        .await
+        .expect("source publishes");
+    for _ in 0..2 {
+        let got = timeout(Duration::from_secs(10), agent.incoming.recv())
+            .await
+            .expect("in time")
+            .expect("open");
+        assert!(
+            matches!(
+                got,
+                Err(cloudevents::Error::WrongCluster { .. } | cloudevents::Error::Binding(_))
+            ),
+            "{got:?}"
+        );
+    }
+    assert_eq!(agent.publisher.stats().rejected, 2);
+
+    // A status resync request from the source reaches the agent decoded.
+    let mut req = CloudEvent::new(EventType::StatusResyncRequest, "maestro");
+    req.data = Some(br#"{"statusHashes":[]}"#.to_vec());
+    src.send_spec(&req).await;
+    let got = timeout(Duration::from_secs(10), agent.incoming.recv())
+        .await
+        .expect("in time")
+        .expect("open");
+    assert!(
+        matches!(got, Ok(Incoming::StatusResync(ref l)) if l.status_hashes.is_empty()),
+        "{got:?}"
+    );
+
     // A 1 MiB bundle.
     let big = "x".repeat(1024 * 1024);
     let data = serde_json::to_vec(&serde_json::json!({"manifests":[{"apiVersion":"v1","kind":"ConfigMap","data":{"big":big}}]}))

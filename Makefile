@@ -22,8 +22,8 @@ lint: ## rustfmt check and clippy with warnings as errors
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 .PHONY: unit
-unit: ## tests that need no cluster
-	$(CARGO) test --workspace --exclude e2e
+unit: ## tests that need no cluster (the CloudEvents client tests get a throw-away local mosquitto)
+	e2e/scripts/mosquitto.sh run $(CARGO) test --workspace --exclude e2e
 
 .PHONY: crds
 crds: ## regenerate deploy/crds and deploy/schema from the Rust types

@@ -1,0 +1,433 @@
+//! The agent's MQTT client on `rumqttc` v5: connect (MQTT 5, clean start, QoS from the config),
+//! subscribe, decode spec events into a stream, publish status events from a bounded queue that
+//! keeps only the latest event per work while the broker is away, and call a hook after every
+//! (re)subscribe. Reconnects with jittered exponential backoff (upstream: 5 s to 1 min).
+//!
+//! Loss-free across broker restarts: with a clean start the broker and rumqttc both forget
+//! unacknowledged publishes, so every event stays ours until its PUBACK; on a connection error the
+//! unacknowledged ones go back into the queue (unless a newer event for the same work is there).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use backon::BackoffBuilder;
+use rumqttc::Outgoing;
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::mqttbytes::v5::{Packet, PublishProperties};
+use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
+use tokio::sync::{Notify, mpsc};
+
+use crate::Error;
+use crate::codec::{Decoder, Incoming};
+use crate::config::{MqttConfig, mqtt_client_id};
+use crate::event::CloudEvent;
+use crate::mqtt::{self, Message, Topics};
+use crate::types::{self, EventType};
+
+/// Room for a ~1 MiB bundle plus attributes (rumqttc's default is 10 KiB).
+pub const MAX_PACKET: u32 = 2 * 1024 * 1024;
+
+/// What the client needs besides the config file.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// The parsed config.
+    pub config: MqttConfig,
+    /// This agent's cluster.
+    pub cluster: String,
+    /// `--cloudevents-client-id`; the MQTT client id is `<id>-client`, and status events' source.
+    pub cloudevents_client_id: String,
+    /// Largest spec payload accepted.
+    pub max_payload: usize,
+    /// Works whose latest status may wait while the broker is away; beyond, publish fails.
+    pub queue_capacity: usize,
+    /// First reconnect delay (upstream 5 s).
+    pub reconnect_min: Duration,
+    /// Largest reconnect delay (upstream 1 min).
+    pub reconnect_max: Duration,
+}
+
+impl ClientOptions {
+    /// Upstream's defaults for `config`.
+    pub fn new(
+        config: MqttConfig,
+        cluster: impl Into<String>,
+        cloudevents_client_id: impl Into<String>,
+    ) -> Self {
+        Self {
+            config,
+            cluster: cluster.into(),
+            cloudevents_client_id: cloudevents_client_id.into(),
+            max_payload: crate::codec::DEFAULT_MAX_PAYLOAD,
+            queue_capacity: 100_000,
+            reconnect_min: Duration::from_secs(5),
+            reconnect_max: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Counters and readiness as plain data, for metrics and probes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Subscribed to every topic now.
+    pub ready: bool,
+    /// Events received, by type (unknown types under their type string).
+    pub received: BTreeMap<String, u64>,
+    /// Events acknowledged by the broker, by type.
+    pub sent: BTreeMap<String, u64>,
+    /// Messages that could not be decoded (binding, codec or wrong cluster).
+    pub rejected: u64,
+    /// Connection losses followed by a new attempt.
+    pub reconnects: u64,
+    /// Events waiting to be published, including unacknowledged ones.
+    pub queue_depth: usize,
+}
+
+/// Called after every successful (re)subscribe with the client, e.g. to send the spec resync request.
+pub type SubscribedHook = Arc<dyn Fn(&Publisher) + Send + Sync>;
+
+#[derive(Default)]
+struct State {
+    ready: bool,
+    /// Key order of what waits to be published.
+    order: VecDeque<String>,
+    /// Latest event per key (work UID, or the event id for events not about one work).
+    latest: HashMap<String, (String, CloudEvent)>,
+    /// Handed to rumqttc, waiting for their packet id (rumqttc sends in request order).
+    awaiting_pkid: VecDeque<(String, String, CloudEvent)>,
+    /// Sent, waiting for PUBACK.
+    inflight: HashMap<u16, (String, String, CloudEvent)>,
+    stats: Stats,
+}
+
+impl State {
+    fn depth(&self) -> usize {
+        self.latest.len() + self.awaiting_pkid.len() + self.inflight.len()
+    }
+
+    /// Puts an event back after a connection loss unless a newer one for the key is queued.
+    fn requeue(&mut self, key: String, topic: String, ev: CloudEvent) {
+        if !self.latest.contains_key(&key) {
+            self.order.push_front(key.clone());
+            self.latest.insert(key, (topic, ev));
+        }
+    }
+}
+
+/// The publishing half, cheap to clone.
+#[derive(Clone)]
+pub struct Publisher {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Notify,
+    topics: Topics,
+    cluster: String,
+    source: String,
+    capacity: usize,
+    qos: QoS,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic elsewhere while holding the lock leaves consistent-enough data to keep publishing.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn qos(q: u8) -> QoS {
+    match q {
+        0 => QoS::AtMostOnce,
+        2 => QoS::ExactlyOnce,
+        _ => QoS::AtLeastOnce,
+    }
+}
+
+impl Publisher {
+    /// Queues `event` for publishing. A status event replaces any queued, unsent status of the
+    /// same work; events without `resourceid` (resync requests) queue on their own.
+    pub fn publish(&self, event: CloudEvent) -> Result<(), Error> {
+        let ty = event.event_type()?;
+        let topic = match (ty, event.ext_string(types::EXT_ORIGINAL_SOURCE).as_deref()) {
+            (EventType::SpecResyncRequest, Some("") | None) => {
+                self.shared.topics.agent_resync_all(&self.shared.cluster)
+            }
+            _ => self.shared.topics.agent_publish(&self.shared.cluster),
+        };
+        let key = event
+            .ext_string(types::EXT_RESOURCE_ID)
+            .unwrap_or_else(|| format!("event/{}", event.id));
+        let mut st = self.shared.lock();
+        if !st.latest.contains_key(&key) {
+            if st.depth() >= self.shared.capacity {
+                return Err(Error::Binding(format!(
+                    "publish queue full ({} events)",
+                    self.shared.capacity
+                )));
+            }
+            st.order.push_back(key.clone());
+        }
+        st.latest.insert(key, (topic, event));
+        st.stats.queue_depth = st.depth();
+        drop(st);
+        self.shared.wake.notify_one();
+        Ok(())
+    }
+
+    /// Readiness and counters now.
+    pub fn stats(&self) -> Stats {
+        self.shared.lock().stats.clone()
+    }
+
+    /// The source attribute of the agent's events (`--cloudevents-client-id`).
+    pub fn source(&self) -> &str {
+        &self.shared.source
+    }
+}
+
+/// A running client: the incoming spec events, and the publisher.
+pub struct MqttClient {
+    /// Decoded events from the source, and decode errors (already counted) for logging.
+    pub incoming: mpsc::Receiver<Result<Incoming, Error>>,
+    /// Publishing and stats.
+    pub publisher: Publisher,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for MqttClient {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl MqttClient {
+    /// Starts the connection and publishing tasks on the current tokio runtime.
+    pub fn start(opts: ClientOptions, on_subscribed: SubscribedHook) -> Result<Self, Error> {
+        Topics::check_cluster(&opts.cluster)?;
+        let cfg = &opts.config;
+        let mut mo = MqttOptions::new(
+            mqtt_client_id(&opts.cloudevents_client_id)?,
+            cfg.host.clone(),
+            cfg.port,
+        );
+        mo.set_clean_start(true)
+            .set_keep_alive(cfg.keep_alive.max(Duration::from_secs(1)))
+            .set_connection_timeout(cfg.dial_timeout.as_secs().max(1))
+            .set_max_packet_size(Some(MAX_PACKET));
+        if let (Some(u), p) = (&cfg.username, &cfg.password) {
+            mo.set_credentials(u.clone(), p.clone().unwrap_or_default());
+        }
+        if cfg.uses_tls() {
+            // TLS (rustls, 1.3 only, ring) is wired with the agent; refusing beats silently dialing plain.
+            return Err(Error::config(
+                "clientCertFile",
+                "TLS brokers are not supported by this client yet",
+            ));
+        }
+        let (client, eventloop) = AsyncClient::new(mo, 64);
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            wake: Notify::new(),
+            topics: cfg.topics.clone(),
+            cluster: opts.cluster.clone(),
+            source: opts.cloudevents_client_id.clone(),
+            capacity: opts.queue_capacity,
+            qos: qos(cfg.pub_qos),
+        });
+        let publisher = Publisher {
+            shared: shared.clone(),
+        };
+        let (tx, rx) = mpsc::channel(100);
+        let decoder = Decoder {
+            cluster: opts.cluster.clone(),
+            max_payload: opts.max_payload,
+        };
+        let conn = tokio::spawn(connection_loop(
+            eventloop,
+            client.clone(),
+            publisher.clone(),
+            decoder,
+            tx,
+            on_subscribed,
+            opts.clone(),
+        ));
+        let send = tokio::spawn(publish_loop(client, shared));
+        Ok(Self {
+            incoming: rx,
+            publisher,
+            tasks: vec![conn, send],
+        })
+    }
+}
+
+fn backoff(opts: &ClientOptions) -> impl Iterator<Item = Duration> {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(opts.reconnect_min)
+        .with_max_delay(opts.reconnect_max)
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+fn to_message(p: &rumqttc::v5::mqttbytes::v5::Publish) -> Message {
+    let props = p.properties.clone().unwrap_or_default();
+    Message {
+        content_type: props.content_type,
+        user_properties: props.user_properties,
+        payload: p.payload.to_vec(),
+    }
+}
+
+async fn connection_loop(
+    mut eventloop: EventLoop,
+    client: AsyncClient,
+    publisher: Publisher,
+    decoder: Decoder,
+    tx: mpsc::Sender<Result<Incoming, Error>>,
+    hook: SubscribedHook,
+    opts: ClientOptions,
+) {
+    let shared = publisher.shared.clone();
+    let subs = opts.config.topics.agent_subscriptions(&opts.cluster);
+    let sub_qos = qos(opts.config.sub_qos);
+    let mut delays = backoff(&opts);
+    let mut acks_pending = 0usize;
+    loop {
+        match eventloop.poll().await {
+            Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                delays = backoff(&opts);
+                acks_pending = subs.len();
+                for t in &subs {
+                    if let Err(e) = client.subscribe(t.clone(), sub_qos).await {
+                        tracing::warn!(topic = %t, error = %e, "subscribe request failed");
+                    }
+                }
+            }
+            Ok(Event::Incoming(Packet::SubAck(ack))) => {
+                let failed = ack.return_codes.iter().any(|c| {
+                    !matches!(
+                        c,
+                        rumqttc::v5::mqttbytes::v5::SubscribeReasonCode::Success(_)
+                    )
+                });
+                if failed {
+                    tracing::warn!(codes = ?ack.return_codes, "broker refused a subscription");
+                    continue;
+                }
+                acks_pending = acks_pending.saturating_sub(1);
+                if acks_pending == 0 {
+                    shared.lock().stats.ready = true;
+                    hook(&publisher);
+                    shared.wake.notify_one();
+                }
+            }
+            Ok(Event::Incoming(Packet::Publish(p))) => {
+                let result = mqtt::from_message(&to_message(&p)).and_then(|ev| {
+                    let mut st = shared.lock();
+                    *st.stats.received.entry(ev.type_.clone()).or_default() += 1;
+                    drop(st);
+                    decoder.decode(&ev)
+                });
+                if result.is_err() {
+                    shared.lock().stats.rejected += 1;
+                }
+                if tx.send(result).await.is_err() {
+                    return; // nobody listens any more
+                }
+            }
+            Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
+                let mut st = shared.lock();
+                if let Some(entry) = st.awaiting_pkid.pop_front() {
+                    if pkid == 0 {
+                        // QoS 0: no PUBACK will come; written is as sent as it gets.
+                        *st.stats.sent.entry(entry.2.type_).or_default() += 1;
+                    } else {
+                        st.inflight.insert(pkid, entry);
+                    }
+                }
+                st.stats.queue_depth = st.depth();
+            }
+            Ok(Event::Incoming(Packet::PubAck(ack))) => {
+                let mut st = shared.lock();
+                if let Some((_, _, ev)) = st.inflight.remove(&ack.pkid) {
+                    *st.stats.sent.entry(ev.type_).or_default() += 1;
+                }
+                st.stats.queue_depth = st.depth();
+            }
+            Ok(_) => {}
+            Err(e) => {
+                {
+                    let mut st = shared.lock();
+                    st.ready = false;
+                    st.stats.ready = false;
+                    st.stats.reconnects += 1;
+                    let mut lost: Vec<_> = st.inflight.drain().collect();
+                    lost.sort_by_key(|(pkid, _)| std::cmp::Reverse(*pkid));
+                    let awaiting: Vec<_> = st.awaiting_pkid.drain(..).rev().collect();
+                    for (k, t, ev) in awaiting.into_iter().chain(lost.into_iter().map(|(_, x)| x)) {
+                        st.requeue(k, t, ev);
+                    }
+                    st.stats.queue_depth = st.depth();
+                }
+                let delay = delays.next().unwrap_or(opts.reconnect_max);
+                tracing::warn!(error = %e, ?delay, "MQTT connection lost; reconnecting");
+                tokio::time::sleep(delay).await;
+            }
+        }
+        // `ready` for the publisher follows the stats flag set on the last SUBACK.
+        let mut st = shared.lock();
+        st.ready = st.stats.ready;
+    }
+}
+
+async fn publish_loop(client: AsyncClient, shared: Arc<Shared>) {
+    loop {
+        let sent_one = {
+            let mut st = shared.lock();
+            if !st.ready {
+                false
+            } else if let Some(key) = st.order.pop_front() {
+                match st.latest.remove(&key) {
+                    Some((topic, ev)) => {
+                        let msg = mqtt::to_binary(&ev);
+                        let props = PublishProperties {
+                            content_type: msg.content_type,
+                            user_properties: msg.user_properties,
+                            ..Default::default()
+                        };
+                        match client.try_publish_with_properties(
+                            topic.clone(),
+                            shared.qos,
+                            false,
+                            msg.payload,
+                            props,
+                        ) {
+                            Ok(()) => {
+                                st.awaiting_pkid.push_back((key, topic, ev));
+                                true
+                            }
+                            Err(_) => {
+                                // rumqttc's request channel is full: keep the event and retry shortly.
+                                st.requeue(key, topic, ev);
+                                false
+                            }
+                        }
+                    }
+                    None => true,
+                }
+            } else {
+                false
+            }
+        };
+        if !sent_one {
+            tokio::select! {
+                _ = shared.wake.notified() => {}
+                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+            }
+        }
+    }
+}

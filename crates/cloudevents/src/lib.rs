@@ -1,0 +1,19 @@
+//! The CloudEvents work protocol as OCM agents speak it to a source (Maestro, OCM's gRPC server):
+//! the event model, the ManifestBundle codec, the MQTT 5 binding, the transport config files, the
+//! `sequenceid` generator and an MQTT client with reconnect, resubscribe hook and a loss-free,
+//! latest-per-work publish queue. Layered like OCM's sdk-go: model → codec → binding → client.
+
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod codec;
+pub mod config;
+pub mod error;
+pub mod event;
+pub mod mqtt;
+pub mod snowflake;
+pub mod types;
+
+pub use error::Error;
+pub use event::{CloudEvent, ExtValue};
+pub use types::{EventType, SubResource};

@@ -76,9 +76,12 @@ impl Hub {
 
     async fn collect(&self, work: &ManifestWork) -> gc::GcOutcome {
         let uid = work.uid().expect("stored work has a uid");
+        let (works, recorder) = (self.works(), self.recorder());
         gc::collect(
-            &self.works(),
-            &self.recorder(),
+            &gc::KubeWorks {
+                api: &works,
+                recorder: &recorder,
+            },
             true,
             &work.name_any(),
             &uid,

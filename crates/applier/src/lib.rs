@@ -67,6 +67,7 @@ mod jq;
 pub mod json_path;
 mod managed_fields;
 mod manifest;
+pub mod manifests;
 mod order;
 mod owner;
 mod resolver;

@@ -76,6 +76,57 @@ pub enum GcError {
     },
 }
 
+/// What a TTL deletion needs from the hub: read the work, delete it under a UID precondition,
+/// record an Event on it.
+pub trait WorkDeleter: Sync {
+    /// Reads work `name`; `None` when it is gone.
+    fn get(
+        &self,
+        name: &str,
+    ) -> impl std::future::Future<Output = Result<Option<ManifestWork>, kube::Error>> + Send;
+    /// Deletes work `name` if it is still the object `uid` (a 409 Conflict otherwise).
+    fn delete(
+        &self,
+        name: &str,
+        uid: &str,
+    ) -> impl std::future::Future<Output = Result<(), kube::Error>> + Send;
+    /// Records `event` on `work`.
+    fn publish(
+        &self,
+        work: &ManifestWork,
+        event: Event,
+    ) -> impl std::future::Future<Output = Result<(), kube::Error>> + Send;
+}
+
+/// A Kubernetes hub: the ManifestWork API of a namespace and an Event recorder.
+pub struct KubeWorks<'a> {
+    /// The works.
+    pub api: &'a Api<ManifestWork>,
+    /// Records Events on them.
+    pub recorder: &'a Recorder,
+}
+
+impl WorkDeleter for KubeWorks<'_> {
+    async fn get(&self, name: &str) -> Result<Option<ManifestWork>, kube::Error> {
+        self.api.get_opt(name).await
+    }
+
+    async fn delete(&self, name: &str, uid: &str) -> Result<(), kube::Error> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_owned()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        self.api.delete(name, &params).await.map(|_| ())
+    }
+
+    async fn publish(&self, work: &ManifestWork, event: Event) -> Result<(), kube::Error> {
+        self.recorder.publish(&event, &work.object_ref(&())).await
+    }
+}
+
 /// The Event reporter the agent uses: controller `work-agent`, instance e.g. the pod name.
 pub fn event_reporter(instance: Option<String>) -> Reporter {
     Reporter {
@@ -90,27 +141,17 @@ pub fn event_reporter(instance: Option<String>) -> Reporter {
 /// an Event is recorded on the deleted work (one more hub write; a failure to record it is logged,
 /// not returned: the work is gone). A refused deletion always gets a Warning Event.
 pub async fn collect(
-    api: &Api<ManifestWork>,
-    recorder: &Recorder,
+    hub: &impl WorkDeleter,
     deletion_event: bool,
     name: &str,
     expected_uid: &str,
 ) -> Result<GcOutcome, GcError> {
-    collect_at(
-        api,
-        recorder,
-        deletion_event,
-        name,
-        expected_uid,
-        Timestamp::now,
-    )
-    .await
+    collect_at(hub, deletion_event, name, expected_uid, Timestamp::now).await
 }
 
 /// [`collect`] with an injected clock, read after the work is fetched.
 pub async fn collect_at(
-    api: &Api<ManifestWork>,
-    recorder: &Recorder,
+    hub: &impl WorkDeleter,
     deletion_event: bool,
     name: &str,
     expected_uid: &str,
@@ -120,7 +161,7 @@ pub async fn collect_at(
         name: name.to_owned(),
         source,
     };
-    let Some(work) = api.get_opt(name).await.map_err(read)? else {
+    let Some(work) = hub.get(name).await.map_err(read)? else {
         return Ok(GcOutcome::AlreadyGone);
     };
     if work.metadata.uid.as_deref() != Some(expected_uid) {
@@ -134,20 +175,13 @@ pub async fn collect_at(
         GcAction::WaitFor(left) => return Ok(GcOutcome::NotYetDue(left)),
         GcAction::DeleteNow { lag } => lag,
     };
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some(expected_uid.to_owned()),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(name, &params).await {
+    match hub.delete(name, expected_uid).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(GcOutcome::AlreadyGone),
         // A failed UID precondition is a 409: the name now belongs to another object.
         Err(kube::Error::Api(s)) if s.is_conflict() => return Ok(GcOutcome::Replaced),
         Err(kube::Error::Api(s)) if s.is_forbidden() => {
-            record_forbidden_event(recorder, &work, &s.message).await;
+            record_forbidden_event(hub, &work, &s.message).await;
             return Ok(GcOutcome::Forbidden);
         }
         Err(source) => {
@@ -164,12 +198,12 @@ pub async fn collect_at(
         "deleted ManifestWork after its TTL"
     );
     if deletion_event {
-        record_event(recorder, &work, lag).await;
+        record_event(hub, &work, lag).await;
     }
     Ok(GcOutcome::Deleted { lag })
 }
 
-async fn record_event(recorder: &Recorder, work: &ManifestWork, lag: Duration) {
+async fn record_event(hub: &impl WorkDeleter, work: &ManifestWork, lag: Duration) {
     let event = Event {
         type_: EventType::Normal,
         reason: EVENT_REASON.into(),
@@ -177,12 +211,12 @@ async fn record_event(recorder: &Recorder, work: &ManifestWork, lag: Duration) {
         action: EVENT_ACTION.into(),
         secondary: None,
     };
-    if let Err(e) = recorder.publish(&event, &work.object_ref(&())).await {
+    if let Err(e) = hub.publish(work, event).await {
         tracing::warn!(name = work.name_any(), error = %e, "recording the TTL deletion Event failed");
     }
 }
 
-async fn record_forbidden_event(recorder: &Recorder, work: &ManifestWork, message: &str) {
+async fn record_forbidden_event(hub: &impl WorkDeleter, work: &ManifestWork, message: &str) {
     let event = Event {
         type_: EventType::Warning,
         reason: FORBIDDEN_EVENT_REASON.into(),
@@ -190,7 +224,7 @@ async fn record_forbidden_event(recorder: &Recorder, work: &ManifestWork, messag
         action: EVENT_ACTION.into(),
         secondary: None,
     };
-    if let Err(e) = recorder.publish(&event, &work.object_ref(&())).await {
+    if let Err(e) = hub.publish(work, event).await {
         tracing::warn!(name = work.name_any(), error = %e, "recording the forbidden TTL deletion Event failed");
     }
 }

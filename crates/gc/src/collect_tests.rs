@@ -12,7 +12,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use work_api::ManifestWork;
 
-use crate::{EVENT_REASON, GcOutcome, collect_at, event_reporter};
+use crate::{EVENT_REASON, GcOutcome, KubeWorks, collect_at, event_reporter};
 
 const WORK_PATH: &str = "/apis/work.open-cluster-management.io/v1/namespaces/c1/manifestworks/w";
 const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/c1/events";
@@ -123,9 +123,18 @@ async fn run_hub(hub: Hub, uid: &str, now: &str, deletion_event: bool) -> (GcOut
     let api: Api<ManifestWork> = Api::namespaced(client.clone(), "c1");
     let recorder = Recorder::new(client, event_reporter(None));
     let now: Timestamp = now.parse().expect("test timestamp");
-    let outcome = collect_at(&api, &recorder, deletion_event, "w", uid, || now)
-        .await
-        .expect("the fake hub answers every request");
+    let outcome = collect_at(
+        &KubeWorks {
+            api: &api,
+            recorder: &recorder,
+        },
+        deletion_event,
+        "w",
+        uid,
+        || now,
+    )
+    .await
+    .expect("the fake hub answers every request");
     let hub = std::mem::take(&mut *hub.lock().expect("not poisoned"));
     (outcome, hub)
 }

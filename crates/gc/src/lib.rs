@@ -15,7 +15,8 @@ mod collect_tests;
 
 pub use collect::{
     EVENT_ACTION, EVENT_REASON, FORBIDDEN_EVENT_REASON, FORBIDDEN_RETRY_FIRST, FORBIDDEN_RETRY_MAX,
-    GcError, GcOutcome, collect, collect_at, event_reporter, forbidden_retry_after,
+    GcError, GcOutcome, KubeWorks, WorkDeleter, collect, collect_at, event_reporter,
+    forbidden_retry_after,
 };
 pub use deadline::{
     GcAction, MANIFESTWORKREPLICASET_LABEL, complete_since, deadline, deleted_by_ttl, next_action,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
-use crate::agent::{self, AgentConfig, Clients};
+use agent::{AgentConfig, Clients};
 
 /// Arguments of `work-agent run` (also `work agent`, upstream's command line). Every flag can also
 /// be set with a `WORK_AGENT_*` variable; upstream's flag names are accepted as aliases.
@@ -175,7 +175,7 @@ pub fn main(args: RunArgs) -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        crate::terminate_on_files::spawn(&args.terminate_on_files);
+        agent::serve::terminate_on_files::spawn(&args.terminate_on_files);
         match agent::run(config, clients).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -225,7 +225,7 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
         .map_err(SetupError::Flag)?;
     let gates = crate::upstream_flags::parse_feature_gates(&upstream.feature_gates)
         .map_err(SetupError::Flag)?;
-    let health_tls = crate::health::TlsSettings::from_flags(
+    let health_tls = agent::serve::tls::TlsSettings::from_flags(
         upstream.tls_min_version.as_deref(),
         upstream.tls_cipher_suites.as_deref(),
     )
@@ -239,7 +239,7 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
                 reason,
             })?;
     let (spoke_config, in_cluster) = load_spoke_config(args.spoke_kubeconfig.as_deref()).await?;
-    let hub = crate::hub_credentials::reloading_client(
+    let hub = agent::hub::credentials::reloading_client(
         &args.hub_kubeconfig,
         hub_config,
         &hub_server,
@@ -339,7 +339,7 @@ fn spoke_path_for_errors(path: Option<&Path>) -> String {
 /// (the hub hash is computed from that string, like upstream does).
 async fn load_kubeconfig(path: &Path) -> Result<(kube::Config, String), String> {
     let kubeconfig = Kubeconfig::read_from(path).map_err(|e| flatten(&e))?;
-    let server = current_server(&kubeconfig)
+    let server = agent::hub::credentials::current_server(&kubeconfig)
         .ok_or_else(|| "no server URL for the current context".to_string())?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
@@ -370,25 +370,6 @@ async fn load_spoke_config(path: Option<&Path>) -> Result<(kube::Config, bool), 
             reason: flatten(&e),
         })?;
     Ok((config, false))
-}
-
-/// The server URL of the kubeconfig's current context (else its first context).
-pub(crate) fn current_server(kubeconfig: &Kubeconfig) -> Option<String> {
-    let context_name = kubeconfig.current_context.as_deref();
-    let context = kubeconfig
-        .contexts
-        .iter()
-        .find(|c| Some(c.name.as_str()) == context_name)
-        .or_else(|| kubeconfig.contexts.first())?;
-    let cluster_name = &context.context.as_ref()?.cluster;
-    kubeconfig
-        .clusters
-        .iter()
-        .find(|c| &c.name == cluster_name)?
-        .cluster
-        .as_ref()?
-        .server
-        .clone()
 }
 
 /// An error and its sources on one line.

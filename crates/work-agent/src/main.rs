@@ -1,6 +1,7 @@
 //! `work-agent`: applies the ManifestWorks of one managed cluster, and helps authors test them.
 
-use work_agent::{cmd_convert, cmd_crd, cmd_eval, cmd_lint, cmd_rules, cmd_run};
+use authoring::{convert, eval, lint, rules};
+use work_agent::{cmd_crd, cmd_run};
 
 use std::process::ExitCode;
 
@@ -20,15 +21,15 @@ enum Command {
     #[command(alias = "agent")]
     Run(Box<cmd_run::RunArgs>),
     /// Evaluate a CEL expression, or a work's condition rules, against an object.
-    Eval(cmd_eval::EvalArgs),
+    Eval(eval::EvalArgs),
     /// Check ManifestWork files before shipping them.
-    Lint(cmd_lint::LintArgs),
+    Lint(lint::LintArgs),
     /// Print (or write) the CustomResourceDefinitions.
     Crd(cmd_crd::CrdArgs),
     /// Ready-to-paste condition rules for popular resources.
-    Rules(cmd_rules::RulesArgs),
+    Rules(rules::RulesArgs),
     /// Turn Flux healthCheckExprs or Cartographer healthRules into condition rules.
-    Convert(cmd_convert::ConvertArgs),
+    Convert(convert::command::ConvertArgs),
 }
 
 fn main() -> ExitCode {
@@ -42,10 +43,10 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Run(args) => cmd_run::main(*args),
-        Command::Eval(args) => cmd_eval::main(args),
-        Command::Lint(args) => cmd_lint::main(args),
+        Command::Eval(args) => eval::main(args),
+        Command::Lint(args) => lint::main(args),
         Command::Crd(args) => cmd_crd::main(args),
-        Command::Rules(args) => cmd_rules::main(args),
-        Command::Convert(args) => cmd_convert::main(args),
+        Command::Rules(args) => rules::main(args),
+        Command::Convert(args) => convert::command::main(args),
     }
 }

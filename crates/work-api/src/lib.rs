@@ -19,52 +19,26 @@
 //! everything the upstream OCM CRDs accept except beyond those bounds.
 
 mod applied;
+mod bounds;
 mod crd;
 mod json_schema;
 mod manifestwork;
+mod names;
 mod rule;
 mod string_enum;
 
 pub use applied::*;
-pub use crd::{
-    GENERATED_HEADER, MAX_CEL_EXPRESSIONS, MAX_CONDITION_RULES, MAX_CONDITION_TYPE_LEN,
-    MAX_MANIFEST_CONFIGS, RULE_CEL_NEEDS_CONDITION, RULE_UNIQUE_CONDITIONS, crd_file_name,
-    crd_yaml, crds,
+pub use bounds::{
+    MAX_CEL_EXPRESSIONS, MAX_CONDITION_RULES, MAX_CONDITION_TYPE_LEN, MAX_MANIFEST_CONFIGS,
+    RULE_CEL_NEEDS_CONDITION, RULE_UNIQUE_CONDITIONS,
 };
+pub use crd::{GENERATED_HEADER, crd_file_name, crd_yaml, crds};
 pub use json_schema::{
     JSON_SCHEMA_PATH, manifest_work_json_schema, manifest_work_json_schema_text,
 };
 pub use manifestwork::*;
 pub use rule::*;
 
-/// API group of both kinds.
-pub const GROUP: &str = "work.open-cluster-management.io";
-/// API version of both kinds.
-pub const VERSION: &str = "v1";
-/// Finalizer the agent puts on each ManifestWork it serves.
-pub const MANIFEST_WORK_FINALIZER: &str =
-    "cluster.open-cluster-management.io/manifest-work-cleanup";
-/// Finalizer the agent puts on each AppliedManifestWork.
-pub const APPLIED_MANIFEST_WORK_FINALIZER: &str =
-    "cluster.open-cluster-management.io/applied-manifest-work-cleanup";
-
-/// Condition types the agent owns; a condition rule must not use these names.
-pub mod condition_types {
-    /// Resources applied.
-    pub const APPLIED: &str = "Applied";
-    /// Resources exist on the spoke.
-    pub const AVAILABLE: &str = "Available";
-    /// Status feedback collected.
-    pub const STATUS_FEEDBACK_SYNCED: &str = "StatusFeedbackSynced";
-    /// The work is being deleted.
-    pub const DELETING: &str = "Deleting";
-    /// The well-known completion condition.
-    pub const COMPLETE: &str = "Complete";
-    /// The well-known health condition (beyond upstream).
-    pub const HEALTHY: &str = "Healthy";
-    /// Condition aggregated with "any True wins".
-    pub const PROGRESSING: &str = "Progressing";
-
-    /// Condition types written by the agent itself, never by a rule.
-    pub const AGENT_OWNED: &[&str] = &[APPLIED, AVAILABLE, STATUS_FEEDBACK_SYNCED, DELETING];
-}
+pub use names::{
+    APPLIED_MANIFEST_WORK_FINALIZER, GROUP, MANIFEST_WORK_FINALIZER, VERSION, condition_types,
+};

@@ -30,7 +30,7 @@ pub struct ManifestWorkSpec {
     pub delete_option: Option<DeleteOption>,
     /// Per-resource configuration: update strategy, feedback and condition rules.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("maxItems" = crate::crd::MAX_MANIFEST_CONFIGS))]
+    #[schemars(extend("maxItems" = crate::bounds::MAX_MANIFEST_CONFIGS))]
     pub manifest_configs: Vec<ManifestConfigOption>,
     /// Identity the agent applies the manifests as.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -162,9 +162,9 @@ pub struct ManifestConfigOption {
     #[schemars(extend(
         "x-kubernetes-list-type" = "map",
         "x-kubernetes-list-map-keys" = ["condition"],
-        "maxItems" = crate::crd::MAX_CONDITION_RULES,
+        "maxItems" = crate::bounds::MAX_CONDITION_RULES,
         "x-kubernetes-validations" = [{
-            "rule": crate::crd::RULE_UNIQUE_CONDITIONS,
+            "rule": crate::bounds::RULE_UNIQUE_CONDITIONS,
             "message": "at most one rule per condition; a well-known rule without a condition sets Complete"
         }]
     ))]
@@ -359,10 +359,10 @@ string_enum! {
 #[serde(rename_all = "camelCase")]
 pub struct ManifestWorkSubjectServiceAccount {
     /// Namespace of the ServiceAccount.
-    #[schemars(extend("minLength" = 1, "maxLength" = 253, "pattern" = crate::crd::DNS1123_SUBDOMAIN))]
+    #[schemars(extend("minLength" = 1, "maxLength" = 253, "pattern" = crate::bounds::DNS1123_SUBDOMAIN))]
     pub namespace: String,
     /// Name of the ServiceAccount.
-    #[schemars(extend("minLength" = 1, "maxLength" = 253, "pattern" = crate::crd::DNS1123_SUBDOMAIN))]
+    #[schemars(extend("minLength" = 1, "maxLength" = 253, "pattern" = crate::bounds::DNS1123_SUBDOMAIN))]
     pub name: String,
 }
 

@@ -9,20 +9,20 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": crate::crd::RULE_CEL_NEEDS_CONDITION,
+    "rule": crate::bounds::RULE_CEL_NEEDS_CONDITION,
     "message": "Condition is required for CEL rules"
 }]))]
 pub struct ConditionRule {
     /// Condition type set from this rule. Required for CEL; empty means `Complete` for well-known rules.
     #[serde(default)]
-    #[schemars(extend("maxLength" = crate::crd::MAX_CONDITION_TYPE_LEN))]
+    #[schemars(extend("maxLength" = crate::bounds::MAX_CONDITION_TYPE_LEN))]
     pub condition: String,
     /// How the rule is evaluated.
     #[serde(rename = "type")]
     pub type_: ConditionRuleType,
     /// CEL expressions, AND-ed; an empty list is True.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(extend("maxItems" = crate::crd::MAX_CEL_EXPRESSIONS))]
+    #[schemars(extend("maxItems" = crate::bounds::MAX_CEL_EXPRESSIONS))]
     pub cel_expressions: Vec<CelExpression>,
     /// Message used instead of the default one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -11,7 +11,7 @@ use cel::common::types::{DYN_TYPE, STRING_TYPE};
 use cel::objects::{Key, OptionalValue};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::{arity, string_arg, value_overload};
+use super::args::{arity, string_arg, value_overload};
 use crate::compat::{FORMAT, INDEX_OF_OFFSET, LAST_INDEX_OF_OFFSET, OF_NON_ZERO_VALUE};
 
 value_overload!(index_of_overload, index_of);
@@ -229,7 +229,7 @@ fn kind(value: &Value) -> String {
         Value::Timestamp(_) => "google.protobuf.Timestamp".to_string(),
         Value::Duration(_) => "google.protobuf.Duration".to_string(),
         Value::Null => "null_type".to_string(),
-        other => super::type_name(other),
+        other => super::args::type_name(other),
     }
 }
 

@@ -11,7 +11,7 @@ use cel::common::types::{DYN_TYPE, STRING_TYPE};
 use cel::objects::{Opaque, OptionalValue};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::{arity, string_arg, value_overload};
+use super::args::{arity, string_arg, value_overload};
 
 /// One named format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -245,7 +245,7 @@ macro_rules! named_format_constructors {
             fn $fn_name<'b, 'v>(
                 _args: Vec<cel::common::value::CowVal<'b, 'v>>,
             ) -> Result<cel::common::value::CowVal<'b, 'v>, cel::ExecutionError> {
-                super::owned(format_value($format))
+                super::args::owned(format_value($format))
             }
         )*
         const CONSTRUCTORS: [(&str, cel::common::functions::Function); 13] = [

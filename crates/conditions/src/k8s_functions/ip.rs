@@ -14,7 +14,7 @@ use cel::common::types::{DYN_TYPE, STRING_TYPE, Type};
 use cel::objects::Opaque;
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::{arity, string_arg, value_overload};
+use super::args::{arity, string_arg, value_overload};
 
 /// An IP address value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 use cel::common::types::{DYN_TYPE, LIST_TYPE};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::{arity, value_overload};
+use super::args::{arity, value_overload};
 
 value_overload!(sum_overload, sum);
 value_overload!(min_overload, min);

@@ -15,7 +15,7 @@ use cel::common::types::{DYN_TYPE, STRING_TYPE};
 use cel::objects::Opaque;
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::{arity, string_arg, value_overload};
+use super::args::{arity, string_arg, value_overload};
 
 const NANOS_PER_UNIT: i128 = 1_000_000_000;
 /// Largest magnitude accepted, so that sums cannot overflow `i128`.
@@ -254,7 +254,7 @@ fn as_quantity<'a>(function: &str, v: &'a Value) -> Result<&'a Quantity, Executi
     .ok_or_else(|| {
         ExecutionError::function_error(
             function,
-            format!("expected a quantity, got {}", super::type_name(v)),
+            format!("expected a quantity, got {}", super::args::type_name(v)),
         )
     })
 }

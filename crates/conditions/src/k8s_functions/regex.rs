@@ -7,7 +7,7 @@ use cel::common::types::{INT_TYPE, STRING_TYPE};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 use regex::Regex;
 
-use super::{arity, value_overload};
+use super::args::{arity, value_overload};
 
 /// Most compiled patterns kept.
 const CACHE_CAPACITY: usize = 256;

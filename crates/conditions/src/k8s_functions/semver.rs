@@ -13,7 +13,7 @@ use cel::common::types::{BOOL_TYPE, DYN_TYPE, STRING_TYPE};
 use cel::objects::Opaque;
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::{arity, string_arg, value_overload};
+use super::args::{arity, string_arg, value_overload};
 
 /// A parsed semantic version. Build metadata is not kept: Kubernetes ignores it in comparisons
 /// and in `==` (`1.0.0+a == 1.0.0+b`), and offers no way to read it back.

@@ -12,7 +12,7 @@ use cel::common::types::{DYN_TYPE, STRING_TYPE};
 use cel::objects::{Key, Map, Opaque};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::{arity, string_arg, value_overload};
+use super::args::{arity, string_arg, value_overload};
 
 /// A parsed URL.
 #[derive(Clone, Debug, PartialEq, Eq)]

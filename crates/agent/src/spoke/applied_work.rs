@@ -1,0 +1,337 @@
+//! The works' AppliedManifestWorks on the spoke: read from their watch store (with the agent's
+//! own latest write overlaid), created with the finalizer when missing, and their applied
+//! resources written when they change.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::Patch;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+use work_api::{
+    APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestResourceMeta, AppliedManifestWork,
+    AppliedManifestWorkSpec,
+};
+
+use crate::config::AgentConfig;
+use crate::work::latest::Latest;
+use crate::{finalizer_patch, params};
+
+/// Where a work's AppliedManifestWork stands.
+#[derive(Debug)]
+pub enum AppliedState {
+    /// It exists (with our finalizer) and is not being deleted.
+    Ready(AppliedManifestWork),
+    /// It is being deleted: its resources are cleaned up before it is re-created.
+    Deleting(AppliedManifestWork),
+}
+
+/// Reads and writes AppliedManifestWorks.
+pub struct AppliedWorks {
+    api: Api<AppliedManifestWork>,
+    store: Store<AppliedManifestWork>,
+    synced: Arc<AtomicBool>,
+    latest: Latest<AppliedManifestWork>,
+}
+
+impl AppliedWorks {
+    /// Over the store a reflector fills; `synced` turns true after its initial list.
+    pub fn new(
+        api: Api<AppliedManifestWork>,
+        store: Store<AppliedManifestWork>,
+        synced: Arc<AtomicBool>,
+    ) -> Self {
+        Self {
+            api,
+            store,
+            synced,
+            latest: Latest::default(),
+        }
+    }
+
+    /// The API (for the writes of deletion).
+    pub fn api(&self) -> &Api<AppliedManifestWork> {
+        &self.api
+    }
+
+    /// The AppliedManifestWork: from the store once it is synced (no request), else read. A miss
+    /// may be wrong while the store is behind; where that matters, use [`AppliedWorks::confirmed`].
+    pub async fn get(&self, name: &str) -> Result<Option<AppliedManifestWork>, kube::Error> {
+        if !self.synced.load(Ordering::Acquire) {
+            return self.api.get_opt(name).await;
+        }
+        Ok(self.stored(name))
+    }
+
+    /// [`AppliedWorks::get`], with a miss confirmed by a read: the store can be behind (a watch
+    /// re-listing after an API server restart), and a deletion that believed the miss would
+    /// leave the work's resources behind.
+    pub async fn confirmed(&self, name: &str) -> Result<Option<AppliedManifestWork>, kube::Error> {
+        let stored = self
+            .synced
+            .load(Ordering::Acquire)
+            .then(|| self.stored(name))
+            .flatten();
+        match stored {
+            Some(amw) => Ok(Some(amw)),
+            None => self.api.get_opt(name).await,
+        }
+    }
+
+    fn stored(&self, name: &str) -> Option<AppliedManifestWork> {
+        self.store
+            .get(&ObjectRef::new(name))
+            .map(|seen| self.latest.fresher(name, seen).as_ref().clone())
+    }
+
+    /// The watch delivered `applied`: drops the agent's own copy once the store has caught up.
+    pub fn observe(&self, applied: &AppliedManifestWork) {
+        self.latest
+            .observe(&applied.name_any(), applied.resource_version().as_deref());
+    }
+
+    /// Whether the store holds the watch's full initial list.
+    pub fn is_synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+
+    /// Every AppliedManifestWork in the store (each with the agent's own later write overlaid).
+    pub fn all(&self) -> Vec<Arc<AppliedManifestWork>> {
+        self.store
+            .state()
+            .into_iter()
+            .map(|seen| self.latest.fresher(&seen.name_any(), seen))
+            .collect()
+    }
+
+    /// Forgets the agent's own copy (the object is gone).
+    pub fn forget(&self, name: &str) {
+        self.latest.forget(name);
+    }
+
+    /// The work's AppliedManifestWork, created with its finalizer when missing.
+    /// Its labels are the work's, and its spec names this agent (an AppliedManifestWork left by
+    /// an agent with another ID is taken over).
+    pub async fn ensure(
+        &self,
+        config: &AgentConfig,
+        work_name: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Result<AppliedState, kube::Error> {
+        let name = config.applied_name(work_name);
+        let spec = AppliedManifestWorkSpec {
+            hub_hash: config.hub_hash.clone(),
+            agent_id: config.agent_id.clone(),
+            manifest_work_name: work_name.to_string(),
+        };
+        match self.get(&name).await? {
+            Some(amw) if amw.metadata.deletion_timestamp.is_some() => {
+                Ok(AppliedState::Deleting(amw))
+            }
+            Some(amw) => {
+                let amw = match finalizer_patch::ensure_finalizer(
+                    &self.api,
+                    &amw,
+                    APPLIED_MANIFEST_WORK_FINALIZER,
+                )
+                .await?
+                {
+                    Some(patched) => {
+                        self.latest.record(&name, patched.clone());
+                        patched
+                    }
+                    None => amw,
+                };
+                match identity_patch(&amw, &spec, labels) {
+                    Some(patch) => {
+                        let patched = self
+                            .api
+                            .patch(&name, &params::patch(), &Patch::Merge(&patch))
+                            .await?;
+                        self.latest.record(&name, patched.clone());
+                        Ok(AppliedState::Ready(patched))
+                    }
+                    None => Ok(AppliedState::Ready(amw)),
+                }
+            }
+            None => {
+                let amw = AppliedManifestWork {
+                    metadata: ObjectMeta {
+                        name: Some(name.clone()),
+                        labels: (!labels.is_empty()).then(|| labels.clone()),
+                        finalizers: Some(vec![APPLIED_MANIFEST_WORK_FINALIZER.to_string()]),
+                        ..Default::default()
+                    },
+                    spec,
+                    status: None,
+                };
+                match self.api.create(&params::post(), &amw).await {
+                    Ok(created) => {
+                        self.latest.record(&name, created.clone());
+                        Ok(AppliedState::Ready(created))
+                    }
+                    // The store was behind: read what is there.
+                    Err(kube::Error::Api(s)) if s.is_already_exists() => {
+                        match self.api.get_opt(&name).await? {
+                            Some(amw) if amw.metadata.deletion_timestamp.is_some() => {
+                                Ok(AppliedState::Deleting(amw))
+                            }
+                            Some(amw) => Ok(AppliedState::Ready(amw)),
+                            None => Err(kube::Error::Api(s)),
+                        }
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        }
+    }
+
+    /// Records the resources the work owns now.
+    pub async fn write_resources(
+        &self,
+        applied: &AppliedManifestWork,
+        resources: &[AppliedManifestResourceMeta],
+    ) -> Result<(), kube::Error> {
+        let name = applied.name_any();
+        let patch = json!({ "status": { "appliedResources": resources } });
+        let written = self
+            .api
+            .patch_status(&name, &params::patch(), &Patch::Merge(&patch))
+            .await?;
+        self.latest.record(&name, written);
+        Ok(())
+    }
+}
+
+/// The merge patch that gives an AppliedManifestWork the work's labels and this agent's spec,
+/// if it lacks either (with its UID and resourceVersion, so a stale view writes nothing).
+pub fn identity_patch(
+    amw: &AppliedManifestWork,
+    spec: &AppliedManifestWorkSpec,
+    labels: &BTreeMap<String, String>,
+) -> Option<serde_json::Value> {
+    let current = amw.metadata.labels.clone().unwrap_or_default();
+    if &current == labels && &amw.spec == spec {
+        return None;
+    }
+    let mut label_patch = serde_json::Map::new();
+    for key in current.keys().filter(|k| !labels.contains_key(*k)) {
+        label_patch.insert(key.clone(), serde_json::Value::Null);
+    }
+    for (k, v) in labels {
+        if current.get(k) != Some(v) {
+            label_patch.insert(k.clone(), serde_json::Value::String(v.clone()));
+        }
+    }
+    Some(json!({
+        "metadata": {
+            "uid": amw.metadata.uid,
+            "resourceVersion": amw.metadata.resource_version,
+            "labels": label_patch,
+        },
+        "spec": spec,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use hyper::{Request, Response};
+    use kube::Client;
+    use serde_json::json;
+
+    use super::*;
+
+    /// An API server that has the AppliedManifestWork `a1` and counts the requests it answers.
+    fn api_with_a1(requests: Arc<AtomicUsize>) -> Api<AppliedManifestWork> {
+        let svc = tower::service_fn(move |req: Request<kube::client::Body>| {
+            let requests = requests.clone();
+            async move {
+                requests.fetch_add(1, Ordering::SeqCst);
+                let (code, body) = if req.uri().path().ends_with("/appliedmanifestworks/a1") {
+                    let amw = json!({
+                        "apiVersion": "work.open-cluster-management.io/v1",
+                        "kind": "AppliedManifestWork",
+                        "metadata": {"name": "a1", "uid": "u1"},
+                        "spec": {"hubHash": "h", "agentID": "x", "manifestWorkName": "w1"},
+                    });
+                    (200, amw)
+                } else {
+                    (
+                        404,
+                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                 "code": 404, "reason": "NotFound", "message": "not found"}),
+                    )
+                };
+                Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body.to_string())))
+            }
+        });
+        Api::all(Client::new(svc, "default"))
+    }
+
+    #[test]
+    fn identity_follows_the_work_labels_and_this_agent() {
+        let spec = AppliedManifestWorkSpec {
+            hub_hash: "h".into(),
+            agent_id: "a".into(),
+            manifest_work_name: "w".into(),
+        };
+        let mut amw: AppliedManifestWork = serde_json::from_value(json!({
+            "apiVersion": "work.open-cluster-management.io/v1",
+            "kind": "AppliedManifestWork",
+            "metadata": {"name": "h-w", "uid": "u1", "resourceVersion": "7",
+                         "labels": {"old": "x", "keep": "1"}},
+            "spec": {"hubHash": "h", "agentID": "a", "manifestWorkName": "w"},
+        }))
+        .expect("valid AppliedManifestWork");
+        let labels: BTreeMap<String, String> = [
+            ("keep".to_string(), "1".to_string()),
+            ("new".into(), "2".into()),
+        ]
+        .into();
+        let patch = identity_patch(&amw, &spec, &labels).expect("labels differ");
+        assert_eq!(
+            patch["metadata"]["labels"],
+            json!({"old": null, "new": "2"})
+        );
+        assert_eq!(patch["metadata"]["uid"], "u1");
+        amw.metadata.labels = Some(labels.clone());
+        assert_eq!(identity_patch(&amw, &spec, &labels), None);
+        amw.spec.agent_id = "another".into();
+        let taken = identity_patch(&amw, &spec, &labels).expect("another agent's");
+        assert_eq!(taken["spec"]["agentID"], "a");
+    }
+
+    #[tokio::test]
+    async fn a_miss_of_a_synced_store_is_confirmed_by_a_read() {
+        let requests = Arc::new(AtomicUsize::new(0));
+        // Synced, but behind: it has not seen `a1` yet.
+        let store =
+            kube::runtime::reflector::store::Writer::<AppliedManifestWork>::default().as_reader();
+        let works = AppliedWorks::new(
+            api_with_a1(requests.clone()),
+            store,
+            Arc::new(AtomicBool::new(true)),
+        );
+        let seen = works.get("a1").await.expect("the store answers");
+        assert!(seen.is_none(), "the store alone says it is not there");
+        assert_eq!(requests.load(Ordering::SeqCst), 0);
+        let confirmed = works.confirmed("a1").await.expect("the read answers");
+        assert_eq!(
+            confirmed.and_then(|a| a.metadata.uid).as_deref(),
+            Some("u1")
+        );
+        assert_eq!(requests.load(Ordering::SeqCst), 1);
+        let gone = works.confirmed("a2").await.expect("the read answers");
+        assert!(gone.is_none());
+    }
+}

@@ -1,0 +1,449 @@
+//! Deleting a work: `Deleting` condition, delete or release its resources, wait until they are
+//! gone, then remove the finalizers (AppliedManifestWork, then ManifestWork).
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Preconditions, PropagationPolicy};
+use kube::runtime::controller::Action;
+use work_api::{
+    APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestWork, DeleteOption, MANIFEST_WORK_FINALIZER,
+    ManifestWork,
+};
+
+use crate::context::Context;
+use crate::error::Error;
+use crate::finalizer_patch::set_finalizers;
+use crate::spoke::watches::{Cached, ObjectKey};
+use crate::work::status;
+use applier::manifests;
+
+/// Safety net for a deletion that waits for resources to go away: their watch events re-queue
+/// the work as soon as they are gone, so this only matters if an event is lost.
+const WAIT_FOR_GONE: Duration = Duration::from_secs(10);
+
+/// How long the cleanup of a work deleted by its TTL may take before the work shows `Deleting`.
+/// Cleanup usually ends within a second and the work then vanishes, so writing `Deleting` first
+/// would be a hub write nobody sees; a cleanup that waits longer is shown.
+const TTL_DELETING_SHOWN_AFTER: Duration = Duration::from_secs(5);
+
+/// Whether the `Deleting` condition is written now. Always for a deletion by a hub user (as
+/// upstream); for a work deleted once its TTL ran out, only when its cleanup lasts longer than
+/// [`TTL_DELETING_SHOWN_AFTER`], counted from the deletionTimestamp.
+pub fn shows_deleting(work: &ManifestWork, now: Timestamp) -> bool {
+    if !gc::deleted_by_ttl(work) {
+        return true;
+    }
+    let Some(deleted_at) = work.metadata.deletion_timestamp.as_ref() else {
+        return true;
+    };
+    now.duration_since(deleted_at.0)
+        .try_into()
+        .is_ok_and(|waited: Duration| waited >= TTL_DELETING_SHOWN_AFTER)
+}
+
+/// Handles a ManifestWork with a deletionTimestamp.
+pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action, Error> {
+    let name = work.name_any();
+    if !work
+        .finalizers()
+        .iter()
+        .any(|f| f == MANIFEST_WORK_FINALIZER)
+    {
+        return Ok(Action::await_change());
+    }
+    ctx.states.set(&ctx.metrics, &name, Some("deleting"));
+    let now = Timestamp::now();
+    if shows_deleting(work, now) {
+        let generation = work.metadata.generation;
+        ctx.status
+            .write(work, |current| {
+                let new = status::with_deleting(current.status.as_ref(), generation, Time(now));
+                status::differs(current.status.as_ref(), &new).then_some(new)
+            })
+            .await?;
+    }
+
+    let applied_name = ctx.config.applied_name(&name);
+    let amw = ctx
+        .applied
+        .confirmed(&applied_name)
+        .await
+        .map_err(Error::Spoke)?;
+    if let Some(amw) = amw
+        && !cleanup_applied(&amw, work.spec.delete_option.as_ref(), ctx).await?
+    {
+        return Ok(Action::requeue(WAIT_FOR_GONE));
+    }
+
+    let remaining: Vec<String> = work
+        .finalizers()
+        .iter()
+        .filter(|f| *f != MANIFEST_WORK_FINALIZER)
+        .cloned()
+        .collect();
+    match ctx.hub.set_finalizers(work, remaining).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.is_not_found() => {}
+        Err(e) => return Err(Error::Hub(e)),
+    }
+    ctx.watches.remove_work(&name);
+    ctx.applied.forget(&applied_name);
+    ctx.status.forget(&name);
+    ctx.states.set(&ctx.metrics, &name, None);
+    ctx.states.set_ttl_pending(&ctx.metrics, &name, false);
+    tracing::info!(work = %name, "work deleted");
+    Ok(Action::await_change())
+}
+
+/// Deletes (Background, as upstream: dependents are the garbage collector's) or releases
+/// (orphaned) every resource the AppliedManifestWork owns. Once
+/// all deleted ones are gone, deletes the AppliedManifestWork (UID precondition) and removes its
+/// finalizer. Returns whether that is done. A failure on one resource does not stop the others;
+/// the failures are returned together.
+pub async fn cleanup_applied(
+    amw: &AppliedManifestWork,
+    option: Option<&DeleteOption>,
+    ctx: &Context,
+) -> Result<bool, Error> {
+    let owner_uid = amw.metadata.uid.clone().unwrap_or_default();
+    let work = amw.spec.manifest_work_name.as_str();
+    let applied = amw.name_any();
+    let resources = amw
+        .status
+        .as_ref()
+        .map(|s| s.applied_resources.as_slice())
+        .unwrap_or_default();
+    let mut waiting = 0usize;
+    let mut errors: Vec<String> = Vec::new();
+    // What is still there to wait for (or failed): the AppliedManifestWork keeps recording it.
+    let mut pending: Vec<work_api::AppliedManifestResourceMeta> = Vec::new();
+    for res in resources {
+        let orphan =
+            manifests::is_orphaned(option, &res.group, &res.resource, &res.namespace, &res.name);
+        if !orphan {
+            // Watched and indexed first: its deletion event then wakes this work.
+            watch_for_gone(ctx, work, res);
+        }
+        let cached = trusted(
+            cached_of(ctx, res).await,
+            ctx.cleanups.saw_going(&applied, &res.uid),
+        );
+        // Only what the store shows can later be seen going by it (a resource without the
+        // agent's label, for one, never enters the store).
+        let in_store = matches!(cached, Cached::Present(_));
+        let going = || {
+            if in_store {
+                ctx.cleanups.remember(&applied, &res.uid);
+            }
+        };
+        if orphan {
+            match ctx.applier.release(res, &owner_uid, cached.hint()).await {
+                Ok(()) => going(),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => {
+                    errors.push(e.to_string());
+                    pending.push(res.clone());
+                }
+            }
+            continue;
+        }
+        let cached = match known(res, cached, ctx).await {
+            Ok(c) => c,
+            Err(e) => {
+                errors.push(e.to_string());
+                pending.push(res.clone());
+                continue;
+            }
+        };
+        if still_terminating(res, &owner_uid, &cached) {
+            going();
+            waiting += 1;
+            pending.push(res.clone());
+            continue;
+        }
+        match ctx
+            .applier
+            .delete_owned(
+                res,
+                &owner_uid,
+                PropagationPolicy::Background,
+                cached.hint(),
+            )
+            .await
+        {
+            // Gone at once: nothing to wait for.
+            Ok(applier::DeleteOutcome::Deleted) => going(),
+            Ok(applier::DeleteOutcome::Terminating) => {
+                going();
+                waiting += 1;
+                pending.push(res.clone());
+            }
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                errors.push(e.to_string());
+                pending.push(res.clone());
+            }
+        }
+    }
+    if pending.len() < resources.len() && (waiting > 0 || !errors.is_empty()) {
+        // Resources gone (or released) leave the record now, as they go, not all at the end.
+        ctx.applied
+            .write_resources(amw, &pending)
+            .await
+            .map_err(Error::Spoke)?;
+    }
+    if !errors.is_empty() {
+        return Err(Error::Cleanup(errors.join("; ")));
+    }
+    if waiting > 0 {
+        tracing::debug!(applied = %applied, waiting, "waiting for resources to be deleted");
+        return Ok(false);
+    }
+    ctx.cleanups.forget(&applied);
+    let api = ctx.applied.api();
+    let name = applied;
+    // The object to remove the finalizer from: the delete's answer (it has the new
+    // resourceVersion), or the one at hand when it was already being deleted.
+    let current = if amw.metadata.deletion_timestamp.is_none() {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: amw.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        match api.delete(&name, &params).await {
+            Ok(answer) => match answer.left() {
+                Some(deleting) => deleting,
+                // Deleted at once: no finalizer was left on it.
+                None => return Ok(true),
+            },
+            // Gone, or another object of that name (UID precondition failed): not ours.
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.code == 409 => return Ok(true),
+            Err(e) => return Err(Error::Spoke(e)),
+        }
+    } else {
+        amw.clone()
+    };
+    if current.metadata.uid != amw.metadata.uid {
+        return Ok(true);
+    }
+    let remaining: Vec<String> = current
+        .finalizers()
+        .iter()
+        .filter(|f| *f != APPLIED_MANIFEST_WORK_FINALIZER)
+        .cloned()
+        .collect();
+    if remaining.len() != current.finalizers().len() {
+        match set_finalizers(api, &current, remaining).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.is_not_found() => {}
+            Err(e) => return Err(Error::Spoke(e)),
+        }
+    }
+    Ok(true)
+}
+
+/// Makes sure the deletion of an applied resource wakes `work`: the object in the index (its
+/// type's watch is started by [`cached_of`]).
+pub(crate) fn watch_for_gone(
+    ctx: &Context,
+    work: &str,
+    res: &work_api::AppliedManifestResourceMeta,
+) {
+    ctx.watches.add(
+        work,
+        ObjectKey {
+            group: res.group.clone(),
+            resource: res.resource.clone(),
+            namespace: res.namespace.clone(),
+            name: res.name.clone(),
+        },
+    );
+}
+
+/// What the watch cache says about an applied resource (its type's watch started if needed);
+/// `Unknown` when the type cannot be resolved or its store is not synced yet.
+pub(crate) async fn cached_of(
+    ctx: &Context,
+    res: &work_api::AppliedManifestResourceMeta,
+) -> Cached {
+    match ctx
+        .resolver
+        .resolve_resource(&res.group, &res.version, &res.resource)
+        .await
+    {
+        Ok(resolved) => {
+            ctx.watches.ensure(&resolved);
+            ctx.watches.cached(&resolved, &res.namespace, &res.name)
+        }
+        Err(_) => Cached::Unknown,
+    }
+}
+
+/// What a cleanup may believe of the cache: absence only for a resource it saw going (deleted,
+/// released or terminating). Any other may be missing only because the store is behind (a watch
+/// re-listing after an API server restart, or an event still on its way), and giving it up would
+/// leave it on the cluster.
+fn trusted(cached: Cached, saw_going: bool) -> Cached {
+    if saw_going {
+        cached
+    } else {
+        cached.doubting_absence()
+    }
+}
+
+/// The cache's answer, or the API server's when the cache does not know (one read).
+async fn known(
+    res: &work_api::AppliedManifestResourceMeta,
+    cached: Cached,
+    ctx: &Context,
+) -> Result<Cached, Error> {
+    match cached {
+        Cached::Unknown => Ok(match read_live(res, ctx).await? {
+            Some(live) => Cached::Present(live),
+            None => Cached::Absent,
+        }),
+        known => Ok(known),
+    }
+}
+
+/// Whether the object we deleted still exists (same UID, deletion in progress): then we wait.
+pub(crate) fn still_terminating(
+    res: &work_api::AppliedManifestResourceMeta,
+    owner_uid: &str,
+    cached: &Cached,
+) -> bool {
+    let Cached::Present(live) = cached else {
+        return false;
+    };
+    let uid = live.pointer("/metadata/uid").and_then(|v| v.as_str());
+    let deleting = live.pointer("/metadata/deletionTimestamp").is_some();
+    let ours = live
+        .pointer("/metadata/ownerReferences")
+        .and_then(|v| v.as_array())
+        .is_some_and(|refs| {
+            refs.iter()
+                .any(|r| r.get("uid").and_then(|u| u.as_str()) == Some(owner_uid))
+        });
+    uid == Some(res.uid.as_str()) && deleting && ours
+}
+
+/// Reads an applied resource; `None` when it or its type is gone.
+async fn read_live(
+    res: &work_api::AppliedManifestResourceMeta,
+    ctx: &Context,
+) -> Result<Option<serde_json::Value>, Error> {
+    let resolved = match ctx
+        .resolver
+        .resolve_resource(&res.group, &res.version, &res.resource)
+        .await
+    {
+        Ok(r) => r,
+        // A type no longer served has no objects left to wait for.
+        Err(applier::ApplyError::UnknownResource { .. }) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let namespace = (!res.namespace.is_empty()).then_some(res.namespace.as_str());
+    match ctx.applier.get(&resolved, namespace, &res.name).await {
+        Ok(live) => Ok(live),
+        // Also a type whose CRD went away with the work (the discovery cache still has it).
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const DONE: &str = "2026-01-01T10:00:00Z";
+
+    fn work(ttl: Option<i64>, deleted: &str) -> ManifestWork {
+        let mut v = json!({
+            "apiVersion": "work.open-cluster-management.io/v1",
+            "kind": "ManifestWork",
+            "metadata": {"name": "w", "namespace": "c1", "uid": "u1",
+                         "deletionTimestamp": deleted},
+            "spec": {"workload": {"manifests": []}},
+            "status": {"conditions": [
+                {"type": "Complete", "status": "True", "reason": "ConditionRulesAggregated",
+                 "message": "", "lastTransitionTime": DONE},
+            ]},
+        });
+        if let Some(ttl) = ttl {
+            v["spec"]["deleteOption"] = json!({"ttlSecondsAfterFinished": ttl});
+        }
+        serde_json::from_value(v).expect("test fixture is a valid ManifestWork")
+    }
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().expect("test timestamp")
+    }
+
+    fn applied(uid: &str) -> work_api::AppliedManifestResourceMeta {
+        serde_json::from_value(json!({
+            "group": "", "version": "v1", "resource": "configmaps",
+            "namespace": "ns", "name": "cm", "uid": uid,
+        }))
+        .expect("test fixture is a valid resource meta")
+    }
+
+    fn live(uid: &str, deleting: bool, owner: &str) -> Cached {
+        let mut o = json!({"metadata": {"name": "cm", "namespace": "ns", "uid": uid,
+            "ownerReferences": [{"apiVersion": "work.open-cluster-management.io/v1",
+                "kind": "AppliedManifestWork", "name": "a", "uid": owner}]}});
+        if deleting {
+            o["metadata"]["deletionTimestamp"] = json!("2026-01-01T10:00:00Z");
+        }
+        Cached::Present(o)
+    }
+
+    #[test]
+    fn absence_is_believed_only_for_a_resource_seen_going() {
+        assert_eq!(trusted(Cached::Absent, false), Cached::Unknown);
+        assert_eq!(trusted(Cached::Absent, true), Cached::Absent);
+        assert_eq!(trusted(Cached::Unknown, true), Cached::Unknown);
+        let present = live("u1", false, "o1");
+        assert_eq!(trusted(present.clone(), false), present);
+    }
+
+    #[test]
+    fn only_our_object_under_deletion_is_waited_for() {
+        let res = applied("u1");
+        assert!(still_terminating(&res, "o1", &live("u1", true, "o1")));
+        assert!(!still_terminating(&res, "o1", &live("u1", false, "o1")));
+        assert!(
+            !still_terminating(&res, "o1", &live("u2", true, "o1")),
+            "another object of that name"
+        );
+        assert!(
+            !still_terminating(&res, "o1", &live("u1", true, "o2")),
+            "no longer ours"
+        );
+        assert!(!still_terminating(&res, "o1", &Cached::Absent));
+    }
+
+    #[test]
+    fn a_deletion_by_a_user_shows_deleting_at_once() {
+        let w = work(None, "2026-01-01T10:01:00Z");
+        assert!(shows_deleting(&w, at("2026-01-01T10:01:00Z")));
+        let early = work(Some(3600), "2026-01-01T10:01:00Z");
+        assert!(shows_deleting(&early, at("2026-01-01T10:01:00Z")));
+    }
+
+    #[test]
+    fn a_ttl_deletion_shows_deleting_only_when_cleanup_lingers() {
+        let w = work(Some(30), "2026-01-01T10:00:30Z");
+        assert!(!shows_deleting(&w, at("2026-01-01T10:00:30Z")));
+        assert!(!shows_deleting(&w, at("2026-01-01T10:00:34Z")));
+        assert!(shows_deleting(&w, at("2026-01-01T10:00:35Z")));
+        // A clock behind the hub's: shown later, when it catches up.
+        assert!(!shows_deleting(&w, at("2026-01-01T10:00:20Z")));
+    }
+}

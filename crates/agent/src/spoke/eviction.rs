@@ -1,0 +1,349 @@
+//! Eviction of unmanaged AppliedManifestWorks, as upstream's work agent does: an
+//! AppliedManifestWork of this agent (same `agentID`) whose ManifestWork is gone from the hub, or
+//! that belongs to another hub (the cluster moved to a new hub), gets `status.evictionStartTime`;
+//! after the eviction grace period it is deleted (UID precondition) and its resources with it. If
+//! the work reappears first, the start time is cleared. A grace period of 100 years or more
+//! disables eviction (start times are then cleared).
+//!
+//! The controller scans periodically, reading both sides from the agent's watch stores (no
+//! request). An empty store that has not finished its initial list would look like "the hub
+//! has no works", so a scan is skipped until both stores are synced. It is also skipped while the
+//! ManifestWork watch is failing, so an unreachable hub never starts an eviction: a store keeps
+//! its last full list while its watch fails (and swaps in a new list only whole, after a
+//! re-list), so it never shows fewer works than the hub had at its last successful list or
+//! event; and the agent creates an AppliedManifestWork only for a work it saw in that store.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::ObjectRef;
+use serde_json::json;
+use work_api::{APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestWork};
+
+use crate::config::{AgentConfig, EVICTION_DISABLED_AT};
+use crate::context::Context;
+use crate::spoke::deletion;
+use crate::work::stored_work::StoredWork;
+
+/// Longest time between two scans.
+const MAX_SCAN_PERIOD: Duration = Duration::from_secs(30);
+/// Shortest time between two scans.
+const MIN_SCAN_PERIOD: Duration = Duration::from_secs(1);
+
+/// What to do with one AppliedManifestWork now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EvictionStep {
+    /// Not ours, or nothing to change.
+    Nothing,
+    /// Unmanaged and not yet marked: set `evictionStartTime`.
+    Start,
+    /// Unmanaged, marked, grace period not over.
+    Wait,
+    /// Unmanaged and the grace period is over: delete it and its resources.
+    Evict,
+    /// Managed again (or eviction disabled) but still marked: clear `evictionStartTime`.
+    Clear,
+    /// Being deleted while unmanaged: remove its resources, then its finalizer (the ManifestWork
+    /// controller no longer sees it).
+    FinishDeletion,
+}
+
+/// Decides the step for `amw` given whether the hub has its ManifestWork.
+pub fn decide(
+    amw: &AppliedManifestWork,
+    hub_has_work: bool,
+    config: &AgentConfig,
+    now: Timestamp,
+) -> EvictionStep {
+    if amw.spec.agent_id != config.agent_id {
+        return EvictionStep::Nothing;
+    }
+    let unmanaged = !hub_has_work || !amw.name_any().starts_with(config.hub_hash.as_str());
+    if amw.metadata.deletion_timestamp.is_some() {
+        let ours = amw
+            .finalizers()
+            .iter()
+            .any(|f| f == APPLIED_MANIFEST_WORK_FINALIZER);
+        return if unmanaged && ours {
+            EvictionStep::FinishDeletion
+        } else {
+            EvictionStep::Nothing
+        };
+    }
+    let started = amw
+        .status
+        .as_ref()
+        .and_then(|s| s.eviction_start_time.as_ref());
+    let disabled = config.eviction_grace_period >= EVICTION_DISABLED_AT;
+    match (unmanaged && !disabled, started) {
+        (false, None) => EvictionStep::Nothing,
+        (false, Some(_)) => EvictionStep::Clear,
+        (true, None) => EvictionStep::Start,
+        (true, Some(start)) => {
+            let grace = SignedDuration::try_from(config.eviction_grace_period)
+                .unwrap_or(SignedDuration::MAX);
+            let due = start.0.checked_add(grace).unwrap_or(Timestamp::MAX);
+            if now >= due {
+                EvictionStep::Evict
+            } else {
+                EvictionStep::Wait
+            }
+        }
+    }
+}
+
+/// Time between scans: a quarter of the grace period, within 1 s .. 30 s.
+pub fn scan_period(grace: Duration) -> Duration {
+    (grace / 4).clamp(MIN_SCAN_PERIOD, MAX_SCAN_PERIOD)
+}
+
+/// Stops the eviction controller when dropped.
+#[derive(Debug)]
+pub struct EvictionTask(tokio::task::JoinHandle<()>);
+
+impl Drop for EvictionTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Starts the eviction controller; it runs until the returned handle is dropped.
+pub fn spawn(ctx: Arc<Context>) -> EvictionTask {
+    EvictionTask(tokio::spawn(run(ctx)))
+}
+
+/// Runs the eviction controller.
+async fn run(ctx: Arc<Context>) {
+    let period = scan_period(ctx.config.eviction_grace_period);
+    loop {
+        // Until the stores are synced (and after a hub outage), look again soon.
+        let wait = if scan(&ctx).await {
+            period
+        } else {
+            MIN_SCAN_PERIOD
+        };
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Why a scan cannot decide anything now, if it cannot.
+pub fn scan_blocker(
+    works_synced: bool,
+    applied_synced: bool,
+    hub_watch_healthy: bool,
+) -> Option<&'static str> {
+    if !works_synced {
+        Some("the ManifestWork store has not finished its initial list")
+    } else if !applied_synced {
+        Some("the AppliedManifestWork store has not finished its initial list")
+    } else if !hub_watch_healthy {
+        Some("the ManifestWork watch is failing (hub unreachable?)")
+    } else {
+        None
+    }
+}
+
+/// One pass over the AppliedManifestWorks, from the watch stores; false if it was skipped.
+async fn scan(ctx: &Context) -> bool {
+    if let Some(why) = scan_blocker(
+        ctx.works_are_synced(),
+        ctx.applied.is_synced(),
+        ctx.hub.watch_is_healthy(),
+    ) {
+        tracing::debug!(reason = why, "eviction scan skipped");
+        return false;
+    }
+    let namespace = ctx.config.cluster_name.as_str();
+    for amw in ctx.applied.all() {
+        let key = ObjectRef::<StoredWork>::new(&amw.spec.manifest_work_name).within(namespace);
+        let has_work = ctx.work_store.get(&key).is_some();
+        let step = decide(&amw, has_work, &ctx.config, Timestamp::now());
+        if let Err(e) = act(ctx, &amw, step).await {
+            tracing::warn!(applied = %amw.name_any(), error = %e, "AppliedManifestWork eviction step failed");
+        }
+    }
+    tracing::debug!("eviction scan done");
+    true
+}
+
+async fn act(
+    ctx: &Context,
+    amw: &AppliedManifestWork,
+    step: EvictionStep,
+) -> Result<(), crate::error::Error> {
+    let name = amw.name_any();
+    let api = ctx.applied_works();
+    match step {
+        EvictionStep::Nothing | EvictionStep::Wait => Ok(()),
+        EvictionStep::Start | EvictionStep::Clear => {
+            let start = (step == EvictionStep::Start).then(|| Time(Timestamp::now()));
+            let patch = json!({
+                "metadata": {"uid": amw.metadata.uid, "resourceVersion": amw.metadata.resource_version},
+                "status": {"evictionStartTime": start},
+            });
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(crate::error::Error::Spoke)?;
+            tracing::info!(
+                applied = %name,
+                work = %amw.spec.manifest_work_name,
+                grace_seconds = ctx.config.eviction_grace_period.as_secs(),
+                "{}",
+                if start.is_some() {
+                    "AppliedManifestWork is unmanaged (its work is gone from the hub, or it belongs to another hub); eviction starts"
+                } else {
+                    "AppliedManifestWork is managed again; eviction stopped"
+                }
+            );
+            Ok(())
+        }
+        EvictionStep::Evict => {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: amw.metadata.uid.clone(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::background()
+            };
+            match api.delete(&name, &params).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => return Ok(()),
+                Err(e) => return Err(crate::error::Error::Spoke(e)),
+            }
+            tracing::info!(applied = %name, agent_id = %ctx.config.agent_id, "AppliedManifestWork evicted after the eviction grace period");
+            Ok(())
+        }
+        EvictionStep::FinishDeletion => {
+            if deletion::cleanup_applied(amw, None, ctx).await? {
+                tracing::info!(applied = %name, "evicted AppliedManifestWork and its resources removed");
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const HUB: &str = "https://hub.example:6443";
+
+    fn config(grace: Duration) -> AgentConfig {
+        AgentConfig::new("c1".into(), "agent-1".into(), HUB).with_eviction_grace_period(grace)
+    }
+
+    fn amw(config: &AgentConfig, agent: &str, started: Option<&str>) -> AppliedManifestWork {
+        let mut v = json!({
+            "apiVersion": "work.open-cluster-management.io/v1",
+            "kind": "AppliedManifestWork",
+            "metadata": {"name": config.applied_name("w1"), "uid": "u1"},
+            "spec": {"hubHash": config.hub_hash, "agentID": agent, "manifestWorkName": "w1"},
+        });
+        if let Some(at) = started {
+            v["status"] = json!({"evictionStartTime": at});
+        }
+        serde_json::from_value(v).expect("valid AppliedManifestWork")
+    }
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    const NOW: &str = "2026-01-01T10:00:00Z";
+
+    #[test]
+    fn a_work_gone_from_the_hub_is_marked_then_evicted_after_the_grace_period() {
+        let c = config(Duration::from_secs(60));
+        assert_eq!(
+            decide(&amw(&c, "agent-1", None), false, &c, ts(NOW)),
+            EvictionStep::Start
+        );
+        let marked = amw(&c, "agent-1", Some("2026-01-01T09:59:30Z"));
+        assert_eq!(decide(&marked, false, &c, ts(NOW)), EvictionStep::Wait);
+        let old = amw(&c, "agent-1", Some("2026-01-01T09:59:00Z"));
+        assert_eq!(decide(&old, false, &c, ts(NOW)), EvictionStep::Evict);
+    }
+
+    #[test]
+    fn a_work_back_on_the_hub_clears_the_mark_and_a_managed_one_is_left_alone() {
+        let c = config(Duration::from_secs(60));
+        let marked = amw(&c, "agent-1", Some("2026-01-01T09:00:00Z"));
+        assert_eq!(decide(&marked, true, &c, ts(NOW)), EvictionStep::Clear);
+        assert_eq!(
+            decide(&amw(&c, "agent-1", None), true, &c, ts(NOW)),
+            EvictionStep::Nothing
+        );
+    }
+
+    #[test]
+    fn another_agents_work_is_never_touched() {
+        let c = config(Duration::from_secs(60));
+        let other = amw(&c, "agent-2", Some("2020-01-01T00:00:00Z"));
+        assert_eq!(decide(&other, false, &c, ts(NOW)), EvictionStep::Nothing);
+    }
+
+    #[test]
+    fn another_hubs_work_is_evicted_even_if_a_work_of_that_name_exists_here() {
+        let c = config(Duration::from_secs(60));
+        let other_hub = config(Duration::from_secs(60));
+        let mut foreign = amw(&other_hub, "agent-1", None);
+        foreign.metadata.name = Some(format!("{}-w1", "0".repeat(64)));
+        assert_eq!(decide(&foreign, true, &c, ts(NOW)), EvictionStep::Start);
+    }
+
+    #[test]
+    fn a_hundred_years_disables_eviction_and_clears_marks() {
+        let c = config(EVICTION_DISABLED_AT);
+        assert_eq!(
+            decide(&amw(&c, "agent-1", None), false, &c, ts(NOW)),
+            EvictionStep::Nothing
+        );
+        let marked = amw(&c, "agent-1", Some("2020-01-01T00:00:00Z"));
+        assert_eq!(decide(&marked, false, &c, ts(NOW)), EvictionStep::Clear);
+    }
+
+    #[test]
+    fn a_deleted_unmanaged_one_with_our_finalizer_is_finished() {
+        let c = config(Duration::from_secs(60));
+        let mut deleting = amw(&c, "agent-1", Some("2026-01-01T09:00:00Z"));
+        deleting.metadata.deletion_timestamp = Some(Time(ts(NOW)));
+        assert_eq!(
+            decide(&deleting, false, &c, ts(NOW)),
+            EvictionStep::Nothing,
+            "no finalizer"
+        );
+        deleting.metadata.finalizers = Some(vec![APPLIED_MANIFEST_WORK_FINALIZER.to_string()]);
+        assert_eq!(
+            decide(&deleting, false, &c, ts(NOW)),
+            EvictionStep::FinishDeletion
+        );
+        assert_eq!(
+            decide(&deleting, true, &c, ts(NOW)),
+            EvictionStep::Nothing,
+            "the work controller's"
+        );
+    }
+
+    #[test]
+    fn a_scan_waits_for_both_full_lists_and_a_working_hub_watch() {
+        assert!(scan_blocker(false, true, true).is_some_and(|w| w.contains("ManifestWork store")));
+        assert!(scan_blocker(true, false, true).is_some_and(|w| w.contains("AppliedManifestWork")));
+        assert!(scan_blocker(true, true, false).is_some_and(|w| w.contains("failing")));
+        assert_eq!(scan_blocker(true, true, true), None);
+    }
+
+    #[test]
+    fn scans_follow_the_grace_period_within_bounds() {
+        assert_eq!(scan_period(Duration::from_secs(4)), Duration::from_secs(1));
+        assert_eq!(scan_period(Duration::from_secs(8)), Duration::from_secs(2));
+        assert_eq!(
+            scan_period(Duration::from_secs(3600)),
+            Duration::from_secs(30)
+        );
+    }
+}

@@ -1,0 +1,571 @@
+//! The live objects, from the watch cache: one label-filtered reflector (watch + store) per
+//! resource type in use on the spoke, started on demand, and an index from objects to the works
+//! that apply them, so an event on an object re-queues exactly those works. Reconciles read the
+//! live objects from the stores (no GET); a store that has not finished its initial list says
+//! "unknown", and the caller reads the object instead.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use prometheus_client::metrics::gauge::Gauge;
+use serde_json::Value;
+
+use applier::ResolvedResource;
+
+use crate::spoke::live_object::LiveObject;
+use crate::work::triggers::Triggers;
+
+/// Identifies an object: group, resource (plural), namespace, name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    /// API group.
+    pub group: String,
+    /// Resource (plural).
+    pub resource: String,
+    /// Namespace; empty for cluster-scoped objects.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+/// Objects → works. Pure data; the watch tasks read it.
+#[derive(Default, Debug)]
+pub struct ResourceIndex {
+    by_object: HashMap<ObjectKey, BTreeSet<String>>,
+    by_work: HashMap<String, Vec<ObjectKey>>,
+    /// Indexed objects per resource type (group, resource).
+    per_type: HashMap<(String, String), usize>,
+}
+
+impl ResourceIndex {
+    /// Records the objects a work uses now (replacing what it used before).
+    pub fn set_work(&mut self, work: &str, keys: Vec<ObjectKey>) {
+        self.remove_work(work);
+        let mut kept = Vec::with_capacity(keys.len());
+        for key in keys {
+            if !kept.contains(&key) {
+                self.link(work, key.clone());
+                kept.push(key);
+            }
+        }
+        self.by_work.insert(work.to_string(), kept);
+    }
+
+    fn link(&mut self, work: &str, key: ObjectKey) {
+        let type_key = (key.group.clone(), key.resource.clone());
+        let works = self.by_object.entry(key).or_default();
+        if works.is_empty() {
+            *self.per_type.entry(type_key).or_default() += 1;
+        }
+        works.insert(work.to_string());
+    }
+
+    /// Whether any indexed object is of this resource type.
+    pub fn type_in_use(&self, group: &str, resource: &str) -> bool {
+        self.per_type
+            .contains_key(&(group.to_string(), resource.to_string()))
+    }
+
+    /// Adds one object to those a work uses (kept until the next [`ResourceIndex::set_work`]).
+    pub fn add(&mut self, work: &str, key: ObjectKey) {
+        let keys = self.by_work.entry(work.to_string()).or_default();
+        if keys.contains(&key) {
+            return;
+        }
+        keys.push(key.clone());
+        self.link(work, key);
+    }
+
+    /// Forgets a work.
+    pub fn remove_work(&mut self, work: &str) {
+        for key in self.by_work.remove(work).unwrap_or_default() {
+            if let Some(works) = self.by_object.get_mut(&key) {
+                works.remove(work);
+                if works.is_empty() {
+                    self.by_object.remove(&key);
+                    let type_key = (key.group, key.resource);
+                    if let Some(count) = self.per_type.get_mut(&type_key) {
+                        *count -= 1;
+                        if *count == 0 {
+                            self.per_type.remove(&type_key);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Number of indexed objects.
+    pub fn object_count(&self) -> usize {
+        self.by_object.len()
+    }
+
+    /// The works using an object.
+    pub fn works_of(&self, key: &ObjectKey) -> Vec<String> {
+        self.by_object
+            .get(key)
+            .map(|w| w.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The works that use any object of a resource type, each once.
+    pub fn works_of_type(&self, group: &str, resource: &str) -> Vec<String> {
+        if !self.type_in_use(group, resource) {
+            return Vec::new();
+        }
+        let works: BTreeSet<&String> = self
+            .by_object
+            .iter()
+            .filter(|(key, _)| key.group == group && key.resource == resource)
+            .flat_map(|(_, works)| works.iter())
+            .collect();
+        works.into_iter().cloned().collect()
+    }
+}
+
+/// What the watch cache says about an object.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cached {
+    /// No synced store for its type (not watched, or the initial list is not done): read it.
+    Unknown,
+    /// The store is synced and does not have it.
+    Absent,
+    /// The object as last seen (with its `apiVersion` and `kind`).
+    Present(Value),
+}
+
+impl Cached {
+    /// Absence turned into `Unknown` (so the applier asks the API server): for a decision that
+    /// must not rest on the store being up to date, e.g. skipping the deletion of an object the
+    /// store has not seen yet.
+    pub fn doubting_absence(self) -> Self {
+        match self {
+            Cached::Absent => Cached::Unknown,
+            other => other,
+        }
+    }
+
+    /// As the applier takes it: `None` when unknown (it reads), else the object or its absence.
+    pub fn hint(&self) -> Option<Option<&Value>> {
+        match self {
+            Cached::Unknown => None,
+            Cached::Absent => Some(None),
+            Cached::Present(object) => Some(Some(object)),
+        }
+    }
+}
+
+/// The watch and store of one resource type.
+struct TypeWatch {
+    handle: tokio::task::JoinHandle<()>,
+    store: Store<LiveObject>,
+    resource: ApiResource,
+    /// True once the store holds the initial list.
+    synced: tokio::sync::watch::Receiver<bool>,
+}
+
+/// How long a reconcile waits for a new store's initial list before it reads the object
+/// itself: a list is one request for all objects of the type, a read one per object.
+const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Starts watches on demand, keeps their stores, and forwards events as work names to re-queue.
+pub struct Watches {
+    spoke: kube::Client,
+    label_selector: String,
+    index: Arc<Mutex<ResourceIndex>>,
+    started: Mutex<HashMap<(String, String), TypeWatch>>,
+    trigger: Triggers,
+    watches_gauge: Gauge,
+    index_gauge: Gauge,
+}
+
+fn set_gauge(gauge: &Gauge, n: usize) {
+    gauge.set(i64::try_from(n).unwrap_or(i64::MAX));
+}
+
+impl Watches {
+    /// Watches objects labelled `label_selector`; work names to re-queue go to `trigger`.
+    pub fn new(spoke: kube::Client, label_selector: String, trigger: Triggers) -> Self {
+        Self {
+            spoke,
+            label_selector,
+            index: Arc::default(),
+            started: Mutex::default(),
+            trigger,
+            watches_gauge: Gauge::default(),
+            index_gauge: Gauge::default(),
+        }
+    }
+
+    /// Reports the number of open watches and of indexed objects in these gauges.
+    pub fn with_size_gauges(mut self, watches: Gauge, index_objects: Gauge) -> Self {
+        self.watches_gauge = watches;
+        self.index_gauge = index_objects;
+        self
+    }
+
+    /// Records which objects a work uses; stops the watches no work needs any more.
+    pub fn set_work(&self, work: &str, keys: Vec<ObjectKey>) {
+        let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        index.set_work(work, keys);
+        set_gauge(&self.index_gauge, index.object_count());
+        self.stop_unused(&index);
+    }
+
+    /// Stops (and drops the store of) every watch whose type no indexed object has.
+    fn stop_unused(&self, index: &ResourceIndex) {
+        let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
+        started.retain(|(group, resource), watch| {
+            let used = index.type_in_use(group, resource);
+            if !used {
+                tracing::debug!(group = %group, resource = %resource, "stopping watch: no work uses the type");
+                watch.handle.abort();
+            }
+            used
+        });
+        set_gauge(&self.watches_gauge, started.len());
+    }
+
+    /// Records one more object a work uses, before it is written: an event on it between the
+    /// write and the end of the reconcile then still wakes the work.
+    pub fn add(&self, work: &str, key: ObjectKey) {
+        let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        index.add(work, key);
+        set_gauge(&self.index_gauge, index.object_count());
+    }
+
+    /// Forgets a work; stops the watches no work needs any more.
+    pub fn remove_work(&self, work: &str) {
+        let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
+        index.remove_work(work);
+        set_gauge(&self.index_gauge, index.object_count());
+        self.stop_unused(&index);
+    }
+
+    /// Number of watches running (one per group+resource).
+    pub fn watch_count(&self) -> usize {
+        self.started
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// The object as the watch cache has it.
+    pub fn cached(&self, resource: &ResolvedResource, namespace: &str, name: &str) -> Cached {
+        let started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(watch) = started.get(&(resource.group.clone(), resource.plural.clone())) else {
+            return Cached::Unknown;
+        };
+        if !*watch.synced.borrow() || watch.handle.is_finished() {
+            return Cached::Unknown;
+        }
+        let mut key = ObjectRef::new_with(name, watch.resource.clone());
+        if resource.namespaced && !namespace.is_empty() {
+            key = key.within(namespace);
+        }
+        match watch.store.get(&key) {
+            None => Cached::Absent,
+            Some(object) => match object.to_value(&watch.resource) {
+                Some(value) => Cached::Present(value),
+                None => Cached::Unknown,
+            },
+        }
+    }
+
+    /// [`Watches::cached`], after waiting (up to 10 s) for the initial list of the type's store.
+    pub async fn cached_when_synced(
+        &self,
+        resource: &ResolvedResource,
+        namespace: &str,
+        name: &str,
+    ) -> Cached {
+        let synced = self
+            .started
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(resource.group.clone(), resource.plural.clone()))
+            .map(|w| w.synced.clone());
+        if let Some(mut synced) = synced {
+            let _ = tokio::time::timeout(SYNC_WAIT, synced.wait_for(|s| *s)).await;
+        }
+        self.cached(resource, namespace, name)
+    }
+
+    /// Makes sure a watch (and its store) runs for this resource type.
+    pub fn ensure(&self, resource: &ResolvedResource) {
+        let key = (resource.group.clone(), resource.plural.clone());
+        let mut started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
+        if started.get(&key).is_some_and(|w| !w.handle.is_finished()) {
+            return;
+        }
+        let api_resource = resource.api_resource();
+        let api: Api<LiveObject> = Api::all_with(self.spoke.clone(), &api_resource);
+        let config = watcher::Config::default().labels(&self.label_selector);
+        let writer = reflector::store::Writer::new(api_resource.clone());
+        let store = writer.as_reader();
+        let (ready, synced) = tokio::sync::watch::channel(false);
+        let index = self.index.clone();
+        let trigger = self.trigger.clone();
+        let (group, plural) = key.clone();
+        tracing::debug!(group = %group, resource = %plural, "starting watch");
+        let handle = tokio::spawn(async move {
+            let events = watcher::watcher(api, config)
+                .default_backoff()
+                .reflect(writer);
+            forward_events(events, ready, index, trigger, group, plural).await;
+        });
+        started.insert(
+            key,
+            TypeWatch {
+                handle,
+                store,
+                resource: api_resource,
+                synced,
+            },
+        );
+        set_gauge(&self.watches_gauge, started.len());
+    }
+}
+
+/// Turns the events of one type's reflector into work names to re-queue. An object's own event
+/// wakes the works that use it. A (re-)list is different: the store takes the listed objects
+/// only when the list is done, and an object deleted while the watch was down has no event at
+/// all. So once a list is done every work using the type is woken, and not before (a reconcile
+/// woken by a listed object would read the store's older copy).
+async fn forward_events<S>(
+    events: S,
+    ready: tokio::sync::watch::Sender<bool>,
+    index: Arc<Mutex<ResourceIndex>>,
+    trigger: Triggers,
+    group: String,
+    plural: String,
+) where
+    S: futures::Stream<Item = Result<Event<LiveObject>, watcher::Error>>,
+{
+    let mut events = std::pin::pin!(events);
+    while let Some(event) = events.next().await {
+        let works = match event {
+            Ok(Event::Apply(o) | Event::Delete(o)) => {
+                let key = ObjectKey {
+                    group: group.clone(),
+                    resource: plural.clone(),
+                    namespace: o.metadata.namespace.clone().unwrap_or_default(),
+                    name: o.metadata.name.clone().unwrap_or_default(),
+                };
+                index
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .works_of(&key)
+            }
+            Ok(Event::InitDone) => {
+                ready.send_replace(true);
+                index
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .works_of_type(&group, &plural)
+            }
+            Ok(Event::Init | Event::InitApply(_)) => continue,
+            Err(e) => {
+                tracing::warn!(group = %group, resource = %plural, error = %e, "watch error");
+                continue;
+            }
+        };
+        for work in works {
+            if !trigger.send(work) {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for Watches {
+    fn drop(&mut self) {
+        for (_, watch) in self
+            .started
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+        {
+            watch.handle.abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(name: &str) -> ObjectKey {
+        ObjectKey {
+            group: "".into(),
+            resource: "configmaps".into(),
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    fn live(name: &str, rv: &str) -> LiveObject {
+        LiveObject::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "ns", "uid": name, "resourceVersion": rv},
+            "data": {"v": rv},
+        }))
+        .expect("a JSON object")
+    }
+
+    /// Runs `forward_events` over events the test sends, through a real reflector store.
+    fn forwarding(
+        index: ResourceIndex,
+    ) -> (
+        tokio::sync::mpsc::UnboundedSender<Event<LiveObject>>,
+        tokio::sync::mpsc::Receiver<String>,
+        Store<LiveObject>,
+        tokio::task::JoinHandle<()>,
+    ) {
+        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let writer = reflector::store::Writer::new(resource);
+        let store = writer.as_reader();
+        let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
+        let events = futures::stream::unfold(events_rx, |mut rx| async move {
+            rx.recv().await.map(|e| (Ok(e), rx))
+        })
+        .reflect(writer);
+        let (trigger, triggers) = Triggers::channel(Default::default(), Default::default());
+        let (ready, _synced) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(forward_events(
+            events,
+            ready,
+            Arc::new(Mutex::new(index)),
+            trigger,
+            String::new(),
+            "configmaps".into(),
+        ));
+        (events_tx, triggers, store, task)
+    }
+
+    fn version_in(store: &Store<LiveObject>, name: &str) -> Option<String> {
+        store
+            .get(
+                &ObjectRef::new_with(
+                    name,
+                    ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+                )
+                .within("ns"),
+            )
+            .and_then(|o| o.metadata.resource_version.clone())
+    }
+
+    const QUIET: std::time::Duration = std::time::Duration::from_millis(300);
+
+    #[tokio::test]
+    async fn a_relisted_object_wakes_its_work_only_once_the_store_has_it() {
+        let mut index = ResourceIndex::default();
+        index.set_work("w1", vec![key("a")]);
+        let (events, mut triggers, store, task) = forwarding(index);
+        for e in [
+            Event::Init,
+            Event::InitApply(live("a", "1")),
+            Event::InitDone,
+        ] {
+            events.send(e).expect("forwarder runs");
+        }
+        assert_eq!(triggers.recv().await.as_deref(), Some("w1"));
+        assert_eq!(version_in(&store, "a").as_deref(), Some("1"));
+        // The watch broke and the object changed meanwhile: a re-list brings version 2.
+        events.send(Event::Init).expect("forwarder runs");
+        events
+            .send(Event::InitApply(live("a", "2")))
+            .expect("forwarder runs");
+        if let Ok(Some(work)) = tokio::time::timeout(QUIET, triggers.recv()).await {
+            assert_eq!(
+                version_in(&store, "a").as_deref(),
+                Some("2"),
+                "{work} was woken while the store still had version 1"
+            );
+        }
+        events.send(Event::InitDone).expect("forwarder runs");
+        let woken = tokio::time::timeout(QUIET, triggers.recv()).await;
+        assert_eq!(woken.ok().flatten().as_deref(), Some("w1"));
+        assert_eq!(version_in(&store, "a").as_deref(), Some("2"));
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn an_object_deleted_while_the_watch_was_down_wakes_its_work() {
+        let mut index = ResourceIndex::default();
+        index.set_work("w1", vec![key("a")]);
+        index.set_work("w2", vec![key("b")]);
+        let (events, mut triggers, store, task) = forwarding(index);
+        for e in [
+            Event::Init,
+            Event::InitApply(live("a", "1")),
+            Event::InitApply(live("b", "1")),
+            Event::InitDone,
+        ] {
+            events.send(e).expect("forwarder runs");
+        }
+        let mut first = vec![
+            triggers.recv().await.unwrap_or_default(),
+            triggers.recv().await.unwrap_or_default(),
+        ];
+        first.sort();
+        assert_eq!(first, ["w1", "w2"]);
+        // "a" was deleted during a watch gap: the re-list has only "b", and no event for "a".
+        for e in [
+            Event::Init,
+            Event::InitApply(live("b", "1")),
+            Event::InitDone,
+        ] {
+            events.send(e).expect("forwarder runs");
+        }
+        let mut woken = Vec::new();
+        while let Ok(Some(w)) = tokio::time::timeout(QUIET, triggers.recv()).await {
+            woken.push(w);
+        }
+        assert!(woken.iter().any(|w| w == "w1"), "woken: {woken:?}");
+        assert_eq!(version_in(&store, "a"), None);
+        task.abort();
+    }
+
+    #[test]
+    fn index_maps_objects_to_every_work_using_them() {
+        let mut index = ResourceIndex::default();
+        index.set_work("w1", vec![key("a"), key("shared")]);
+        index.set_work("w2", vec![key("shared")]);
+        assert_eq!(index.object_count(), 2);
+        assert_eq!(index.works_of(&key("shared")), vec!["w1", "w2"]);
+        assert_eq!(index.works_of(&key("a")), vec!["w1"]);
+        index.set_work("w1", vec![key("b")]);
+        assert!(index.works_of(&key("a")).is_empty());
+        assert_eq!(index.works_of(&key("shared")), vec!["w2"]);
+        index.remove_work("w2");
+        assert!(index.works_of(&key("shared")).is_empty());
+        assert_eq!(index.works_of(&key("b")), vec!["w1"]);
+        index.add("w1", key("c"));
+        index.add("w1", key("c"));
+        assert_eq!(index.works_of(&key("c")), vec!["w1"]);
+        index.set_work("w1", vec![key("b")]);
+        assert!(index.works_of(&key("c")).is_empty());
+        assert!(index.type_in_use("", "configmaps"));
+        index.remove_work("w1");
+        assert!(!index.type_in_use("", "configmaps"));
+        index.set_work("w3", vec![key("x"), key("x")]);
+        index.set_work("w4", vec![key("x")]);
+        index.remove_work("w3");
+        assert!(index.type_in_use("", "configmaps"));
+        assert_eq!(index.works_of_type("", "configmaps"), vec!["w4"]);
+        assert!(index.works_of_type("apps", "deployments").is_empty());
+        index.remove_work("w4");
+        assert!(!index.type_in_use("", "configmaps"));
+        assert_eq!(
+            index.object_count(),
+            0,
+            "nothing is left once every work is gone"
+        );
+    }
+}

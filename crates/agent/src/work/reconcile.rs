@@ -1,0 +1,299 @@
+//! The ManifestWork reconcile: finalizer, AppliedManifestWork, apply (see `apply`), prune, status,
+//! retry, TTL.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::PropagationPolicy;
+use kube::runtime::controller::Action;
+use work_api::{
+    AppliedManifestResourceMeta, AppliedManifestWork, MANIFEST_WORK_FINALIZER, ManifestWork,
+};
+
+use crate::context::Context;
+use crate::error::Error;
+use crate::serve::metrics::ControllerLabels;
+use crate::spoke::applied_work::AppliedState;
+use crate::spoke::watches::ObjectKey;
+use crate::work::status::{self, DesiredStatus};
+use crate::work::stored_work::StoredWork;
+use crate::{spoke::apply, spoke::deletion, work::ttl};
+use applier::manifests;
+
+/// Delay before retrying a manifest whose apply failed for a reason that may pass by itself.
+const TRANSIENT_RETRY: Duration = Duration::from_secs(5);
+
+/// Reconciles one stored ManifestWork: decodes it (a work that does not decode is logged with
+/// its name and waits for its next change), then [`reconcile`].
+pub async fn reconcile_stored(stored: Arc<StoredWork>, ctx: Arc<Context>) -> Result<Action, Error> {
+    match stored.decode() {
+        Ok(work) => reconcile(Arc::new(work), ctx).await,
+        Err(e) => {
+            tracing::warn!(work = %stored.name_any(), error = %e, "the ManifestWork cannot be decoded; waiting for it to change");
+            Ok(Action::await_change())
+        }
+    }
+}
+
+/// Reconciles one ManifestWork (counted and timed when it ends).
+pub async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_work(work, &ctx).await;
+    ctx.metrics
+        .reconcile_duration_seconds
+        .observe(started.elapsed().as_secs_f64());
+    ctx.metrics
+        .reconciles_total
+        .get_or_create(&ControllerLabels {
+            controller: "manifestwork",
+        })
+        .inc();
+    result
+}
+
+async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action, Error> {
+    let work = ctx.status.fresher(work);
+    let name = work.name_any();
+    if work.metadata.deletion_timestamp.is_some() {
+        ctx.backoff.clear(&name);
+        if ctx.status.is_released(&name) {
+            // Finalized already; the store has not seen the deletion yet.
+            return Ok(Action::await_change());
+        }
+        return deletion::finalize_work(&work, ctx).await;
+    }
+    // The patched object (new resourceVersion) saves the status writer a conflict.
+    let work = if work
+        .finalizers()
+        .iter()
+        .any(|f| f == MANIFEST_WORK_FINALIZER)
+    {
+        work
+    } else {
+        let mut finalizers = work.finalizers().to_vec();
+        finalizers.push(MANIFEST_WORK_FINALIZER.to_string());
+        let patched = ctx
+            .hub
+            .set_finalizers(work.as_ref(), finalizers)
+            .await
+            .map_err(Error::Hub)?;
+        ctx.status.record(patched.clone());
+        Arc::new(patched)
+    };
+    let applied = match ctx
+        .applied
+        .ensure(
+            &ctx.config,
+            &name,
+            &work.metadata.labels.clone().unwrap_or_default(),
+        )
+        .await
+        .map_err(Error::Spoke)?
+    {
+        AppliedState::Ready(applied) => applied,
+        AppliedState::Deleting(amw) => {
+            // Deleted on the spoke: clean up its resources, then re-create it once it is gone
+            // (its deletion event re-queues the work).
+            deletion::cleanup_applied(&amw, work.spec.delete_option.as_ref(), ctx).await?;
+            return Ok(Action::requeue(Duration::from_secs(1)));
+        }
+    };
+    if manifests::work_is_complete(work.status.as_ref()) {
+        // Nothing of a completed work is written again; only its TTL is watched.
+        ctx.states.set(&ctx.metrics, &name, Some("complete"));
+        ctx.backoff.clear(&name);
+        return ttl::ttl_step(&work, ctx).await;
+    }
+
+    let outcome = apply::apply_work(&work, &applied, ctx).await;
+    let before = applied
+        .status
+        .as_ref()
+        .map(|s| s.applied_resources.clone())
+        .unwrap_or_default();
+    let not_pruned = prune(&work, &applied, &before, &outcome.applied, ctx).await;
+    let mut now_applied = outcome.applied.clone();
+    now_applied.extend(not_pruned.iter().cloned());
+    let now_applied = manifests::normalize_applied(now_applied);
+    if manifests::normalize_applied(before) != now_applied {
+        ctx.applied
+            .write_resources(&applied, &now_applied)
+            .await
+            .map_err(Error::Spoke)?;
+    }
+
+    let generation = work.metadata.generation;
+    let desired = DesiredStatus {
+        manifests: outcome.manifests,
+        deleting: false,
+    };
+    let written = ctx
+        .status
+        .write(&work, |current| {
+            let new = status::build_status(
+                current.status.as_ref(),
+                &desired,
+                generation,
+                Time(Timestamp::now()),
+            );
+            status::differs(current.status.as_ref(), &new).then_some(new)
+        })
+        .await?;
+    let current_status = written
+        .as_ref()
+        .and_then(|w| w.status.as_ref())
+        .or(work.status.as_ref());
+    ctx.states.set(
+        &ctx.metrics,
+        &name,
+        Some(status::work_state(current_status, false)),
+    );
+    // Resources still being pruned stay indexed: their going wakes the work.
+    let mut keys = outcome.keys;
+    keys.extend(not_pruned.iter().map(|res| ObjectKey {
+        group: res.group.clone(),
+        resource: res.resource.clone(),
+        namespace: res.namespace.clone(),
+        name: res.name.clone(),
+    }));
+    ctx.watches.set_work(&name, keys);
+    if let Some(new) = &written
+        && let Some(new_status) = &new.status
+        && status::became_complete(work.status.as_ref(), new_status)
+    {
+        record_completion(&work, ctx);
+        // The agent's own status write does not re-queue the work: its TTL starts here.
+        ctx.states.set(&ctx.metrics, &name, Some("complete"));
+        ctx.backoff.clear(&name);
+        return ttl::ttl_step(new, ctx).await;
+    }
+
+    let mut next = resync_after(ctx, &name);
+    if outcome.failures.is_empty() {
+        ctx.backoff.clear(&name);
+    } else {
+        let (wait, new) = ctx.backoff.blocked(&name, generation, &outcome.failures);
+        for failure in new {
+            tracing::warn!(work = %name, error = %failure, "manifest not applied; retrying with backoff");
+        }
+        next = next.min(wait);
+    }
+    if !not_pruned.is_empty() || outcome.transient_failure {
+        next = next.min(TRANSIENT_RETRY);
+    }
+    if outcome.has_readonly {
+        next = next.min(ctx.config.readonly_resync);
+    }
+    Ok(Action::requeue(next))
+}
+
+/// The safety-net resync period plus a per-work spread of up to 10 %, so that works created
+/// together do not all resync at the same moment.
+fn resync_after(ctx: &Context, work: &str) -> Duration {
+    let period = ctx.config.status_sync_period;
+    spread(period, work)
+}
+
+fn spread(period: Duration, key: &str) -> Duration {
+    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    let max_extra = period.as_millis() as u64 / 10;
+    if max_extra == 0 {
+        return period;
+    }
+    period + Duration::from_millis(hash % max_extra)
+}
+
+fn record_completion(work: &ManifestWork, ctx: &Context) {
+    ctx.metrics.completions_total.inc();
+    if let Some(created) = &work.metadata.creation_timestamp {
+        let secs = Timestamp::now().duration_since(created.0).as_secs_f64();
+        ctx.metrics.time_to_complete_seconds.observe(secs.max(0.0));
+    }
+    tracing::info!(work = %work.name_any(), "work is Complete");
+}
+
+/// Deletes (or releases, when orphaned) resources no longer in the work. Returns the entries
+/// that stay recorded: those whose deletion failed (retried) and those still terminating
+/// (finalizers hold them; indexed, so their going wakes the work, and dropped once gone).
+async fn prune(
+    work: &ManifestWork,
+    applied: &AppliedManifestWork,
+    before: &[AppliedManifestResourceMeta],
+    now: &[AppliedManifestResourceMeta],
+    ctx: &Context,
+) -> Vec<AppliedManifestResourceMeta> {
+    let owner_uid = applied.metadata.uid.clone().unwrap_or_default();
+    let option = work.spec.delete_option.as_ref();
+    let mut failed = Vec::new();
+    for res in manifests::removed_resources(before, now) {
+        let orphan =
+            manifests::is_orphaned(option, &res.group, &res.resource, &res.namespace, &res.name);
+        // Absence is no proof here: the store may not have seen a resource applied moments ago.
+        let cached = deletion::cached_of(ctx, &res).await.doubting_absence();
+        if !orphan && deletion::still_terminating(&res, &owner_uid, &cached) {
+            deletion::watch_for_gone(ctx, &work.name_any(), &res);
+            failed.push(res);
+            continue;
+        }
+        let result = if orphan {
+            ctx.applier
+                .release(&res, &owner_uid, cached.hint())
+                .await
+                .map(|_| "released")
+        } else {
+            match ctx
+                .applier
+                .delete_owned(
+                    &res,
+                    &owner_uid,
+                    PropagationPolicy::Background,
+                    cached.hint(),
+                )
+                .await
+            {
+                Ok(applier::DeleteOutcome::Terminating) => {
+                    deletion::watch_for_gone(ctx, &work.name_any(), &res);
+                    failed.push(res.clone());
+                    Ok("started deleting")
+                }
+                other => other.map(|_| "deleted"),
+            }
+        };
+        match result {
+            Ok(what) => tracing::info!(work = %work.name_any(), resource = %res.resource,
+                namespace = %res.namespace, name = %res.name, "{what} a resource no longer in the work"),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => {
+                tracing::warn!(work = %work.name_any(), resource = %res.resource,
+                    namespace = %res.namespace, name = %res.name, error = %e, "pruning failed");
+                failed.push(res);
+            }
+        }
+    }
+    failed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resync_spread_stays_within_ten_percent_and_differs_per_work() {
+        let period = Duration::from_secs(300);
+        let a = spread(period, "work-a");
+        let b = spread(period, "work-b");
+        for d in [a, b] {
+            assert!(d >= period && d < period + Duration::from_secs(30), "{d:?}");
+        }
+        assert_ne!(a, b);
+        assert_eq!(
+            spread(Duration::from_millis(5), "x"),
+            Duration::from_millis(5)
+        );
+    }
+}

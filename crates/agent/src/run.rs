@@ -103,7 +103,8 @@ pub async fn run_until(
     readiness.set_standby(true);
     tokio::select! {
         _ = wait_true(stop_rx.clone()) => { leader.shutdown().await; return Ok(()); }
-        r = leading.wait_for(|l| *l) => if r.is_err() { return Err(RunError::LostLeadership); },
+        // Only whether it led: a held `Ref` would make the future not `Send`.
+        led = async { leading.wait_for(|l| *l).await.is_ok() } => if !led { return Err(RunError::LostLeadership); },
     }
     tracing::info!(cluster = %config.cluster_name, hub_hash = %config.hub_hash, "leading; starting controllers");
     readiness.set_standby(false);

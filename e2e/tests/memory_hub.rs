@@ -1,0 +1,182 @@
+//! The whole agent runtime against a hub kept in memory (`agent::hub::MemoryHub`) and a real
+//! spoke API server: no hub API server is involved, so this is the work logic behind the hub
+//! seam — create, update, complete, TTL deletion, deletion by the owner — and the requests it
+//! makes of the hub.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent::AgentConfig;
+use agent::hub::{Hub, MemoryHub};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use serde_json::json;
+use test_support::{TestCluster, free_port, unique_name, wait_for};
+use work_api::ManifestWork;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+fn work(name: &str, ns: &str, phase: &str, ttl: Option<i64>) -> ManifestWork {
+    let mut spec = json!({
+        "workload": {"manifests": [{
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": ns},
+            "data": {"phase": phase},
+        }]},
+        "manifestConfigs": [{
+            "resourceIdentifier": {"group": "", "resource": "configmaps", "name": name, "namespace": ns},
+            "conditionRules": [{"condition": "Complete", "type": "CEL",
+                "celExpressions": ["object.data.phase == 'done'"]}],
+        }],
+    });
+    if let Some(ttl) = ttl {
+        spec["deleteOption"] =
+            json!({"propagationPolicy": "Foreground", "ttlSecondsAfterFinished": ttl});
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .expect("test ManifestWork decodes")
+}
+
+fn condition<'a>(work: &'a ManifestWork, type_: &str) -> Option<&'a str> {
+    work.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.as_str())
+}
+
+async fn configmap_phase(api: &Api<ConfigMap>, name: &str) -> Option<String> {
+    let cm = api.get_opt(name).await.ok()??;
+    cm.data?.get("phase").cloned()
+}
+
+#[tokio::test]
+async fn the_agent_runs_a_work_lifecycle_against_a_hub_in_memory() {
+    let spoke = TestCluster::spoke().await;
+    let ns = spoke.namespace("memhub").await;
+    let cluster = unique_name("memory-cluster");
+    let hub = MemoryHub::new(&cluster);
+    let config = AgentConfig::new(
+        cluster.clone(),
+        "memory-agent".into(),
+        "https://hub.invalid",
+    )
+    .with_http_address(([127, 0, 0, 1], free_port()).into())
+    .with_ttl_deletion_events(true);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(agent::run_until(
+        config,
+        Arc::new(hub.clone()) as Arc<dyn Hub>,
+        spoke.client.clone(),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let configmaps: Api<ConfigMap> = Api::namespaced(spoke.client.clone(), &ns);
+
+    // Create: applied on the spoke, finalizer and status on the hub, not complete yet.
+    let name = unique_name("job");
+    hub.apply(work(&name, &ns, "running", Some(1)));
+    wait_for("ConfigMap applied on the spoke", WAIT, || async {
+        (configmap_phase(&configmaps, &name).await.as_deref() == Some("running")).then_some(())
+    })
+    .await;
+    let applied = wait_for("Applied True on the hub", WAIT, || async {
+        hub.work(&name).filter(|w| {
+            condition(w, "Applied") == Some("True") && condition(w, "Available") == Some("True")
+        })
+    })
+    .await;
+    assert!(
+        applied
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == work_api::MANIFEST_WORK_FINALIZER),
+        "the agent put its finalizer on the work: {:?}",
+        applied.metadata.finalizers
+    );
+    assert_ne!(
+        condition(&applied, "Complete"),
+        Some("True"),
+        "not complete while running"
+    );
+
+    // Update: the new spec reaches the spoke and makes the rule true: Complete.
+    hub.apply(work(&name, &ns, "done", Some(1)));
+    wait_for("ConfigMap updated on the spoke", WAIT, || async {
+        (configmap_phase(&configmaps, &name).await.as_deref() == Some("done")).then_some(())
+    })
+    .await;
+
+    // Complete, then the TTL: the agent deletes the work on the hub, cleans up the spoke and
+    // releases its finalizer, so the work is gone.
+    wait_for("the work deleted by its TTL", WAIT, || async {
+        hub.work(&name).is_none().then_some(())
+    })
+    .await;
+    wait_for("its ConfigMap removed from the spoke", WAIT, || async {
+        configmaps
+            .get_opt(&name)
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let events = hub.events();
+    assert!(
+        events
+            .iter()
+            .any(|e| e.work == name && e.reason == gc::EVENT_REASON),
+        "a TTL deletion Event was recorded: {events:?}"
+    );
+
+    // Deleted by its owner: the spoke's object goes, then the work.
+    let other = unique_name("service");
+    hub.apply(work(&other, &ns, "running", None));
+    wait_for("second work applied", WAIT, || async {
+        hub.work(&other)
+            .filter(|w| condition(w, "Applied") == Some("True"))
+    })
+    .await;
+    assert!(hub.delete(&other), "the owner deletes the work");
+    wait_for("second work's ConfigMap removed", WAIT, || async {
+        configmaps
+            .get_opt(&other)
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    wait_for("second work gone from the hub", WAIT, || async {
+        hub.work(&other).is_none().then_some(())
+    })
+    .await;
+
+    // Idle: with every work settled, the agent asks nothing more of the hub. It had the chance:
+    // it is running, and it wrote to this hub moments ago.
+    let settled = hub.requests();
+    assert!(
+        settled.status_writes > 0 && settled.finalizer_writes >= 4,
+        "{settled:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(hub.requests(), settled, "no hub request while idle");
+    assert!(!running.is_finished(), "the agent is still running");
+
+    let _ = stop_tx.send(());
+    let stopped = tokio::time::timeout(WAIT, running).await;
+    assert!(
+        matches!(stopped, Ok(Ok(Ok(())))),
+        "the agent stops cleanly on shutdown: {stopped:?}"
+    );
+}

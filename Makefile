@@ -17,9 +17,10 @@ fmt: ## format the code
 	$(CARGO) fmt --all
 
 .PHONY: lint
-lint: ## rustfmt check and clippy with warnings as errors
+lint: ## rustfmt check, clippy with warnings as errors, no import cycle between modules
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	python3 scripts/module-cycles.py
 
 .PHONY: unit
 unit: ## tests that need no cluster (the CloudEvents client tests get a throw-away local mosquitto)

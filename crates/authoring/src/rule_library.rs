@@ -1,7 +1,7 @@
 //! The rule library: ready-to-paste `conditionRules` for popular resources, each with fixtures
 //! (real-shaped objects in each state) that the tests run through the agent's evaluator.
 //!
-//! Entries are YAML files under `crates/work-agent/rules/`, embedded at build time: adding an
+//! Entries are YAML files under `crates/authoring/rules/`, embedded at build time: adding an
 //! entry is adding a file.
 
 use kube::core::{ApiResource, GroupVersionKind};

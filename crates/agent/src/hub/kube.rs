@@ -111,7 +111,7 @@ impl Hub for KubeHub {
         Box::pin(async move {
             // The watch's answer costs no request; only while it cannot tell, list one work.
             if let Some(refused) = self.auth.verdict() {
-                tracing::debug!(refused, "credentials as the ManifestWork watch says");
+                tracing::debug!(refused, "liveness probe round from the ManifestWork watch");
                 return refused;
             }
             let answer = ProbeAnswer::of(
@@ -124,7 +124,7 @@ impl Hub for KubeHub {
                 tracing::warn!("the hub refuses the agent's credentials (401 Unauthorized)");
             }
             self.auth.confirm(answer);
-            tracing::debug!(?answer, "credentials from a request to the hub");
+            tracing::debug!(?answer, "liveness probe round from a request to the hub");
             answer == ProbeAnswer::Refused
         })
     }

@@ -3,9 +3,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::{Request, Response, StatusCode};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::Recorder;
 use kube::{Api, Client};
@@ -28,8 +25,7 @@ struct Hub {
 }
 
 fn status(code: u16, reason: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
-           "reason": reason, "message": reason})
+    test_support::status_failure(code, reason, reason)
 }
 
 fn respond(hub: &mut Hub, method: &str, path: &str, body: &Value) -> (u16, Value) {
@@ -62,27 +58,14 @@ fn respond(hub: &mut Hub, method: &str, path: &str, body: &Value) -> (u16, Value
 }
 
 fn fake_client(hub: Arc<Mutex<Hub>>) -> Client {
-    let svc = tower::service_fn(move |req: Request<kube::client::Body>| {
-        let hub = hub.clone();
-        async move {
-            let method = req.method().to_string();
-            let path = req.uri().path().to_owned();
-            let raw = req.into_body().collect().await?.to_bytes();
-            let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-            let (code, reply) = {
-                let mut h = hub.lock().map_err(|_| "fake hub lock poisoned")?;
-                let out = respond(&mut h, &method, &path, &body);
-                h.seen.push((method, path, body));
-                out
-            };
-            let resp = Response::builder()
-                .status(StatusCode::from_u16(code)?)
-                .header("content-type", "application/json")
-                .body(Full::new(Bytes::from(reply.to_string())))?;
-            Ok::<_, Box<dyn std::error::Error + Send + Sync>>(resp)
-        }
-    });
-    Client::new(svc, "c1")
+    test_support::fake_client("c1", move |method, path, body| {
+        let mut h = hub
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let out = respond(&mut h, method, path, &body);
+        h.seen.push((method.to_owned(), path.to_owned(), body));
+        out
+    })
 }
 
 fn work(uid: &str, ttl: Option<i64>, complete: &str, deleting: bool) -> Value {

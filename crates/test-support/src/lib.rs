@@ -10,6 +10,7 @@ mod apply;
 mod client_cert;
 mod cluster;
 mod error;
+mod fake_api;
 mod kubeconfig;
 mod paths;
 mod wait;
@@ -22,6 +23,7 @@ pub use cluster::{
     client_from_kubeconfig,
 };
 pub use error::Error;
+pub use fake_api::{fake_client, status_failure};
 pub use kubeconfig::{service_account_kubeconfig, try_service_account_kubeconfig};
 pub use paths::{free_port, our_crds_dir, repo_root, run_dir, unique_name, upstream_crds_dir};
 pub use wait::{Probe, TimedOut, poll_until, wait_for};

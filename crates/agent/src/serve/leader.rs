@@ -661,9 +661,6 @@ mod elector_tests {
     use super::*;
     use std::sync::{Arc, Mutex};
 
-    use bytes::Bytes;
-    use http_body_util::{BodyExt, Full};
-    use hyper::{Request, Response, StatusCode};
     use serde_json::{Value, json};
 
     const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/ns/leases";
@@ -679,8 +676,7 @@ mod elector_tests {
     }
 
     fn status(code: u16, reason: &str) -> Value {
-        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
-               "reason": reason})
+        test_support::status_failure(code, reason, reason)
     }
 
     fn handle(api: &mut FakeApi, method: &str, path: &str, mut body: Value) -> (u16, Value) {
@@ -724,25 +720,12 @@ mod elector_tests {
     }
 
     fn client(api: Arc<Mutex<FakeApi>>) -> Client {
-        let svc = tower::service_fn(move |req: Request<kube::client::Body>| {
-            let api = api.clone();
-            async move {
-                let method = req.method().to_string();
-                let path = req.uri().path().to_owned();
-                let raw = req.into_body().collect().await?.to_bytes();
-                let body = serde_json::from_slice(&raw).unwrap_or(Value::Null);
-                let (code, reply) = {
-                    let mut api = api.lock().map_err(|_| "fake API lock poisoned")?;
-                    handle(&mut api, &method, &path, body)
-                };
-                let resp = Response::builder()
-                    .status(StatusCode::from_u16(code)?)
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(reply.to_string())))?;
-                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(resp)
-            }
-        });
-        Client::new(svc, "ns")
+        test_support::fake_client("ns", move |method, path, body| {
+            let mut api = api
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            handle(&mut api, method, path, body)
+        })
     }
 
     fn fast_config() -> LeaderConfig {

@@ -240,42 +240,30 @@ pub fn identity_patch(
 mod tests {
     use std::sync::atomic::AtomicUsize;
 
-    use bytes::Bytes;
-    use http_body_util::Full;
-    use hyper::{Request, Response};
-    use kube::Client;
     use serde_json::json;
 
     use super::*;
 
     /// An API server that has the AppliedManifestWork `a1` and counts the requests it answers.
     fn api_with_a1(requests: Arc<AtomicUsize>) -> Api<AppliedManifestWork> {
-        let svc = tower::service_fn(move |req: Request<kube::client::Body>| {
-            let requests = requests.clone();
-            async move {
-                requests.fetch_add(1, Ordering::SeqCst);
-                let (code, body) = if req.uri().path().ends_with("/appliedmanifestworks/a1") {
-                    let amw = json!({
-                        "apiVersion": "work.open-cluster-management.io/v1",
-                        "kind": "AppliedManifestWork",
-                        "metadata": {"name": "a1", "uid": "u1"},
-                        "spec": {"hubHash": "h", "agentID": "x", "manifestWorkName": "w1"},
-                    });
-                    (200, amw)
-                } else {
-                    (
-                        404,
-                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                 "code": 404, "reason": "NotFound", "message": "not found"}),
-                    )
-                };
-                Response::builder()
-                    .status(code)
-                    .header("content-type", "application/json")
-                    .body(Full::new(Bytes::from(body.to_string())))
+        let client = test_support::fake_client("default", move |_, path, _| {
+            requests.fetch_add(1, Ordering::SeqCst);
+            if path.ends_with("/appliedmanifestworks/a1") {
+                let amw = json!({
+                    "apiVersion": "work.open-cluster-management.io/v1",
+                    "kind": "AppliedManifestWork",
+                    "metadata": {"name": "a1", "uid": "u1"},
+                    "spec": {"hubHash": "h", "agentID": "x", "manifestWorkName": "w1"},
+                });
+                (200, amw)
+            } else {
+                (
+                    404,
+                    test_support::status_failure(404, "NotFound", "not found"),
+                )
             }
         });
-        Api::all(Client::new(svc, "default"))
+        Api::all(client)
     }
 
     #[test]

@@ -54,6 +54,18 @@ async fn configmap_phase(api: &Api<ConfigMap>, name: &str) -> Option<String> {
     cm.data?.get("phase").cloned()
 }
 
+async fn wait_gone(api: &Api<ConfigMap>, name: &str, description: &str) {
+    wait_for(description, WAIT, || async {
+        api.get_opt(name)
+            .await
+            .ok()
+            .flatten()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn the_agent_runs_a_work_lifecycle_against_a_hub_in_memory() {
     let spoke = TestCluster::spoke().await;
@@ -120,16 +132,7 @@ async fn the_agent_runs_a_work_lifecycle_against_a_hub_in_memory() {
         hub.work(&name).is_none().then_some(())
     })
     .await;
-    wait_for("its ConfigMap removed from the spoke", WAIT, || async {
-        configmaps
-            .get_opt(&name)
-            .await
-            .ok()
-            .flatten()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&configmaps, &name, "its ConfigMap removed from the spoke").await;
     let events = hub.events();
     assert!(
         events
@@ -147,16 +150,7 @@ async fn the_agent_runs_a_work_lifecycle_against_a_hub_in_memory() {
     })
     .await;
     assert!(hub.delete(&other), "the owner deletes the work");
-    wait_for("second work's ConfigMap removed", WAIT, || async {
-        configmaps
-            .get_opt(&other)
-            .await
-            .ok()
-            .flatten()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    wait_gone(&configmaps, &other, "second work's ConfigMap removed").await;
     wait_for("second work gone from the hub", WAIT, || async {
         hub.work(&other).is_none().then_some(())
     })

@@ -19,12 +19,20 @@ pub async fn ensure_finalizer<K>(
 where
     K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    if obj.finalizers().iter().any(|f| f == finalizer) {
-        return Ok(None);
+    match with_finalizer(obj.finalizers(), finalizer) {
+        Some(finalizers) => set_finalizers(api, obj, finalizers).await.map(Some),
+        None => Ok(None),
     }
-    let mut finalizers = obj.finalizers().to_vec();
+}
+
+/// The list `current` with `finalizer` added, or `None` when it is already there.
+pub fn with_finalizer(current: &[String], finalizer: &str) -> Option<Vec<String>> {
+    if current.iter().any(|f| f == finalizer) {
+        return None;
+    }
+    let mut finalizers = current.to_vec();
     finalizers.push(finalizer.to_string());
-    set_finalizers(api, obj, finalizers).await.map(Some)
+    Some(finalizers)
 }
 
 /// Replaces the finalizer list, provided it is still the one in `obj`; returns the new object.

@@ -204,15 +204,18 @@ mod tests {
         assert!(err.is_some_and(|e| e.contains("ConfigMap")));
     }
 
+    fn path(name: &str, path: &str) -> JsonPath {
+        JsonPath {
+            name: name.into(),
+            version: None,
+            path: path.into(),
+        }
+    }
+
     #[test]
     fn json_paths_of_every_value_type() {
         let obj = json!({"metadata": {"labels": {"app.kubernetes.io/name": "x"}},
             "spec": {"ok": true, "list": [{"a": 1}, {"a": 2}], "obj": {"k": "v"}}});
-        let path = |name: &str, path: &str| JsonPath {
-            name: name.into(),
-            version: None,
-            path: path.into(),
-        };
         let rules = vec![FeedbackRule {
             type_: FeedbackType::JsonPaths,
             json_paths: vec![
@@ -241,11 +244,6 @@ mod tests {
     #[test]
     fn without_raw_json_a_structure_is_an_error_and_a_list_gives_its_first_value() {
         let obj = json!({"spec": {"list": [{"a": 1}, {"a": 2}], "obj": {"k": "v"}, "n": 3}});
-        let path = |name: &str, path: &str| JsonPath {
-            name: name.into(),
-            version: None,
-            path: path.into(),
-        };
         let rules = vec![FeedbackRule {
             type_: FeedbackType::JsonPaths,
             json_paths: vec![

@@ -15,6 +15,7 @@ use work_api::{
 
 use crate::context::Context;
 use crate::error::Error;
+use crate::finalizer_patch::with_finalizer;
 use crate::serve::metrics::ControllerLabels;
 use crate::spoke::applied_work::AppliedState;
 use crate::spoke::watches::ObjectKey;
@@ -66,22 +67,17 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         return deletion::finalize_work(&work, ctx).await;
     }
     // The patched object (new resourceVersion) saves the status writer a conflict.
-    let work = if work
-        .finalizers()
-        .iter()
-        .any(|f| f == MANIFEST_WORK_FINALIZER)
-    {
-        work
-    } else {
-        let mut finalizers = work.finalizers().to_vec();
-        finalizers.push(MANIFEST_WORK_FINALIZER.to_string());
-        let patched = ctx
-            .hub
-            .set_finalizers(work.as_ref(), finalizers)
-            .await
-            .map_err(Error::Hub)?;
-        ctx.status.record(patched.clone());
-        Arc::new(patched)
+    let work = match with_finalizer(work.finalizers(), MANIFEST_WORK_FINALIZER) {
+        None => work,
+        Some(finalizers) => {
+            let patched = ctx
+                .hub
+                .set_finalizers(work.as_ref(), finalizers)
+                .await
+                .map_err(Error::Hub)?;
+            ctx.status.record(patched.clone());
+            Arc::new(patched)
+        }
     };
     let applied = match ctx
         .applied

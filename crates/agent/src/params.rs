@@ -1,7 +1,7 @@
 //! Request parameters of the agent's own writes: every write names the agent's field manager, so
 //! `managedFields` shows `work-agent` rather than `unknown`.
 
-use kube::api::{PatchParams, PostParams};
+use kube::api::{DeleteParams, PatchParams, PostParams, Preconditions};
 
 /// The field manager of every write the agent makes itself (the default of server-side apply).
 pub const FIELD_MANAGER: &str = work_api::DEFAULT_FIELD_MANAGER;
@@ -19,5 +19,17 @@ pub fn post() -> PostParams {
     PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PostParams::default()
+    }
+}
+
+/// Parameters of a Background delete of exactly the object `uid` (a 409 Conflict if the name
+/// now belongs to another object).
+pub fn delete_background_of(uid: Option<String>) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
     }
 }

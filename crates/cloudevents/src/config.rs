@@ -76,7 +76,19 @@ pub struct CertConfig {
     pub client_key: Option<Pem>,
 }
 
+/// A PEM given as a file path or inline data (the config's `*File` and `*Data` keys).
+type PemFields = (Option<String>, Option<String>);
+
 impl CertConfig {
+    /// From the config's CA, client certificate and client key fields, each a file or data.
+    fn from_fields(ca: PemFields, cert: PemFields, key: PemFields) -> Result<Self, Error> {
+        Ok(Self {
+            ca: pem("caFile", ca.0, "caData", ca.1)?,
+            client_cert: pem("clientCertFile", cert.0, "clientCertData", cert.1)?,
+            client_key: pem("clientKeyFile", key.0, "clientKeyData", key.1)?,
+        })
+    }
+
     /// Upstream's `HasCerts`: a client certificate and key are both present.
     pub fn has_certs(&self) -> bool {
         self.client_cert.is_some() && self.client_key.is_some()
@@ -173,21 +185,11 @@ impl MqttConfig {
             .topics
             .ok_or_else(|| Error::config("topics", "required"))?;
         topics.validate()?;
-        let certs = CertConfig {
-            ca: pem("caFile", raw.ca_file, "caData", raw.ca_data)?,
-            client_cert: pem(
-                "clientCertFile",
-                raw.client_cert_file,
-                "clientCertData",
-                raw.client_cert_data,
-            )?,
-            client_key: pem(
-                "clientKeyFile",
-                raw.client_key_file,
-                "clientKeyData",
-                raw.client_key_data,
-            )?,
-        };
+        let certs = CertConfig::from_fields(
+            (raw.ca_file, raw.ca_data),
+            (raw.client_cert_file, raw.client_cert_data),
+            (raw.client_key_file, raw.client_key_data),
+        )?;
         if certs.client_cert.is_some() != certs.client_key.is_some() {
             return Err(Error::config(
                 "clientKeyFile",
@@ -278,21 +280,11 @@ impl GrpcConfig {
             .url
             .filter(|u| !u.is_empty())
             .ok_or_else(|| Error::config("url", "required"))?;
-        let certs = CertConfig {
-            ca: pem("caFile", raw.ca_file, "caData", raw.ca_data)?,
-            client_cert: pem(
-                "clientCertFile",
-                raw.client_cert_file,
-                "clientCertData",
-                raw.client_cert_data,
-            )?,
-            client_key: pem(
-                "clientKeyFile",
-                raw.client_key_file,
-                "clientKeyData",
-                raw.client_key_data,
-            )?,
-        };
+        let certs = CertConfig::from_fields(
+            (raw.ca_file, raw.ca_data),
+            (raw.client_cert_file, raw.client_cert_data),
+            (raw.client_key_file, raw.client_key_data),
+        )?;
         let token = match (
             raw.token.filter(|t| !t.is_empty()),
             raw.token_file.filter(|t| !t.is_empty()),

@@ -6,7 +6,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Preconditions, PropagationPolicy};
+use kube::api::PropagationPolicy;
 use kube::runtime::controller::Action;
 use work_api::{
     APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestWork, DeleteOption, MANIFEST_WORK_FINALIZER,
@@ -209,13 +209,7 @@ pub async fn cleanup_applied(
     // The object to remove the finalizer from: the delete's answer (it has the new
     // resourceVersion), or the one at hand when it was already being deleted.
     let current = if amw.metadata.deletion_timestamp.is_none() {
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: amw.metadata.uid.clone(),
-                resource_version: None,
-            }),
-            ..DeleteParams::background()
-        };
+        let params = crate::params::delete_background_of(amw.metadata.uid.clone());
         match api.delete(&name, &params).await {
             Ok(answer) => match answer.left() {
                 Some(deleting) => deleting,

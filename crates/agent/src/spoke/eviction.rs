@@ -19,7 +19,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
+use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
 use work_api::{APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestWork};
@@ -202,13 +202,7 @@ async fn act(
             Ok(())
         }
         EvictionStep::Evict => {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: amw.metadata.uid.clone(),
-                    resource_version: None,
-                }),
-                ..DeleteParams::background()
-            };
+            let params = crate::params::delete_background_of(amw.metadata.uid.clone());
             match api.delete(&name, &params).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => return Ok(()),

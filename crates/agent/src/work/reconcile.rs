@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::PropagationPolicy;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use work_api::{
     AppliedManifestResourceMeta, AppliedManifestWork, MANIFEST_WORK_FINALIZER, ManifestWork,
 };
@@ -20,6 +21,7 @@ use crate::serve::metrics::ControllerLabels;
 use crate::spoke::applied_work::AppliedState;
 use crate::spoke::watches::ObjectKey;
 use crate::work::status::{self, DesiredStatus};
+use crate::work::latest::is_newer;
 use crate::work::stored_work::StoredWork;
 use crate::{spoke::apply, spoke::deletion, work::ttl};
 use applier::manifests;
@@ -30,12 +32,31 @@ const TRANSIENT_RETRY: Duration = Duration::from_secs(5);
 /// Reconciles one stored ManifestWork: decodes it (a work that does not decode is logged with
 /// its name and waits for its next change), then [`reconcile`].
 pub async fn reconcile_stored(stored: Arc<StoredWork>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let stored = newest_stored(stored, &ctx);
     match stored.decode() {
         Ok(work) => reconcile(Arc::new(work), ctx).await,
         Err(e) => {
             tracing::warn!(work = %stored.name_any(), error = %e, "the ManifestWork cannot be decoded; waiting for it to change");
             Ok(Action::await_change())
         }
+    }
+}
+
+/// The store's copy of `stored` if the store has a newer one now. The controller hands over the
+/// copy it read when it queued the work; the store may have taken a newer version since (the
+/// agent's own last status write), and the agent's record of that write is dropped once the
+/// store has it — so the copy handed over would be older than both and its write would conflict.
+fn newest_stored(stored: Arc<StoredWork>, ctx: &Context) -> Arc<StoredWork> {
+    match ctx.work_store.get(&ObjectRef::from_obj(stored.as_ref())) {
+        Some(current)
+            if is_newer(
+                current.resource_version().as_deref(),
+                stored.resource_version().as_deref(),
+            ) =>
+        {
+            current
+        }
+        _ => stored,
     }
 }
 

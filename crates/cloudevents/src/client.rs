@@ -222,10 +222,10 @@ impl MqttClient {
             mo.set_credentials(u.clone(), p.clone().unwrap_or_default());
         }
         if cfg.uses_tls() {
-            // TLS (rustls, 1.3 only, ring) is wired with the agent; refusing beats silently dialing plain.
-            return Err(Error::config(
-                "clientCertFile",
-                "TLS brokers are not supported by this client yet",
+            // TLS 1.3 only, system roots plus the CA, reloading client certificate (`crate::tls`);
+            // rumqttc verifies the broker against `cfg.host`.
+            mo.set_transport(rumqttc::Transport::tls_with_config(
+                rumqttc::TlsConfiguration::Rustls(crate::tls::client_config(&cfg.certs)?),
             ));
         }
         let (client, eventloop) = AsyncClient::new(mo, 64);

@@ -12,6 +12,7 @@ pub mod error;
 pub mod event;
 pub mod mqtt;
 pub mod snowflake;
+pub mod tls;
 pub mod types;
 
 pub use error::Error;

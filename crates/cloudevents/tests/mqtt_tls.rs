@@ -1,0 +1,298 @@
+//! The MQTT client against a real TLS broker: a mosquitto of its own (child process, killed on every
+//! exit path) with a TLS 1.3 listener that requires client certificates, and certificates made
+//! with rcgen. A client with a certificate of the broker's CA gets subscribed and publishes; a
+//! client whose certificate the broker does not trust never gets ready. Needs the `mosquitto`
+//! binary (`e2e/scripts/mosquitto.sh install`), not a running broker.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cloudevents::client::{ClientOptions, MqttClient, SubscribedHook};
+use cloudevents::codec;
+use cloudevents::config::MqttConfig;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+};
+
+fn mosquitto_bin() -> PathBuf {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join("mosquitto"))
+            .find(|p| p.is_file())
+    });
+    on_path
+        .or_else(|| Some(PathBuf::from("/usr/sbin/mosquitto")).filter(|p| p.is_file()))
+        .unwrap_or_else(|| {
+            panic!(
+                "the mosquitto binary is not installed (neither on PATH nor /usr/sbin/mosquitto): \
+                 run `e2e/scripts/mosquitto.sh install` (as root) and run the tests again"
+            )
+        })
+}
+
+/// A temporary directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(name: &str) -> Self {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let dir = std::env::temp_dir().join(format!(
+            "cloudevents-mqtt-tls-{name}-{}-{nanos}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Self(dir)
+    }
+
+    fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let p = self.0.join(name);
+        std::fs::write(&p, contents).expect("write");
+        p
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+struct Ca {
+    issuer: Issuer<'static, KeyPair>,
+    pem: String,
+}
+
+fn new_ca(name: &str) -> Ca {
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, name);
+    let pem = params.self_signed(&key).expect("CA").pem();
+    Ca {
+        issuer: Issuer::new(params, key),
+        pem,
+    }
+}
+
+/// Certificate and key PEM of a leaf signed by `ca`.
+fn leaf(ca: &Ca, cn: &str, sans: &[&str], usage: ExtendedKeyUsagePurpose) -> (String, String) {
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        .expect("params");
+    params.distinguished_name.push(DnType::CommonName, cn);
+    params.extended_key_usages = vec![usage];
+    let cert = params.signed_by(&key, &ca.issuer).expect("leaf");
+    (cert.pem(), key.serialize_pem())
+}
+
+/// A mosquitto with a TLS 1.3 listener requiring client certificates of `ca`; killed on drop.
+struct TlsBroker {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+    ca_file: PathBuf,
+}
+
+impl TlsBroker {
+    fn start(dir: &TempDir, ca: &Ca) -> Self {
+        let bin = mosquitto_bin();
+        let (cert, key) = leaf(
+            ca,
+            "broker",
+            &["localhost", "127.0.0.1"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        let ca_file = dir.write("ca.crt", &ca.pem);
+        let cert_file = dir.write("server.crt", cert);
+        let key_file = dir.write("server.key", key);
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let conf = dir.write(
+            "mosquitto.conf",
+            format!(
+                "listener {port} 127.0.0.1\ncafile {}\ncertfile {}\nkeyfile {}\nrequire_certificate true\n\
+                 tls_version tlsv1.3\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type all\n",
+                ca_file.display(),
+                cert_file.display(),
+                key_file.display()
+            ),
+        );
+        let log = dir.0.join("mosquitto.log");
+        let out = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(&bin)
+            .arg("-c")
+            .arg(&conf)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log file"))
+            .stderr(out)
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let mut broker = Self {
+            child,
+            port,
+            log,
+            ca_file,
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = broker.child.try_wait() {
+                panic!(
+                    "mosquitto exited ({status}) at start:\n{}",
+                    broker.log_text()
+                );
+            }
+            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return broker;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "mosquitto did not listen on 127.0.0.1:{port}:\n{}",
+                    broker.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for TlsBroker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// An agent's MQTT config file for `cluster` on `host:port` with the given TLS files.
+fn config(
+    dir: &TempDir,
+    cluster: &str,
+    host: &str,
+    port: u16,
+    ca: &Path,
+    cert: &Path,
+    key: &Path,
+) -> MqttConfig {
+    let file = dir.write(
+        &format!("{cluster}.yaml"),
+        format!(
+            "brokerHost: {host}:{port}\ncaFile: {}\nclientCertFile: {}\nclientKeyFile: {}\ndialTimeout: 5s\n\
+             topics:\n  sourceEvents: sources/maestro/consumers/{cluster}/sourceevents\n  \
+             agentEvents: sources/maestro/consumers/{cluster}/agentevents\n",
+            ca.display(),
+            cert.display(),
+            key.display()
+        ),
+    );
+    let cfg = MqttConfig::from_file(&file).expect("config");
+    assert!(cfg.uses_tls());
+    cfg
+}
+
+/// Starts a client whose subscribed hook sends the spec resync request.
+fn start(cfg: MqttConfig, cluster: &str) -> MqttClient {
+    let mut opts = ClientOptions::new(cfg, cluster, format!("{cluster}-work-agent"));
+    opts.reconnect_min = Duration::from_millis(200);
+    opts.reconnect_max = Duration::from_millis(500);
+    let hook_cluster = cluster.to_string();
+    let hook: SubscribedHook = Arc::new(move |p| {
+        let ev =
+            codec::encode_spec_resync_request(vec![], &hook_cluster, p.source()).expect("encodes");
+        p.publish(ev).expect("queues");
+    });
+    MqttClient::start(opts, hook).expect("starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_of_the_brokers_ca_connects_over_tls13() {
+    let dir = TempDir::new("ok");
+    let ca = new_ca("mqtt test CA");
+    let broker = TlsBroker::start(&dir, &ca);
+    let (cert, key) = leaf(&ca, "agent", &[], ExtendedKeyUsagePurpose::ClientAuth);
+    let cert = dir.write("agent.crt", cert);
+    let key = dir.write("agent.key", key);
+
+    // The broker's certificate is checked against an IP address and against a DNS name.
+    let clients: Vec<(String, MqttClient)> = [("127.0.0.1", "tls-ip"), ("localhost", "tls-dns")]
+        .into_iter()
+        .map(|(host, name)| {
+            let cluster = format!("{name}-{}", std::process::id());
+            let cfg = config(
+                &dir,
+                &cluster,
+                host,
+                broker.port,
+                &broker.ca_file,
+                &cert,
+                &key,
+            );
+            (host.to_string(), start(cfg, &cluster))
+        })
+        .collect();
+
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for (host, client) in &clients {
+        loop {
+            let stats = client.publisher.stats();
+            // Subscribed, and the resync request published and acknowledged.
+            if stats.ready && stats.sent.values().sum::<u64>() >= 1 {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{host}: not subscribed over TLS within 20 s: {stats:?}\nbroker log:\n{}",
+                broker.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let log = broker.log_text();
+    assert!(log.contains("agent"), "the broker saw our client:\n{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_of_another_ca_is_refused() {
+    let dir = TempDir::new("refused");
+    let ca = new_ca("mqtt test CA");
+    let broker = TlsBroker::start(&dir, &ca);
+    // The client trusts the broker, but its own certificate comes from a CA the broker does not know.
+    let rogue = new_ca("rogue CA");
+    let (cert, key) = leaf(&rogue, "intruder", &[], ExtendedKeyUsagePurpose::ClientAuth);
+    let cert = dir.write("rogue.crt", cert);
+    let key = dir.write("rogue.key", key);
+    let cluster = format!("tls-rogue-{}", std::process::id());
+    let cfg = config(
+        &dir,
+        &cluster,
+        "127.0.0.1",
+        broker.port,
+        &broker.ca_file,
+        &cert,
+        &key,
+    );
+    let client = start(cfg, &cluster);
+
+    let until = Instant::now() + Duration::from_secs(4);
+    while Instant::now() < until {
+        let stats = client.publisher.stats();
+        assert!(!stats.ready, "a rogue client got subscribed: {stats:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stats = client.publisher.stats();
+    assert!(
+        stats.reconnects >= 1,
+        "the refused connection was retried: {stats:?}"
+    );
+    assert!(stats.sent.is_empty(), "{stats:?}");
+}

@@ -39,6 +39,8 @@ pub struct AgentConfig {
     pub ttl_deletion_events: bool,
     /// Feature gates that change behaviour (`--feature-gates`).
     pub gates: FeatureGates,
+    /// Longest JSON text a `RawFeedbackJsonString` feedback value may have.
+    pub max_json_raw_length: usize,
 }
 
 /// The feature gates of `--feature-gates` that change what the agent does.
@@ -77,12 +79,19 @@ impl AgentConfig {
             leader_timing: None,
             ttl_deletion_events: false,
             gates: FeatureGates::default(),
+            max_json_raw_length: crate::spoke::feedback::MAX_JSON_RAW,
         }
     }
 
     /// Sets the feature gates.
     pub fn with_gates(mut self, gates: FeatureGates) -> Self {
         self.gates = gates;
+        self
+    }
+
+    /// Sets the longest JSON text of a raw feedback value (`--max-json-raw-length`).
+    pub fn with_max_json_raw_length(mut self, length: usize) -> Self {
+        self.max_json_raw_length = length;
         self
     }
 

@@ -26,4 +26,4 @@ pub mod work;
 pub use config::AgentConfig;
 pub use context::Context;
 pub use error::Error;
-pub use run::{Clients, RunError, run, run_until};
+pub use run::{Clients, RunError, run, run_until, run_with_hub};

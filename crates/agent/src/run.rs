@@ -54,6 +54,15 @@ pub async fn run(config: AgentConfig, clients: Clients) -> Result<(), RunError> 
     run_until(config, Arc::new(hub), clients.spoke, shutdown_signal()).await
 }
 
+/// Runs the agent against `hub` (a broker's, say) until SIGTERM/SIGINT (Ok) or a fatal error.
+pub async fn run_with_hub(
+    config: AgentConfig,
+    hub: Arc<dyn Hub>,
+    spoke: kube::Client,
+) -> Result<(), RunError> {
+    run_until(config, hub, spoke, shutdown_signal()).await
+}
+
 /// Runs the agent against `hub` until `shutdown` completes (Ok) or a fatal error.
 pub async fn run_until(
     config: AgentConfig,
@@ -61,7 +70,9 @@ pub async fn run_until(
     spoke: kube::Client,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
-    let metrics = Arc::new(Metrics::new());
+    let mut metrics = Metrics::new();
+    hub.register_metrics(&mut metrics.registry);
+    let metrics = Arc::new(metrics);
     let readiness = Readiness::new();
     let server = HttpServer::bind(
         config.http_address,

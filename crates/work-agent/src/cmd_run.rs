@@ -7,7 +7,15 @@ use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+use std::sync::Arc;
+
+use agent::hub::broker::BrokerHub;
 use agent::{AgentConfig, Clients};
+use cloudevents::client::ClientOptions;
+use cloudevents::config::MqttConfig;
+use cloudevents::mqtt::Topics;
+
+use crate::upstream_flags::Driver;
 
 /// Arguments of `work-agent run` (also `work agent`, upstream's command line). Every flag can also
 /// be set with a `WORK_AGENT_*` variable; upstream's flag names are accepted as aliases.
@@ -17,11 +25,12 @@ pub struct RunArgs {
     #[arg(
         long,
         env = "WORK_AGENT_SPOKE_CLUSTER_NAME",
-        visible_alias = "cluster-name"
+        visible_aliases = ["cluster-name", "consumer-name"]
     )]
     pub spoke_cluster_name: String,
-    /// Kubeconfig of the hub cluster (upstream: `--workload-source-config`). Re-read, with the
-    /// certificate files it names, when it changes.
+    /// Kubeconfig of the hub cluster (upstream: `--workload-source-config`), re-read with the
+    /// certificate files it names when it changes; with `--workload-source-driver=mqtt`, the
+    /// broker's config file (upstream's format, see docs/mqtt.md).
     #[arg(
         long,
         env = "WORK_AGENT_HUB_KUBECONFIG",
@@ -29,7 +38,11 @@ pub struct RunArgs {
     )]
     pub hub_kubeconfig: PathBuf,
     /// Kubeconfig of the managed cluster (default: in-cluster config, then `KUBECONFIG`).
-    #[arg(long, env = "WORK_AGENT_SPOKE_KUBECONFIG")]
+    #[arg(
+        long,
+        env = "WORK_AGENT_SPOKE_KUBECONFIG",
+        visible_alias = "kubeconfig"
+    )]
     pub spoke_kubeconfig: Option<PathBuf>,
     /// Identity recorded in each AppliedManifestWork (default: the hub hash, as upstream).
     #[arg(long, env = "WORK_AGENT_AGENT_ID")]
@@ -63,7 +76,7 @@ pub struct RunArgs {
     pub leader_elect: Option<bool>,
     /// Namespace of the leader-election Lease on the spoke (default: the pod's namespace, else
     /// `open-cluster-management-agent`).
-    #[arg(long, env = "WORK_AGENT_LEASE_NAMESPACE")]
+    #[arg(long, env = "WORK_AGENT_LEASE_NAMESPACE", visible_alias = "namespace")]
     pub lease_namespace: Option<String>,
     /// How often ReadOnly manifests (which the agent cannot label, so does not watch) are re-read.
     #[arg(long, env = "WORK_AGENT_READONLY_RESYNC", default_value = "30s", value_parser = parse_duration)]
@@ -74,7 +87,7 @@ pub struct RunArgs {
     pub status_sync_period: Duration,
     /// Address of the HTTPS endpoint for `/healthz` and `/readyz` (upstream's probes), with a
     /// self-signed certificate made at start; `off` disables it.
-    #[arg(long, env = "WORK_AGENT_HEALTH_ADDRESS", default_value = "0.0.0.0:8443", value_parser = parse_optional_address)]
+    #[arg(long, env = "WORK_AGENT_HEALTH_ADDRESS", visible_alias = "listen", default_value = "0.0.0.0:8443", value_parser = parse_optional_address)]
     pub health_address: OptionalAddress,
     /// Exit (code 0) when one of these files changes; repeatable.
     #[arg(long, env = "WORK_AGENT_TERMINATE_ON_FILES", value_delimiter = ',')]
@@ -95,9 +108,23 @@ pub struct RunArgs {
 /// Flags of upstream's `work agent` command line that are accepted for drop-in use.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct UpstreamArgs {
-    /// Where works come from; only `kube` (a Kubernetes hub) is supported.
+    /// Where works come from: `kube` (a Kubernetes hub) or `mqtt` (CloudEvents over an MQTT
+    /// broker, as Maestro sends them).
     #[arg(long, default_value = crate::upstream_flags::KUBE_DRIVER)]
     pub workload_source_driver: String,
+    /// The agent's CloudEvents client id (required with `mqtt`): the source of its events; the
+    /// MQTT client id is `<id>-client`.
+    #[arg(long)]
+    pub cloudevents_client_id: Option<String>,
+    /// Accepted and ignored, as upstream (the ManifestBundle codec is the only one).
+    #[arg(long, value_delimiter = ',')]
+    pub cloudevents_client_codecs: Vec<String>,
+    /// Longest JSON text a `RawFeedbackJsonString` status feedback value may have.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_json_raw_length: u32,
+    /// klog verbosity of upstream's agent: accepted; `--log-level` sets this agent's logging.
+    #[arg(short = 'v', long = "v")]
+    pub verbosity: Option<String>,
     /// Upstream feature gates (`Name=bool,...`; repeatable). Known gates are logged, unknown ones
     /// are an error.
     #[arg(long)]
@@ -130,6 +157,12 @@ fn parse_optional_address(s: &str) -> Result<OptionalAddress, String> {
     if s == "off" {
         return Ok(OptionalAddress(None));
     }
+    // Go's form without a host (`:8443`) listens on every address.
+    let s = match s.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => s.to_string(),
+    };
+    let s = s.as_str();
     s.parse()
         .map(|a| OptionalAddress(Some(a)))
         .map_err(|e| format!("{s:?} is not an address (e.g. 0.0.0.0:8443) or \"off\": {e}"))
@@ -168,7 +201,7 @@ pub fn main(args: RunArgs) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let (config, clients) = match prepare(&args).await {
+        let (config, hub, spoke) = match prepare(&args).await {
             Ok(v) => v,
             Err(e) => {
                 eprintln!("work-agent run: {e}");
@@ -176,7 +209,17 @@ pub fn main(args: RunArgs) -> ExitCode {
             }
         };
         agent::serve::terminate_on_files::spawn(&args.terminate_on_files);
-        match agent::run(config, clients).await {
+        let result = match hub {
+            HubChoice::Kube(hub) => agent::run(config, Clients { hub, spoke }).await,
+            HubChoice::Mqtt(options) => match BrokerHub::start_mqtt(*options) {
+                Ok(hub) => agent::run_with_hub(config, Arc::new(hub), spoke).await,
+                Err(e) => {
+                    eprintln!("work-agent run: --workload-source-config: {e}");
+                    return ExitCode::from(2);
+                }
+            },
+        };
+        match result {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 tracing::error!(error = %e, "agent stopped");
@@ -185,6 +228,14 @@ pub fn main(args: RunArgs) -> ExitCode {
             }
         }
     })
+}
+
+/// The hub the command line chose.
+pub enum HubChoice {
+    /// ManifestWorks on a Kubernetes hub, through this client.
+    Kube(kube::Client),
+    /// CloudEvents from a source behind an MQTT broker.
+    Mqtt(Box<ClientOptions>),
 }
 
 /// A startup problem: reported as one line, exit code 2.
@@ -206,6 +257,14 @@ pub enum SetupError {
         /// What failed.
         reason: String,
     },
+    /// The broker config file cannot be read or is invalid.
+    #[error("workload source config {path}: {reason}")]
+    SourceConfig {
+        /// File given.
+        path: String,
+        /// What failed, naming the key.
+        reason: String,
+    },
     /// A flag value is invalid.
     #[error("{0}")]
     Flag(String),
@@ -214,14 +273,14 @@ pub enum SetupError {
     LogLevel(String, String),
 }
 
-async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
+async fn prepare(args: &RunArgs) -> Result<(AgentConfig, HubChoice, kube::Client), SetupError> {
     if args.spoke_cluster_name.is_empty() {
         return Err(SetupError::Flag(
             "--spoke-cluster-name must not be empty".into(),
         ));
     }
     let upstream = &args.upstream;
-    crate::upstream_flags::check_driver(&upstream.workload_source_driver)
+    let driver = crate::upstream_flags::parse_driver(&upstream.workload_source_driver)
         .map_err(SetupError::Flag)?;
     let gates = crate::upstream_flags::parse_feature_gates(&upstream.feature_gates)
         .map_err(SetupError::Flag)?;
@@ -231,25 +290,11 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
     )
     .map_err(SetupError::Flag)?;
     let leader_timing = leader_timing(upstream)?;
-    let (hub_config, hub_server) =
-        load_kubeconfig(&args.hub_kubeconfig)
-            .await
-            .map_err(|reason| SetupError::HubKubeconfig {
-                path: args.hub_kubeconfig.display().to_string(),
-                reason,
-            })?;
+    let (hub, hub_server) = match driver {
+        Driver::Kube => kube_hub(args).await?,
+        Driver::Mqtt => mqtt_hub(args)?,
+    };
     let (spoke_config, in_cluster) = load_spoke_config(args.spoke_kubeconfig.as_deref()).await?;
-    let hub = agent::hub::credentials::reloading_client(
-        &args.hub_kubeconfig,
-        hub_config,
-        &hub_server,
-        args.hub_qps,
-        args.hub_burst,
-    )
-    .map_err(|reason| SetupError::HubKubeconfig {
-        path: args.hub_kubeconfig.display().to_string(),
-        reason,
-    })?;
     let spoke = agent::client::build(
         spoke_config,
         args.spoke_qps,
@@ -287,6 +332,7 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
     .with_periods(args.readonly_resync, args.status_sync_period)
     .with_health(args.health_address.0, health_tls)
     .with_eviction_grace_period(args.appliedmanifestwork_eviction_grace_period)
+    .with_max_json_raw_length(upstream.max_json_raw_length as usize)
     .with_ttl_deletion_events(args.ttl_deletion_events)
     .with_gates(agent::config::FeatureGates {
         raw_feedback_json: gates.get("RawFeedbackJsonString").copied().unwrap_or(false),
@@ -297,7 +343,51 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, Clients), SetupError> {
     });
     // Logged once setup succeeded, so that a startup error stays the only line on stderr.
     tracing::info!(?gates, "feature gates (see docs/operations.md)");
-    Ok((config, Clients { hub, spoke }))
+    Ok((config, hub, spoke))
+}
+
+/// The Kubernetes hub of `--hub-kubeconfig`, and its server URL as written (the hub hash's input).
+async fn kube_hub(args: &RunArgs) -> Result<(HubChoice, String), SetupError> {
+    let bad = |reason| SetupError::HubKubeconfig {
+        path: args.hub_kubeconfig.display().to_string(),
+        reason,
+    };
+    let (hub_config, hub_server) = load_kubeconfig(&args.hub_kubeconfig).await.map_err(bad)?;
+    let hub = agent::hub::credentials::reloading_client(
+        &args.hub_kubeconfig,
+        hub_config,
+        &hub_server,
+        args.hub_qps,
+        args.hub_burst,
+    )
+    .map_err(bad)?;
+    Ok((HubChoice::Kube(hub), hub_server))
+}
+
+/// The MQTT broker of the config file, and its `brokerHost` as written (the hub hash's input,
+/// as upstream's agent derives it, so both agents name AppliedManifestWorks alike).
+fn mqtt_hub(args: &RunArgs) -> Result<(HubChoice, String), SetupError> {
+    let client_id = args
+        .upstream
+        .cloudevents_client_id
+        .clone()
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| {
+            SetupError::Flag(
+                "--cloudevents-client-id is required with --workload-source-driver=mqtt".into(),
+            )
+        })?;
+    let path = args.hub_kubeconfig.display().to_string();
+    let config =
+        MqttConfig::from_file(&args.hub_kubeconfig).map_err(|e| SetupError::SourceConfig {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+    Topics::check_cluster(&args.spoke_cluster_name)
+        .map_err(|e| SetupError::Flag(format!("--spoke-cluster-name: {e}")))?;
+    let server = config.broker_host.clone();
+    let options = ClientOptions::new(config, args.spoke_cluster_name.clone(), client_id);
+    Ok((HubChoice::Mqtt(Box::new(options)), server))
 }
 
 /// Upstream's `--leader-election-*` durations (defaults 137 s, 107 s, 26 s as upstream's when
@@ -536,6 +626,92 @@ mod tests {
             leader_timing(&bad).is_err(),
             "lease shorter than the renew deadline"
         );
+    }
+
+    #[test]
+    fn maestros_agent_chart_command_line_maps_onto_ours() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--consumer-name=cluster1",
+            "--workload-source-driver=mqtt",
+            "--workload-source-config=/secrets/mqtt/config.yaml",
+            "--cloudevents-client-id=cluster1-work-agent",
+            "--cloudevents-client-codecs=manifestbundle",
+            "--kubeconfig=/spoke/kubeconfig",
+            "--namespace=maestro-agent",
+            "--listen=:8443",
+            "--max-json-raw-length=1048576",
+            "--disable-leader-election",
+            "-v=2",
+        ])
+        .expect("Maestro's agent flags");
+        let r = &cli.run;
+        assert_eq!(r.spoke_cluster_name, "cluster1");
+        assert_eq!(r.upstream.workload_source_driver, "mqtt");
+        assert_eq!(r.hub_kubeconfig, Path::new("/secrets/mqtt/config.yaml"));
+        assert_eq!(
+            r.upstream.cloudevents_client_id.as_deref(),
+            Some("cluster1-work-agent")
+        );
+        assert_eq!(
+            r.spoke_kubeconfig.as_deref(),
+            Some(Path::new("/spoke/kubeconfig"))
+        );
+        assert_eq!(r.lease_namespace.as_deref(), Some("maestro-agent"));
+        assert_eq!(
+            r.health_address,
+            OptionalAddress(Some(([0, 0, 0, 0], 8443).into()))
+        );
+        assert_eq!(r.upstream.max_json_raw_length, 1_048_576);
+        assert!(
+            Cli::try_parse_from(["x", "--consumer-name=c", "--hub-kubeconfig=f", "--v=4"]).is_ok()
+        );
+    }
+
+    #[test]
+    fn the_mqtt_driver_needs_a_client_id_and_a_valid_config_file() {
+        let dir = std::env::temp_dir().join(format!("wa-mqtt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let good = dir.join("good.yaml");
+        std::fs::write(
+            &good,
+            "brokerHost: 127.0.0.1:1883\ntopics:\n  sourceEvents: sources/maestro/consumers/cluster1/sourceevents\n  agentEvents: sources/maestro/consumers/cluster1/agentevents\n",
+        )
+        .expect("write");
+        let bad = dir.join("bad.yaml");
+        std::fs::write(&bad, "brokerHost: 127.0.0.1:1883\n").expect("write");
+        let args = |file: &Path, id: Option<&str>| {
+            let mut argv = vec![
+                "x".to_string(),
+                "--consumer-name=cluster1".into(),
+                "--workload-source-driver=mqtt".into(),
+                format!("--workload-source-config={}", file.display()),
+            ];
+            argv.extend(id.map(|id| format!("--cloudevents-client-id={id}")));
+            Cli::try_parse_from(argv).expect("flags").run
+        };
+        let Ok((HubChoice::Mqtt(options), server)) =
+            mqtt_hub(&args(&good, Some("cluster1-work-agent")))
+        else {
+            panic!("a valid MQTT setup");
+        };
+        assert_eq!(
+            server, "127.0.0.1:1883",
+            "the hub hash is taken from brokerHost as written"
+        );
+        assert_eq!(options.cloudevents_client_id, "cluster1-work-agent");
+        let err = mqtt_hub(&args(&good, None))
+            .err()
+            .expect("no client id")
+            .to_string();
+        assert!(err.contains("--cloudevents-client-id"), "{err}");
+        let err = mqtt_hub(&args(&bad, Some("id")))
+            .err()
+            .expect("no topics")
+            .to_string();
+        assert!(err.contains("topics") && err.contains("bad.yaml"), "{err}");
+        assert!(!err.contains('\n'));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

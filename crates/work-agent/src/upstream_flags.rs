@@ -5,11 +5,20 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// The only workload source driver: ManifestWorks read from a Kubernetes hub.
+/// The default workload source driver: ManifestWorks read from a Kubernetes hub.
 pub const KUBE_DRIVER: &str = "kube";
 
-/// Drivers upstream has that this agent does not (they read works from a CloudEvents broker).
-const CLOUDEVENTS_DRIVERS: [&str; 3] = ["grpc", "mqtt", "kafka"];
+/// Drivers upstream names that this agent does not have.
+const UNSUPPORTED_DRIVERS: [&str; 3] = ["grpc", "kafka", "pubsub"];
+
+/// Where the agent reads its works from (`--workload-source-driver`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Driver {
+    /// ManifestWorks on a Kubernetes hub.
+    Kube,
+    /// CloudEvents over an MQTT broker (Maestro).
+    Mqtt,
+}
 
 /// Feature gates of upstream's work agent (open-cluster-management.io/api, `feature` package,
 /// `DefaultSpokeWorkFeatureGates`) with their defaults, plus the generic `AllAlpha`/`AllBeta`.
@@ -22,18 +31,20 @@ const KNOWN_GATES: [(&str, bool); 4] = [
     ("AllBeta", false),
 ];
 
-/// Checks `--workload-source-driver`.
-pub fn check_driver(driver: &str) -> Result<(), String> {
-    if driver == KUBE_DRIVER {
-        return Ok(());
+/// Parses `--workload-source-driver`.
+pub fn parse_driver(driver: &str) -> Result<Driver, String> {
+    match driver {
+        KUBE_DRIVER => return Ok(Driver::Kube),
+        "mqtt" => return Ok(Driver::Mqtt),
+        _ => {}
     }
-    let why = if CLOUDEVENTS_DRIVERS.contains(&driver) {
-        "CloudEvents drivers are not supported"
+    let why = if UNSUPPORTED_DRIVERS.contains(&driver) {
+        "not supported by this agent"
     } else {
         "unknown driver"
     };
     Err(format!(
-        "--workload-source-driver={driver}: {why}; the supported driver is \"{KUBE_DRIVER}\""
+        "--workload-source-driver={driver}: {why}; the supported drivers are \"kube\" and \"mqtt\""
     ))
 }
 
@@ -173,15 +184,18 @@ mod tests {
     }
 
     #[test]
-    fn only_the_kube_driver_is_supported() {
-        assert!(check_driver("kube").is_ok());
-        let err = check_driver("grpc").expect_err("grpc");
-        assert!(
-            err.contains("CloudEvents") && err.contains("\"kube\""),
-            "{err}"
-        );
-        assert!(!err.contains('\n'));
-        let err = check_driver("carrier-pigeon").expect_err("unknown");
+    fn the_kube_and_mqtt_drivers_are_supported() {
+        assert_eq!(parse_driver("kube"), Ok(Driver::Kube));
+        assert_eq!(parse_driver("mqtt"), Ok(Driver::Mqtt));
+        for other in ["kafka", "pubsub"] {
+            let err = parse_driver(other).expect_err(other);
+            assert!(
+                err.contains("not supported") && err.contains("\"kube\" and \"mqtt\""),
+                "{err}"
+            );
+            assert!(!err.contains('\n'));
+        }
+        let err = parse_driver("carrier-pigeon").expect_err("unknown");
         assert!(err.contains("unknown driver"), "{err}");
     }
 }

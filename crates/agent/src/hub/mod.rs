@@ -8,8 +8,10 @@
 //! the work logic decides on those codes; a hub behind a broker answers in the same terms.
 
 pub mod auth;
+pub mod broker;
 pub mod credentials;
 pub mod kube;
+pub mod local_works;
 pub mod memory;
 pub mod seam;
 

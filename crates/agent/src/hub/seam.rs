@@ -58,4 +58,7 @@ pub trait Hub: Send + Sync + 'static {
     /// Whether the works' watch is connected and current: eviction of works the agent could not
     /// hear about waits for it.
     fn watch_is_healthy(&self) -> bool;
+
+    /// Adds the hub's own metrics (a transport's counters) to the agent's registry.
+    fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
 }

@@ -135,9 +135,12 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Creates and registers every metric under the `work_agent` prefix.
+    /// Creates and registers every metric of the agent under the `work_agent` prefix.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("work_agent");
+        // The agent's own metrics under `work_agent_`; the root keeps room for the hub's
+        // transport metrics under upstream's names (see `Hub::register_metrics`).
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("work_agent");
         let m = Self {
             works: Family::default(),
             completions_total: Counter::default(),
@@ -268,7 +271,10 @@ impl Metrics {
             "Requests sent to the hub and spoke API servers, by verb",
             api_requests().clone(),
         );
-        Self { registry, ..m }
+        Self {
+            registry: root,
+            ..m
+        }
     }
 
     /// The registry in Prometheus text format.

@@ -486,7 +486,10 @@ fn read_feedback(
         &resolved.version,
         &resolved.kind,
         object,
-        ctx.config.gates.raw_feedback_json,
+        ctx.config
+            .gates
+            .raw_feedback_json
+            .then_some(ctx.config.max_json_raw_length),
     );
     Feedback::Read(values, error)
 }

@@ -9,7 +9,8 @@
 use serde_json::Value;
 use work_api::{FeedbackRule, FeedbackType, FeedbackValue, FieldValue, JsonPath, ValueType};
 
-/// Longest JSON text reported as a `JsonRaw` value.
+/// Longest JSON text reported as a `JsonRaw` value by default (upstream's
+/// `--max-json-raw-length`).
 pub const MAX_JSON_RAW: usize = 1024;
 
 /// The well-known status paths of a kind (upstream's list).
@@ -44,15 +45,16 @@ fn well_known_paths(group: &str, kind: &str) -> &'static [(&'static str, &'stati
 }
 
 /// The values the rules give on `object`, and the errors met (joined) if any. With `raw_json`
-/// (the `RawFeedbackJsonString` gate) a path reaching a structure or several values reports them
-/// as JSON text; without it a path reports its first value, and a structure is an error.
+/// (the `RawFeedbackJsonString` gate, with the longest JSON text allowed) a path reaching a
+/// structure or several values reports them as JSON text; without it a path reports its first
+/// value, and a structure is an error.
 pub fn collect(
     rules: &[FeedbackRule],
     group: &str,
     version: &str,
     kind: &str,
     object: &Value,
-    raw_json: bool,
+    raw_json: Option<usize>,
 ) -> (Vec<FeedbackValue>, Option<String>) {
     let mut values = Vec::new();
     let mut errors = Vec::new();
@@ -100,7 +102,7 @@ fn read_one(
     name: &str,
     path: &str,
     object: &Value,
-    raw_json: bool,
+    raw_json: Option<usize>,
     values: &mut Vec<FeedbackValue>,
     errors: &mut Vec<String>,
 ) {
@@ -117,10 +119,13 @@ fn read_one(
     }
 }
 
-fn to_field_value(found: Vec<&Value>, raw_json: bool) -> Result<Option<FieldValue>, String> {
+fn to_field_value(
+    found: Vec<&Value>,
+    raw_json: Option<usize>,
+) -> Result<Option<FieldValue>, String> {
     let value = match found.as_slice() {
         [] => return Ok(None),
-        [one, ..] if !raw_json => (*one).clone(),
+        [one, ..] if raw_json.is_none() => (*one).clone(),
         [one] => (*one).clone(),
         many => Value::Array(many.iter().map(|v| (*v).clone()).collect()),
     };
@@ -139,7 +144,7 @@ fn to_field_value(found: Vec<&Value>, raw_json: bool) -> Result<Option<FieldValu
             fv.type_ = ValueType::Integer;
             fv.integer = n.as_i64();
         }
-        other if !raw_json => {
+        other if raw_json.is_none() => {
             return Err(format!(
                 "the value is {}, not a string, integer or boolean (structures are reported \
                  with the RawFeedbackJsonString feature gate)",
@@ -148,8 +153,9 @@ fn to_field_value(found: Vec<&Value>, raw_json: bool) -> Result<Option<FieldValu
         }
         other => {
             let raw = serde_json::to_string(&other).map_err(|e| e.to_string())?;
-            if raw.len() > MAX_JSON_RAW {
-                return Err(format!("value longer than {MAX_JSON_RAW} characters"));
+            let limit = raw_json.unwrap_or(MAX_JSON_RAW);
+            if raw.len() > limit {
+                return Err(format!("value longer than {limit} characters"));
             }
             fv.type_ = ValueType::JsonRaw;
             fv.json_raw = Some(raw);
@@ -192,14 +198,14 @@ mod tests {
             type_: FeedbackType::WellKnownStatus,
             json_paths: vec![],
         }];
-        let (values, err) = collect(&rules, "batch", "v1", "Job", &job(), false);
+        let (values, err) = collect(&rules, "batch", "v1", "Job", &job(), None);
         assert_eq!(err, None);
         assert_eq!(values.len(), 2);
         assert_eq!(values[0].name, "JobComplete");
         assert_eq!(values[0].field_value.string.as_deref(), Some("True"));
         assert_eq!(values[1].field_value.type_, ValueType::Integer);
         assert_eq!(values[1].field_value.integer, Some(1));
-        let (none, err) = collect(&rules, "", "v1", "ConfigMap", &json!({}), false);
+        let (none, err) = collect(&rules, "", "v1", "ConfigMap", &json!({}), None);
         assert!(none.is_empty());
         assert!(err.is_some_and(|e| e.contains("ConfigMap")));
     }
@@ -227,7 +233,7 @@ mod tests {
                 path("missing", ".spec.nothing.here"),
             ],
         }];
-        let (values, err) = collect(&rules, "", "v1", "Thing", &obj, true);
+        let (values, err) = collect(&rules, "", "v1", "Thing", &obj, Some(MAX_JSON_RAW));
         assert_eq!(err, None);
         let by = |n: &str| values.iter().find(|v| v.name == n).map(|v| &v.field_value);
         assert_eq!(by("label").and_then(|v| v.string.as_deref()), Some("x"));
@@ -252,7 +258,7 @@ mod tests {
                 path("n", ".spec.n"),
             ],
         }];
-        let (values, err) = collect(&rules, "", "v1", "Thing", &obj, false);
+        let (values, err) = collect(&rules, "", "v1", "Thing", &obj, None);
         let by = |n: &str| values.iter().find(|v| v.name == n).map(|v| &v.field_value);
         assert_eq!(by("all").and_then(|v| v.integer), Some(1));
         assert!(by("obj").is_none());
@@ -269,7 +275,7 @@ mod tests {
         }];
         let ds = json!({"status": {"numberReady": 2, "desiredNumberScheduled": 3,
             "numberAvailable": 1}});
-        let (values, err) = collect(&rules, "apps", "v1", "DaemonSet", &ds, false);
+        let (values, err) = collect(&rules, "apps", "v1", "DaemonSet", &ds, None);
         assert_eq!(err, None);
         let names: Vec<&str> = values.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(
@@ -300,7 +306,14 @@ mod tests {
                 },
             ],
         }];
-        let (values, err) = collect(&rules, "", "v1", "Thing", &json!({"spec": 1}), true);
+        let (values, err) = collect(
+            &rules,
+            "",
+            "v1",
+            "Thing",
+            &json!({"spec": 1}),
+            Some(MAX_JSON_RAW),
+        );
         assert!(values.is_empty());
         let err = err.expect("errors");
         assert!(

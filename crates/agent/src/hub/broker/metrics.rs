@@ -1,0 +1,205 @@
+//! The transport's metrics under upstream's names (sdk-go's client metrics): events received and
+//! sent by type, reconnects, the publish queue, and how long a status resync takes. Counters are
+//! read from the transport's own statistics at each scrape, so the transport needs no metrics
+//! library.
+
+use cloudevents::client::Stats;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// Where the collector reads the transport's statistics.
+pub type StatsSource = std::sync::Arc<dyn Fn() -> Stats + Send + Sync>;
+
+/// Upstream's resync-duration buckets (seconds).
+const RESYNC_BUCKETS: [f64; 7] = [0.1, 0.2, 0.5, 1.0, 2.0, 10.0, 30.0];
+
+/// The labels of one event type: `type` (the data type), `subresource`, `action`, as upstream
+/// splits `<data type>.<subresource>.<action>`.
+fn type_labels(event_type: &str) -> Vec<(&'static str, String)> {
+    let mut parts = event_type.rsplitn(3, '.');
+    let action = parts.next().unwrap_or_default().to_string();
+    let subresource = parts.next().unwrap_or_default().to_string();
+    let data_type = parts.next().unwrap_or_default().to_string();
+    vec![
+        ("type", data_type),
+        ("subresource", subresource),
+        ("action", action),
+    ]
+}
+
+/// Reads a transport's [`Stats`] at scrape time.
+pub struct TransportCollector {
+    stats: StatsSource,
+    client_id: String,
+}
+
+impl std::fmt::Debug for TransportCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransportCollector")
+            .field("client_id", &self.client_id)
+            .finish()
+    }
+}
+
+fn counters(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    values: &std::collections::BTreeMap<String, u64>,
+    extra: &[(&'static str, String)],
+) -> Result<(), std::fmt::Error> {
+    let mut family =
+        encoder.encode_descriptor(name, help, None, ConstCounter::new(0u64).metric_type())?;
+    for (event_type, value) in values {
+        let mut labels = extra.to_vec();
+        labels.extend(type_labels(event_type));
+        ConstCounter::new(*value).encode(family.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+impl Collector for TransportCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let stats = (self.stats)();
+        let source = [("source", self.client_id.clone())];
+        counters(
+            &mut encoder,
+            "cloudevents_received",
+            "The total number of CloudEvents received by client.",
+            &stats.received,
+            &[],
+        )?;
+        counters(
+            &mut encoder,
+            "cloudevents_sent",
+            "The total number of CloudEvents sent from client (acknowledged by the broker).",
+            &stats.sent,
+            &source,
+        )?;
+        let reconnects = ConstCounter::new(stats.reconnects);
+        let mut family = encoder.encode_descriptor(
+            "cloudevents_client_reconnected",
+            "The total number of reconnects for the CloudEvents client.",
+            None,
+            reconnects.metric_type(),
+        )?;
+        reconnects.encode(family.encode_family(&[("client_id", self.client_id.clone())])?)?;
+        let rejected = ConstCounter::new(stats.rejected);
+        rejected.encode(encoder.encode_descriptor(
+            "cloudevents_rejected",
+            "CloudEvents received that could not be used (malformed, too large, another cluster's).",
+            None,
+            rejected.metric_type(),
+        )?)?;
+        let depth = ConstGauge::new(i64::try_from(stats.queue_depth).unwrap_or(i64::MAX));
+        depth.encode(encoder.encode_descriptor(
+            "cloudevents_publish_queue_depth",
+            "Events waiting to be published or acknowledged (latest status per work).",
+            None,
+            depth.metric_type(),
+        )?)?;
+        let ready = ConstGauge::new(i64::from(stats.ready));
+        ready.encode(encoder.encode_descriptor(
+            "cloudevents_subscribed",
+            "1 while the client is connected and subscribed.",
+            None,
+            ready.metric_type(),
+        )?)?;
+        Ok(())
+    }
+}
+
+/// The histogram of status resync durations, with upstream's buckets.
+pub fn status_resync_histogram() -> Histogram {
+    Histogram::new(RESYNC_BUCKETS)
+}
+
+/// Registers the transport's metrics and the status resync histogram.
+pub fn register(
+    registry: &mut Registry,
+    stats: StatsSource,
+    client_id: &str,
+    status_resync: Histogram,
+) {
+    registry.register_collector(Box::new(TransportCollector {
+        stats,
+        client_id: client_id.to_string(),
+    }));
+    registry.register(
+        "resources_status_resync_duration_seconds",
+        "The duration of the resource status resync in seconds.",
+        status_resync,
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cloudevents::types;
+    use std::sync::Arc;
+
+    #[test]
+    fn event_types_split_into_upstreams_labels() {
+        let labels = type_labels(&format!(
+            "{}.status.update_request",
+            types::MANIFEST_BUNDLE_DATA_TYPE
+        ));
+        assert_eq!(labels[0].1, types::MANIFEST_BUNDLE_DATA_TYPE);
+        assert_eq!(labels[1].1, "status");
+        assert_eq!(labels[2].1, "update_request");
+    }
+
+    #[test]
+    fn the_transports_counters_are_scraped_under_upstreams_names() {
+        let mut registry = Registry::default();
+        let stats = Stats {
+            ready: true,
+            received: [(
+                format!("{}.spec.create_request", types::MANIFEST_BUNDLE_DATA_TYPE),
+                3,
+            )]
+            .into(),
+            sent: [(
+                format!("{}.status.update_request", types::MANIFEST_BUNDLE_DATA_TYPE),
+                5,
+            )]
+            .into(),
+            rejected: 1,
+            reconnects: 2,
+            queue_depth: 4,
+        };
+        let histogram = status_resync_histogram();
+        register(
+            &mut registry,
+            Arc::new(move || stats.clone()),
+            "c1-work-agent",
+            histogram.clone(),
+        );
+        histogram.observe(0.01);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        assert!(
+            text.contains(r#"cloudevents_received_total{type="io.open-cluster-management.works.v1alpha1.manifestbundles",subresource="spec",action="create_request"} 3"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"cloudevents_sent_total{source="c1-work-agent","#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"cloudevents_client_reconnected_total{client_id="c1-work-agent"} 2"#),
+            "{text}"
+        );
+        assert!(text.contains("cloudevents_publish_queue_depth 4"), "{text}");
+        assert!(text.contains("cloudevents_subscribed 1"), "{text}");
+        assert!(
+            text.contains("resources_status_resync_duration_seconds_count 1"),
+            "{text}"
+        );
+        assert!(text.contains("cloudevents_rejected_total 1"), "{text}");
+    }
+}

@@ -1,0 +1,596 @@
+//! A hub behind a message broker (Maestro over MQTT, later gRPC): the source keeps the works and
+//! sends them as CloudEvents; the agent keeps its copy in memory ([`LocalWorks`], as upstream's
+//! agent does) and sends statuses back.
+//!
+//! - Spec events change the copy as upstream's agent store decides ([`spec`]); the controller
+//!   watches the copy like a hub's works.
+//! - A status write is checked against the copy's resourceVersion (409 as a hub would), then
+//!   published as `status.update_request` (latest per work while the broker is away).
+//! - Finalizers are local bookkeeping; when the last one goes from a work being deleted, the
+//!   work's `Deleted` status is published at once and the copy forgotten.
+//! - A TTL deletion marks the copy deleted: the agent cleans up as for a delete from the source
+//!   and publishes `Deleted`; the source then removes the work.
+//! - After every (re)subscribe the agent asks for a spec resync with the versions it holds; a
+//!   status resync request is answered with the statuses the source lacks.
+//! - Hub Events have no equivalent in the protocol: they are logged.
+
+pub mod metrics;
+pub mod spec;
+pub mod status;
+
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Instant;
+
+use cloudevents::client::{ClientOptions, MqttClient, Publisher, Stats};
+use cloudevents::codec::{self, Incoming, ResourceStatusHashList, SpecUpdate};
+use cloudevents::snowflake::Snowflake;
+use cloudevents::{CloudEvent, EventType};
+use futures::future::BoxFuture;
+use kube::runtime::events::Event;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use tokio::sync::mpsc;
+use work_api::{ManifestWork, ManifestWorkStatus};
+
+use super::local_works::{LocalWorks, api_error};
+use super::seam::{Hub, HubResult, WorkEvents};
+use spec::SpecChange;
+
+/// Where events to the source go: the transport's publishing half.
+pub trait Outbox: Send + Sync + 'static {
+    /// Queues `event` (a status replaces the queued, unsent one of the same work).
+    fn publish(&self, event: CloudEvent) -> Result<(), cloudevents::Error>;
+    /// Readiness and counters now.
+    fn stats(&self) -> Stats;
+}
+
+impl Outbox for Publisher {
+    fn publish(&self, event: CloudEvent) -> Result<(), cloudevents::Error> {
+        Publisher::publish(self, event)
+    }
+
+    fn stats(&self) -> Stats {
+        Publisher::stats(self)
+    }
+}
+
+struct Inner {
+    cluster: String,
+    client_id: String,
+    works: LocalWorks,
+    sequence: Snowflake,
+    outbox: OnceLock<Arc<dyn Outbox>>,
+    status_resync: Histogram,
+    /// Keeps the transport's tasks running as long as the hub lives.
+    transport: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+}
+
+/// The works of one cluster, from a source behind a broker.
+#[derive(Clone)]
+pub struct BrokerHub {
+    inner: Arc<Inner>,
+}
+
+/// 503 with `message`: the status could not be handed to the transport; the agent retries.
+fn unavailable(message: String) -> kube::Error {
+    api_error(503, "ServiceUnavailable", message)
+}
+
+impl BrokerHub {
+    /// A hub for `cluster` with no transport yet; `client_id` is the source of the agent's
+    /// events (`--cloudevents-client-id`).
+    pub fn new(cluster: &str, client_id: &str) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                cluster: cluster.to_string(),
+                client_id: client_id.to_string(),
+                works: LocalWorks::default(),
+                sequence: Snowflake::new(),
+                outbox: OnceLock::new(),
+                status_resync: metrics::status_resync_histogram(),
+                transport: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Connects to the MQTT broker of `options` and starts taking its events.
+    pub fn start_mqtt(options: ClientOptions) -> Result<Self, cloudevents::Error> {
+        let hub = Self::new(&options.cluster, &options.cloudevents_client_id);
+        let resync = hub.clone();
+        let on_subscribed: cloudevents::client::SubscribedHook =
+            Arc::new(move |publisher: &Publisher| resync.request_spec_resync(publisher));
+        let mut client = MqttClient::start(options, on_subscribed)?;
+        let incoming = std::mem::replace(&mut client.incoming, mpsc::channel(1).1);
+        hub.attach(Arc::new(client.publisher.clone()), incoming);
+        *hub.inner
+            .transport
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Box::new(client));
+        Ok(hub)
+    }
+
+    /// Connects `outbox` and starts applying the events of `incoming`.
+    pub fn attach(
+        &self,
+        outbox: Arc<dyn Outbox>,
+        incoming: mpsc::Receiver<Result<Incoming, cloudevents::Error>>,
+    ) {
+        let _ = self.inner.outbox.set(outbox);
+        tokio::spawn(self.clone().receive(incoming));
+    }
+
+    /// The works as the agent holds them now.
+    pub fn works(&self) -> Vec<ManifestWork> {
+        self.inner.works.lock().works().values().cloned().collect()
+    }
+
+    fn outbox(&self) -> Result<&Arc<dyn Outbox>, kube::Error> {
+        self.inner
+            .outbox
+            .get()
+            .ok_or_else(|| unavailable("the broker connection is not started".into()))
+    }
+
+    /// Publishes the status of `work` as an event of `ty`.
+    fn publish_status(&self, work: &ManifestWork, ty: EventType) -> Result<(), kube::Error> {
+        let name = work.metadata.name.clone().unwrap_or_default();
+        let event = status::status_event(
+            work,
+            ty,
+            &self.inner.client_id,
+            self.inner.sequence.next_id(),
+        )
+        .map_err(|e| unavailable(format!("the status of {name} cannot be encoded: {e}")))?;
+        self.outbox()?
+            .publish(event)
+            .map_err(|e| unavailable(format!("the status of {name} cannot be queued: {e}")))
+    }
+
+    /// Tells the source that `work` is gone from the cluster.
+    fn publish_deleted(&self, work: &ManifestWork) -> Result<(), kube::Error> {
+        let deleted = status::with_deleted_condition(work.clone());
+        self.publish_status(&deleted, EventType::StatusUpdate)?;
+        tracing::info!(
+            work = %work.metadata.name.clone().unwrap_or_default(),
+            "cleanup done; Deleted sent to the source"
+        );
+        Ok(())
+    }
+
+    /// Sends the spec resync request (after every subscribe): the versions the agent holds.
+    fn request_spec_resync(&self, outbox: &dyn Outbox) {
+        let versions = {
+            let locked = self.inner.works.lock();
+            status::resource_versions(locked.works().values())
+        };
+        let count = versions.len();
+        match codec::encode_spec_resync_request(
+            versions,
+            &self.inner.cluster,
+            &self.inner.client_id,
+        )
+        .and_then(|ev| outbox.publish(ev))
+        {
+            Ok(()) => tracing::info!(works = count, "subscribed; spec resync requested"),
+            Err(e) => tracing::error!(error = %e, "the spec resync request could not be sent"),
+        }
+    }
+
+    async fn receive(self, mut incoming: mpsc::Receiver<Result<Incoming, cloudevents::Error>>) {
+        while let Some(item) = incoming.recv().await {
+            match item {
+                Ok(Incoming::Spec(update)) => self.apply_spec(&update),
+                Ok(Incoming::StatusResync(request)) => self.answer_status_resync(&request),
+                Err(cloudevents::Error::WrongCluster { got, .. }) => {
+                    tracing::debug!(cluster = %got, "event for another cluster ignored");
+                }
+                Err(e) => tracing::warn!(error = %e, "event from the source refused"),
+            }
+        }
+    }
+
+    /// Applies one spec event to the agent's copy.
+    pub fn apply_spec(&self, update: &SpecUpdate) {
+        let mut locked = self.inner.works.lock();
+        let existing = locked
+            .works()
+            .values()
+            .find(|w| w.metadata.uid.as_deref() == Some(update.uid.as_str()))
+            .cloned();
+        match spec::apply_spec(existing.as_ref(), update) {
+            SpecChange::Put(work) => {
+                locked.commit(work);
+            }
+            SpecChange::Rename { old_name, work } => {
+                locked.remove(&old_name);
+                locked.commit(work);
+            }
+            SpecChange::Ignore(why) => {
+                tracing::debug!(work = %update.name, generation = update.generation, why, "spec event changes nothing");
+            }
+        }
+    }
+
+    /// Answers a status resync request with the statuses the source lacks.
+    pub fn answer_status_resync(&self, request: &ResourceStatusHashList) {
+        let started = Instant::now();
+        let works = self.works();
+        let answer = status::resync_answer(&works, request);
+        let count = answer.len();
+        for work in answer {
+            if let Err(e) = self.publish_status(work, EventType::StatusResyncResponse) {
+                tracing::warn!(error = %e, "status resync answer not sent");
+            }
+        }
+        self.inner
+            .status_resync
+            .observe(started.elapsed().as_secs_f64());
+        tracing::info!(works = count, "status resync answered");
+    }
+}
+
+impl Hub for BrokerHub {
+    fn watch_works(&self) -> WorkEvents {
+        self.inner.works.watch()
+    }
+
+    fn get_work<'a>(&'a self, name: &'a str) -> HubResult<'a, Option<ManifestWork>> {
+        let work = self.inner.works.get(name);
+        Box::pin(async move { Ok(work) })
+    }
+
+    fn write_status<'a>(
+        &'a self,
+        name: &'a str,
+        resource_version: Option<&'a str>,
+        status: &'a ManifestWorkStatus,
+    ) -> HubResult<'a, ManifestWork> {
+        let result = self
+            .inner
+            .works
+            .write_status(name, resource_version, status, |work| {
+                self.publish_status(work, EventType::StatusUpdate)
+            });
+        Box::pin(async move { result })
+    }
+
+    fn set_finalizers<'a>(
+        &'a self,
+        work: &'a ManifestWork,
+        finalizers: Vec<String>,
+    ) -> HubResult<'a, ManifestWork> {
+        let result = self
+            .inner
+            .works
+            .set_finalizers(work, finalizers, |gone| self.publish_deleted(gone))
+            .map(|written| written.work);
+        Box::pin(async move { result })
+    }
+
+    fn delete_work<'a>(&'a self, name: &'a str, uid: &'a str) -> HubResult<'a, ()> {
+        let result = self.inner.works.check_uid(name, uid).and_then(|()| {
+            self.inner
+                .works
+                .delete(name, |gone| self.publish_deleted(gone))
+                .map(|_| ())
+        });
+        Box::pin(async move { result })
+    }
+
+    fn record_event<'a>(&'a self, work: &'a ManifestWork, event: Event) -> HubResult<'a, ()> {
+        // The protocol has no Events; the log keeps what a hub would have recorded.
+        tracing::info!(
+            work = %work.metadata.name.clone().unwrap_or_default(),
+            reason = %event.reason,
+            note = %event.note.unwrap_or_default(),
+            "event (not sent: the broker protocol has no Events)"
+        );
+        Box::pin(async { Ok(()) })
+    }
+
+    fn reachable(&self) -> BoxFuture<'_, bool> {
+        let ready = self.watch_is_healthy();
+        Box::pin(async move { ready })
+    }
+
+    fn credentials_refused(&self) -> BoxFuture<'_, bool> {
+        Box::pin(async { false })
+    }
+
+    fn watch_is_healthy(&self) -> bool {
+        self.inner.outbox.get().is_some_and(|o| o.stats().ready)
+    }
+
+    fn register_metrics(&self, registry: &mut Registry) {
+        let hub = self.clone();
+        let stats: metrics::StatsSource = Arc::new(move || {
+            hub.inner
+                .outbox
+                .get()
+                .map(|o| o.stats())
+                .unwrap_or_default()
+        });
+        metrics::register(
+            registry,
+            stats,
+            &self.inner.client_id,
+            self.inner.status_resync.clone(),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cloudevents::codec::ResourceStatusHash;
+    use cloudevents::types;
+    use futures::StreamExt;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use k8s_openapi::jiff::Timestamp;
+    use kube::runtime::watcher;
+    use work_api::MANIFEST_WORK_FINALIZER;
+
+    /// An outbox that keeps what it is given, and can refuse.
+    #[derive(Default)]
+    struct Recorder {
+        events: Mutex<Vec<CloudEvent>>,
+        refuse: std::sync::atomic::AtomicBool,
+    }
+
+    impl Outbox for Recorder {
+        fn publish(&self, event: CloudEvent) -> Result<(), cloudevents::Error> {
+            if self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
+                return Err(cloudevents::Error::Binding("queue full".into()));
+            }
+            self.events
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(event);
+            Ok(())
+        }
+
+        fn stats(&self) -> Stats {
+            Stats {
+                ready: true,
+                ..Stats::default()
+            }
+        }
+    }
+
+    impl Recorder {
+        fn taken(&self) -> Vec<CloudEvent> {
+            std::mem::take(&mut *self.events.lock().unwrap_or_else(PoisonError::into_inner))
+        }
+    }
+
+    fn create(uid: &str, generation: i64) -> SpecUpdate {
+        SpecUpdate {
+            event_type: EventType::SpecCreate,
+            uid: uid.into(),
+            name: uid.into(),
+            namespace: "cluster1".into(),
+            generation,
+            source: "maestro".into(),
+            labels: [(
+                codec::LABEL_ORIGINAL_SOURCE.to_string(),
+                "maestro".to_string(),
+            )]
+            .into(),
+            annotations: Default::default(),
+            deletion_timestamp: None,
+            spec: Some(Default::default()),
+        }
+    }
+
+    fn hub() -> (
+        BrokerHub,
+        Arc<Recorder>,
+        mpsc::Sender<Result<Incoming, cloudevents::Error>>,
+    ) {
+        let hub = BrokerHub::new("cluster1", "cluster1-work-agent");
+        let outbox = Arc::new(Recorder::default());
+        let (tx, rx) = mpsc::channel(8);
+        hub.attach(outbox.clone(), rx);
+        (hub, outbox, tx)
+    }
+
+    fn conditions(ev: &CloudEvent) -> Vec<(String, String)> {
+        let status: serde_json::Value =
+            serde_json::from_slice(ev.data.as_deref().unwrap_or_default()).expect("json");
+        status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                (
+                    c["type"].as_str().unwrap_or_default().to_string(),
+                    c["status"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn spec_events_reach_the_watch_and_statuses_go_out() {
+        let (hub, outbox, tx) = hub();
+        let mut watch = hub.watch_works();
+        assert!(matches!(watch.next().await, Some(Ok(watcher::Event::Init))));
+        assert!(matches!(
+            watch.next().await,
+            Some(Ok(watcher::Event::InitDone))
+        ));
+        tx.send(Ok(Incoming::Spec(Box::new(create("u1", 1)))))
+            .await
+            .expect("send");
+        let Some(Ok(watcher::Event::Apply(seen))) = watch.next().await else {
+            panic!("the new work is watched");
+        };
+        assert_eq!(seen.metadata.uid.as_deref(), Some("u1"));
+
+        let work = hub.get_work("u1").await.expect("read").expect("stored");
+        let rv = work.metadata.resource_version.clone();
+        let mut status = ManifestWorkStatus::default();
+        status.conditions.push(Condition {
+            type_: "Applied".into(),
+            status: "True".into(),
+            reason: "AppliedManifestWorkComplete".into(),
+            message: String::new(),
+            last_transition_time: Time(Timestamp::now()),
+            observed_generation: Some(1),
+        });
+        let written = hub
+            .write_status("u1", rv.as_deref(), &status)
+            .await
+            .expect("written");
+        let sent = outbox.taken();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].type_, EventType::StatusUpdate.as_type());
+        assert_eq!(
+            conditions(&sent[0]),
+            [("Applied".to_string(), "True".to_string())]
+        );
+
+        // A stale resourceVersion is a conflict, as on a hub, and sends nothing.
+        let err = hub
+            .write_status("u1", rv.as_deref(), &status)
+            .await
+            .expect_err("stale");
+        assert!(matches!(err, kube::Error::Api(s) if s.code == 409));
+        assert!(outbox.taken().is_empty());
+
+        // A refused publish leaves the copy as it was, so the write is retried.
+        outbox
+            .refuse
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let err = hub
+            .write_status(
+                "u1",
+                written.metadata.resource_version.as_deref(),
+                &ManifestWorkStatus::default(),
+            )
+            .await
+            .expect_err("refused");
+        assert!(matches!(err, kube::Error::Api(s) if s.code == 503));
+        let kept = hub.get_work("u1").await.expect("read").expect("stored");
+        assert_eq!(kept.status, written.status);
+    }
+
+    #[tokio::test]
+    async fn the_last_finalizer_of_a_deleted_work_sends_deleted_at_once() {
+        let (hub, outbox, _tx) = hub();
+        hub.apply_spec(&create("u2", 1));
+        let work = hub.get_work("u2").await.expect("read").expect("stored");
+        hub.set_finalizers(&work, vec![MANIFEST_WORK_FINALIZER.into()])
+            .await
+            .expect("finalizer");
+        assert!(
+            outbox.taken().is_empty(),
+            "finalizers are local bookkeeping"
+        );
+        let mut deleting = create("u2", 2);
+        deleting.deletion_timestamp = Some(chrono::Utc::now());
+        deleting.spec = None;
+        hub.apply_spec(&deleting);
+        let work = hub.get_work("u2").await.expect("read").expect("stored");
+        assert!(work.metadata.deletion_timestamp.is_some());
+        assert_eq!(work.metadata.generation, Some(2));
+        hub.set_finalizers(&work, vec![]).await.expect("released");
+        assert!(
+            hub.get_work("u2").await.expect("read").is_none(),
+            "forgotten"
+        );
+        let sent = outbox.taken();
+        assert_eq!(sent.len(), 1);
+        assert!(conditions(&sent[0]).contains(&("Deleted".to_string(), "True".to_string())));
+        assert_eq!(
+            sent[0]
+                .ext_integer(types::EXT_RESOURCE_VERSION)
+                .ok()
+                .flatten(),
+            Some(2)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_ttl_deletion_marks_the_work_and_a_work_without_finalizers_goes_at_once() {
+        let (hub, outbox, _tx) = hub();
+        hub.apply_spec(&create("u3", 1));
+        let work = hub.get_work("u3").await.expect("read").expect("stored");
+        hub.set_finalizers(&work, vec![MANIFEST_WORK_FINALIZER.into()])
+            .await
+            .expect("finalizer");
+        let err = hub.delete_work("u3", "other-uid").await.expect_err("uid");
+        assert!(matches!(err, kube::Error::Api(s) if s.code == 409));
+        hub.delete_work("u3", "u3").await.expect("deleted");
+        let marked = hub
+            .get_work("u3")
+            .await
+            .expect("read")
+            .expect("kept until cleaned up");
+        assert!(marked.metadata.deletion_timestamp.is_some());
+        assert!(outbox.taken().is_empty(), "Deleted only once cleaned up");
+
+        hub.apply_spec(&create("u4", 1));
+        hub.delete_work("u4", "u4").await.expect("deleted");
+        assert!(hub.get_work("u4").await.expect("read").is_none());
+        assert_eq!(outbox.taken().len(), 1, "Deleted at once");
+    }
+
+    #[tokio::test]
+    async fn resyncs_list_what_the_agent_holds_and_answer_what_the_source_lacks() {
+        let (hub, outbox, tx) = hub();
+        hub.apply_spec(&create("a", 3));
+        hub.apply_spec(&create("b", 1));
+        hub.request_spec_resync(outbox.as_ref());
+        let sent = outbox.taken();
+        assert_eq!(sent[0].type_, EventType::SpecResyncRequest.as_type());
+        let list: codec::ResourceVersionList =
+            serde_json::from_slice(sent[0].data.as_deref().unwrap_or_default()).expect("list");
+        let mut versions: Vec<_> = list
+            .resource_versions
+            .iter()
+            .map(|v| (v.resource_id.as_str(), v.resource_version))
+            .collect();
+        versions.sort();
+        assert_eq!(versions, [("a", 3), ("b", 1)]);
+        assert_eq!(
+            sent[0].ext_string(types::EXT_CLUSTER_NAME).as_deref(),
+            Some("cluster1")
+        );
+
+        tx.send(Ok(
+            Incoming::StatusResync(ResourceStatusHashList::default()),
+        ))
+        .await
+        .expect("send");
+        let all = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            loop {
+                let got = outbox.taken();
+                if !got.is_empty() {
+                    return got;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("answered");
+        assert_eq!(all.len(), 2);
+        assert!(
+            all.iter()
+                .all(|e| e.type_ == EventType::StatusResyncResponse.as_type())
+        );
+
+        let a = hub.get_work("a").await.expect("read").expect("a");
+        let current = codec::status_hash(&a.status.clone().unwrap_or_default()).expect("hash");
+        hub.answer_status_resync(&ResourceStatusHashList {
+            status_hashes: vec![ResourceStatusHash {
+                resource_id: "a".into(),
+                status_hash: current,
+            }],
+        });
+        assert!(
+            outbox.taken().is_empty(),
+            "the source has a's status; b was not asked for"
+        );
+    }
+}

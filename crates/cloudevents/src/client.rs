@@ -3,11 +3,17 @@
 //! keeps only the latest event per work while the broker is away, and call a hook after every
 //! (re)subscribe. Reconnects with jittered exponential backoff (upstream: 5 s to 1 min).
 //!
+//! With TLS, a task reads the client certificate files again every refresh period (upstream's
+//! `clientCertRotating`); when the certificate changed and the connection presented the old one,
+//! it closes the connection (an MQTT DISCONNECT, then the socket) and the client reconnects at
+//! once, without backoff, presenting the new certificate.
+//!
 //! Loss-free across broker restarts: with a clean start the broker and rumqttc both forget
 //! unacknowledged publishes, so every event stays ours until its PUBACK; on a connection error the
 //! unacknowledged ones go back into the queue (unless a newer event for the same work is there).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -23,6 +29,7 @@ use crate::codec::{Decoder, Incoming};
 use crate::config::{MqttConfig, mqtt_client_id};
 use crate::event::CloudEvent;
 use crate::mqtt::{self, Message, Topics};
+use crate::tls::ReloadingClientCert;
 use crate::types::{self, EventType};
 
 /// Room for a ~1 MiB bundle plus attributes (rumqttc's default is 10 KiB).
@@ -45,6 +52,9 @@ pub struct ClientOptions {
     pub reconnect_min: Duration,
     /// Largest reconnect delay (upstream 1 min).
     pub reconnect_max: Duration,
+    /// How often the TLS client certificate files are read again (upstream's
+    /// `CertCallbackRefreshDuration`: 5 min, or `CERT_CALLBACK_REFRESH_DURATION`).
+    pub cert_refresh: Duration,
 }
 
 impl ClientOptions {
@@ -62,6 +72,7 @@ impl ClientOptions {
             queue_capacity: 100_000,
             reconnect_min: Duration::from_secs(5),
             reconnect_max: Duration::from_secs(60),
+            cert_refresh: crate::tls::refresh_from_env(),
         }
     }
 }
@@ -120,8 +131,24 @@ pub struct Publisher {
     shared: Arc<Shared>,
 }
 
+/// Between the connection loop and the certificate rotation task.
+#[derive(Default)]
+struct Rotation {
+    /// CONNACK seen, no connection loss since.
+    connected: AtomicBool,
+    /// A DISCONNECT for a rotation is on its way; the loop clears it with the connection.
+    disconnecting: AtomicBool,
+    /// A rotation wants a new connection: the next one is made without backoff.
+    requested: AtomicBool,
+    /// Wakes the connection loop out of its backoff when the certificate changed.
+    rotated: Notify,
+    /// Asks the rotation task to check again (a CONNACK for a connection with an old certificate).
+    check: Notify,
+}
+
 struct Shared {
     state: Mutex<State>,
+    rotation: Rotation,
     wake: Notify,
     topics: Topics,
     cluster: String,
@@ -221,16 +248,20 @@ impl MqttClient {
         if let (Some(u), p) = (&cfg.username, &cfg.password) {
             mo.set_credentials(u.clone(), p.clone().unwrap_or_default());
         }
+        let mut client_cert = None;
         if cfg.uses_tls() {
             // TLS 1.3 only, system roots plus the CA, reloading client certificate (`crate::tls`);
             // rumqttc verifies the broker against `cfg.host`.
+            let tls = crate::tls::client_tls(&cfg.certs, opts.cert_refresh)?;
             mo.set_transport(rumqttc::Transport::tls_with_config(
-                rumqttc::TlsConfiguration::Rustls(crate::tls::client_config(&cfg.certs)?),
+                rumqttc::TlsConfiguration::Rustls(tls.config),
             ));
+            client_cert = Some(tls.cert);
         }
         let (client, eventloop) = AsyncClient::new(mo, 64);
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
+            rotation: Rotation::default(),
             wake: Notify::new(),
             topics: cfg.topics.clone(),
             cluster: opts.cluster.clone(),
@@ -254,12 +285,22 @@ impl MqttClient {
             tx,
             on_subscribed,
             opts.clone(),
+            client_cert.clone(),
         ));
-        let send = tokio::spawn(publish_loop(client, shared));
+        let mut tasks = vec![conn];
+        if let Some(cert) = client_cert {
+            tasks.push(tokio::spawn(rotation_loop(
+                cert,
+                opts.cert_refresh,
+                client.clone(),
+                shared.clone(),
+            )));
+        }
+        tasks.push(tokio::spawn(publish_loop(client, shared)));
         Ok(Self {
             incoming: rx,
             publisher,
-            tasks: vec![conn, send],
+            tasks,
         })
     }
 }
@@ -282,6 +323,73 @@ fn to_message(p: &rumqttc::v5::mqttbytes::v5::Publish) -> Message {
     }
 }
 
+/// The shortest period of the certificate polling, whatever the refresh period.
+const MIN_CERT_POLL: Duration = Duration::from_millis(100);
+
+/// Every `period` reads the client certificate again; when it changed and the connection presented
+/// the old one, closes the connection (upstream's `loadClientCert`: the first load is no rotation).
+async fn rotation_loop(
+    cert: Arc<ReloadingClientCert>,
+    period: Duration,
+    client: AsyncClient,
+    shared: Arc<Shared>,
+) {
+    let rotation = &shared.rotation;
+    let period = period.max(MIN_CERT_POLL);
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = ticks.tick() => {
+                // Small local files: read in place, as the handshake does.
+                match cert.reload() {
+                    Ok(true) => {
+                        rotation.requested.store(true, Ordering::SeqCst);
+                        // Out of a backoff sleep: the next attempt presents the new certificate.
+                        rotation.rotated.notify_waiters();
+                    }
+                    Ok(false) => {}
+                    Err(e) => tracing::warn!(
+                        error = %e,
+                        "reloading the MQTT client certificate failed; keeping the last good one"
+                    ),
+                }
+            }
+            _ = rotation.check.notified() => {}
+        }
+        if cert.outdated()
+            && rotation.connected.load(Ordering::SeqCst)
+            && !rotation.disconnecting.swap(true, Ordering::SeqCst)
+        {
+            tracing::info!(
+                "MQTT client certificate rotated; closing the connection to reconnect with it"
+            );
+            rotation.requested.store(true, Ordering::SeqCst);
+            if client.disconnect().await.is_err() {
+                return; // the event loop is gone
+            }
+        }
+    }
+}
+
+/// After a connection loss: not ready, unacknowledged events back in the queue.
+fn connection_lost(shared: &Shared) {
+    shared.rotation.connected.store(false, Ordering::SeqCst);
+    shared.rotation.disconnecting.store(false, Ordering::SeqCst);
+    let mut st = shared.lock();
+    st.ready = false;
+    st.stats.ready = false;
+    st.stats.reconnects += 1;
+    let mut lost: Vec<_> = st.inflight.drain().collect();
+    lost.sort_by_key(|(pkid, _)| std::cmp::Reverse(*pkid));
+    let awaiting: Vec<_> = st.awaiting_pkid.drain(..).rev().collect();
+    for (k, t, ev) in awaiting.into_iter().chain(lost.into_iter().map(|(_, x)| x)) {
+        st.requeue(k, t, ev);
+    }
+    st.stats.queue_depth = st.depth();
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn connection_loop(
     mut eventloop: EventLoop,
     client: AsyncClient,
@@ -290,8 +398,10 @@ async fn connection_loop(
     tx: mpsc::Sender<Result<Incoming, Error>>,
     hook: SubscribedHook,
     opts: ClientOptions,
+    client_cert: Option<Arc<ReloadingClientCert>>,
 ) {
     let shared = publisher.shared.clone();
+    let rotation = &shared.rotation;
     let subs = opts.config.topics.agent_subscriptions(&opts.cluster);
     let sub_qos = qos(opts.config.sub_qos);
     let mut delays = backoff(&opts);
@@ -300,6 +410,13 @@ async fn connection_loop(
         match eventloop.poll().await {
             Ok(Event::Incoming(Packet::ConnAck(_))) => {
                 delays = backoff(&opts);
+                rotation.connected.store(true, Ordering::SeqCst);
+                if client_cert.as_ref().is_some_and(|c| c.outdated()) {
+                    // Rotated during the handshake: the rotation task closes this connection.
+                    rotation.check.notify_one();
+                } else {
+                    rotation.requested.store(false, Ordering::SeqCst);
+                }
                 acks_pending = subs.len();
                 for t in &subs {
                     if let Err(e) = client.subscribe(t.clone(), sub_qos).await {
@@ -358,24 +475,37 @@ async fn connection_loop(
                 }
                 st.stats.queue_depth = st.depth();
             }
+            Ok(Event::Outgoing(Outgoing::Disconnect)) => {
+                // Only the rotation task disconnects. rumqttc keeps the socket after sending
+                // DISCONNECT: drop it (unacknowledged publishes move to rumqttc's pending list,
+                // which the clean start discards; ours go back into the queue) and reconnect now.
+                eventloop.clean();
+                connection_lost(&shared);
+                rotation.requested.store(false, Ordering::SeqCst);
+                tracing::info!(
+                    "MQTT connection closed for the rotated client certificate; reconnecting"
+                );
+            }
             Ok(_) => {}
             Err(e) => {
-                {
-                    let mut st = shared.lock();
-                    st.ready = false;
-                    st.stats.ready = false;
-                    st.stats.reconnects += 1;
-                    let mut lost: Vec<_> = st.inflight.drain().collect();
-                    lost.sort_by_key(|(pkid, _)| std::cmp::Reverse(*pkid));
-                    let awaiting: Vec<_> = st.awaiting_pkid.drain(..).rev().collect();
-                    for (k, t, ev) in awaiting.into_iter().chain(lost.into_iter().map(|(_, x)| x)) {
-                        st.requeue(k, t, ev);
+                connection_lost(&shared);
+                // A rotation (also one arriving during the sleep) skips the backoff once.
+                let rotated = rotation.rotated.notified();
+                tokio::pin!(rotated);
+                rotated.as_mut().enable();
+                if rotation.requested.swap(false, Ordering::SeqCst) {
+                    tracing::warn!(error = %e, "MQTT connection lost after a certificate rotation; reconnecting now");
+                } else {
+                    let delay = delays.next().unwrap_or(opts.reconnect_max);
+                    tracing::warn!(error = %e, ?delay, "MQTT connection lost; reconnecting");
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        _ = rotated => {
+                            rotation.requested.store(false, Ordering::SeqCst);
+                            tracing::info!("MQTT client certificate rotated; reconnecting now");
+                        }
                     }
-                    st.stats.queue_depth = st.depth();
                 }
-                let delay = delays.next().unwrap_or(opts.reconnect_max);
-                tracing::warn!(error = %e, ?delay, "MQTT connection lost; reconnecting");
-                tokio::time::sleep(delay).await;
             }
         }
         // `ready` for the publisher follows the stats flag set on the last SUBACK.

@@ -1,16 +1,20 @@
 //! TLS of the MQTT transport as upstream builds it (sdk-go `cert/rotation.go`): TLS 1.3 only, the
-//! system roots plus the configured CA, and a client certificate that is read again from its
-//! files during a handshake once the loaded copy is older than the refresh period (5 minutes, or
-//! `CERT_CALLBACK_REFRESH_DURATION`). A failed reload keeps the last good certificate. No session
-//! resumption, so every connection presents the current certificate. rustls with the ring
-//! provider, as everywhere in the workspace.
+//! system roots plus the configured CA, and a client certificate that is rotated. Every refresh
+//! period (5 minutes, or `CERT_CALLBACK_REFRESH_DURATION`) the client ([`crate::client`]) asks
+//! [`ReloadingClientCert::reload`] to read the files again; when the certificate changed, it closes
+//! the connection so that the reconnect presents the new one. A handshake also reads the files
+//! again once the loaded copy is older than the refresh period. A failed reload keeps the last
+//! good certificate. No session resumption, so every connection presents the current certificate.
+//! rustls with the ring provider, as everywhere in the workspace.
 //!
 //! Keys may be PKCS#8 (`PRIVATE KEY`), PKCS#1 (`RSA PRIVATE KEY`) or SEC1 (`EC PRIVATE KEY`) PEM.
 //! Unreadable or invalid material is an error at start naming its config key.
 
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use sha2::{Digest, Sha256};
 use tokio_rustls::rustls;
 
 use rustls::client::ResolvesClientCert;
@@ -29,32 +33,44 @@ pub const REFRESH_ENV: &str = "CERT_CALLBACK_REFRESH_DURATION";
 /// Upstream's `CertCallbackRefreshDuration`.
 pub const DEFAULT_REFRESH: Duration = Duration::from_secs(5 * 60);
 
-/// The refresh period for a value of [`REFRESH_ENV`]: unset or empty means the default; anything
-/// else must be a Go duration.
-pub fn refresh_period(value: Option<&str>) -> Result<Duration, Error> {
+/// The refresh period for a value of [`REFRESH_ENV`]: unset or empty means the default; a Go
+/// duration sets it. Anything else logs a warning and keeps the default, as upstream does.
+pub fn refresh_period(value: Option<&str>) -> Duration {
     match value.map(str::trim).filter(|v| !v.is_empty()) {
-        None => Ok(DEFAULT_REFRESH),
-        Some(v) => go_duration(v).ok_or_else(|| {
-            Error::config(
-                REFRESH_ENV,
-                format!("{v:?} is not a duration like 30s or 5m"),
-            )
+        None => DEFAULT_REFRESH,
+        Some(v) => go_duration(v).unwrap_or_else(|| {
+            tracing::warn!(
+                variable = REFRESH_ENV,
+                value = v,
+                default = ?DEFAULT_REFRESH,
+                "invalid {REFRESH_ENV} ({v:?}): not a duration like 30s or 5m; using the default"
+            );
+            DEFAULT_REFRESH
         }),
     }
 }
 
-/// The refresh period from the environment.
-pub fn refresh_from_env() -> Result<Duration, Error> {
-    match std::env::var(REFRESH_ENV) {
+/// The refresh period from the environment, read once per process (upstream reads it in `init`).
+pub fn refresh_from_env() -> Duration {
+    static PERIOD: OnceLock<Duration> = OnceLock::new();
+    *PERIOD.get_or_init(|| match std::env::var(REFRESH_ENV) {
         Ok(v) => refresh_period(Some(&v)),
         Err(std::env::VarError::NotPresent) => refresh_period(None),
-        Err(e) => Err(Error::config(REFRESH_ENV, e)),
-    }
+        Err(e) => {
+            tracing::warn!(
+                variable = REFRESH_ENV,
+                error = %e,
+                default = ?DEFAULT_REFRESH,
+                "invalid {REFRESH_ENV}; using the default"
+            );
+            DEFAULT_REFRESH
+        }
+    })
 }
 
 /// The client config for `certs`, refreshing the client certificate per [`REFRESH_ENV`].
 pub fn client_config(certs: &CertConfig) -> Result<Arc<ClientConfig>, Error> {
-    client_config_with_refresh(certs, refresh_from_env()?)
+    client_config_with_refresh(certs, refresh_from_env())
 }
 
 /// The client config for `certs`: TLS 1.3 only, system roots plus the CA, and the client
@@ -63,6 +79,20 @@ pub fn client_config_with_refresh(
     certs: &CertConfig,
     refresh: Duration,
 ) -> Result<Arc<ClientConfig>, Error> {
+    client_tls(certs, refresh).map(|tls| tls.config)
+}
+
+/// A client config and its client certificate, for rotating it.
+#[derive(Debug, Clone)]
+pub struct ClientTls {
+    /// TLS 1.3 only, system roots plus the CA, `cert` as the client certificate.
+    pub config: Arc<ClientConfig>,
+    /// The client certificate the handshakes present.
+    pub cert: Arc<ReloadingClientCert>,
+}
+
+/// As [`client_config_with_refresh`], with the client certificate for [`ReloadingClientCert::reload`].
+pub fn client_tls(certs: &CertConfig, refresh: Duration) -> Result<ClientTls, Error> {
     let (Some(cert), Some(key)) = (&certs.client_cert, &certs.client_key) else {
         return Err(Error::config(
             "clientCertFile",
@@ -74,16 +104,24 @@ pub fn client_config_with_refresh(
     if let Some(ca) = &certs.ca {
         add_ca(&mut roots, ca)?;
     }
-    let resolver = ReloadingClientCert::new(cert.clone(), key.clone(), refresh, provider.clone())?;
+    let resolver = Arc::new(ReloadingClientCert::new(
+        cert.clone(),
+        key.clone(),
+        refresh,
+        provider.clone(),
+    )?);
     let mut config = ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| Error::config("tls", e))?
         .with_root_certificates(roots)
-        .with_client_cert_resolver(Arc::new(resolver));
+        .with_client_cert_resolver(resolver.clone());
     // No session resumption (Go's client has no session cache by default): a resumed session
     // would skip the client certificate, so a reconnect would not present a rotated one.
     config.resumption = rustls::client::Resumption::disabled();
-    Ok(Arc::new(config))
+    Ok(ClientTls {
+        config: Arc::new(config),
+        cert: resolver,
+    })
 }
 
 /// The operating system's trust store (`SSL_CERT_FILE`/`SSL_CERT_DIR` honoured), as Go's
@@ -155,18 +193,30 @@ fn private_key(pem: &Pem, key: &str) -> Result<PrivateKeyDer<'static>, Error> {
     })
 }
 
-/// The client certificate chain and its key, checked to belong together.
+/// What tells two loads of a certificate and key apart (upstream's `certsEqual`): a digest of the
+/// chain and the key.
+type Fingerprint = [u8; 32];
+
+/// The client certificate chain and its key, checked to belong together, and their fingerprint.
 fn load_certified_key(
     cert: &Pem,
     key: &Pem,
     provider: &CryptoProvider,
-) -> Result<Arc<CertifiedKey>, Error> {
+) -> Result<(Arc<CertifiedKey>, Fingerprint), Error> {
     let cert_key = key_of(cert, "clientCertFile", "clientCertData");
     let key_key = key_of(key, "clientKeyFile", "clientKeyData");
     let chain = certificates(cert, cert_key)?;
+    let private = private_key(key, key_key)?;
+    let mut digest = Sha256::new();
+    for c in &chain {
+        digest.update((c.len() as u64).to_be_bytes());
+        digest.update(c);
+    }
+    digest.update(private.secret_der());
+    let fingerprint: Fingerprint = digest.finalize().into();
     let signing = provider
         .key_provider
-        .load_private_key(private_key(key, key_key)?)
+        .load_private_key(private)
         .map_err(|e| {
             Error::config(
                 key_key,
@@ -193,18 +243,21 @@ fn load_certified_key(
             ));
         }
     }
-    Ok(Arc::new(certified))
+    Ok((Arc::new(certified), fingerprint))
 }
 
 #[derive(Debug)]
 struct Loaded {
     key: Arc<CertifiedKey>,
+    fingerprint: Fingerprint,
+    /// Counts the changes of certificate since start.
+    generation: u64,
     at: Instant,
 }
 
-/// The client certificate for handshakes, read again from its source when the loaded copy is older
-/// than the refresh period (upstream's `GetClientCertificate` callback). A failed reload logs a
-/// warning, keeps the last good certificate and is retried at the next handshake.
+/// The client certificate for handshakes (upstream's `GetClientCertificate` callback). It is read
+/// again by [`reload`](Self::reload), and during a handshake when the loaded copy is older than the
+/// refresh period. A failed reload logs a warning and keeps the last good certificate.
 #[derive(Debug)]
 pub struct ReloadingClientCert {
     cert: Pem,
@@ -212,6 +265,8 @@ pub struct ReloadingClientCert {
     refresh: Duration,
     provider: Arc<CryptoProvider>,
     loaded: Mutex<Loaded>,
+    /// The generation presented by the latest handshake.
+    presented: AtomicU64,
 }
 
 impl ReloadingClientCert {
@@ -222,44 +277,79 @@ impl ReloadingClientCert {
         refresh: Duration,
         provider: Arc<CryptoProvider>,
     ) -> Result<Self, Error> {
-        let loaded = Loaded {
-            key: load_certified_key(&cert, &key, &provider)?,
-            at: Instant::now(),
-        };
+        let (key_now, fingerprint) = load_certified_key(&cert, &key, &provider)?;
         Ok(Self {
             cert,
             key,
             refresh,
             provider,
-            loaded: Mutex::new(loaded),
+            loaded: Mutex::new(Loaded {
+                key: key_now,
+                fingerprint,
+                generation: 0,
+                at: Instant::now(),
+            }),
+            presented: AtomicU64::new(0),
         })
+    }
+
+    /// The refresh period.
+    pub fn refresh(&self) -> Duration {
+        self.refresh
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Loaded> {
+        // A panic while holding the lock cannot leave a half-written `Loaded`.
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Reads the certificate and key into `loaded`; true when they differ from the loaded ones.
+    fn load_into(&self, loaded: &mut Loaded) -> Result<bool, Error> {
+        let (key, fingerprint) = load_certified_key(&self.cert, &self.key, &self.provider)?;
+        let changed = fingerprint != loaded.fingerprint;
+        if changed {
+            tracing::info!(
+                cert = %origin(&self.cert),
+                "loaded a new MQTT client certificate"
+            );
+        }
+        *loaded = Loaded {
+            key,
+            fingerprint,
+            generation: loaded.generation + u64::from(changed),
+            at: Instant::now(),
+        };
+        Ok(changed)
+    }
+
+    /// Reads the certificate and key again now (upstream's periodic `loadClientCert`): true when
+    /// they changed. An error keeps the loaded certificate.
+    pub fn reload(&self) -> Result<bool, Error> {
+        self.load_into(&mut self.lock())
     }
 
     /// The certificate to present now, reloaded first when it is due.
     pub fn current(&self) -> Arc<CertifiedKey> {
-        // A panic while holding the lock cannot leave a half-written `Loaded`.
-        let mut loaded = self.loaded.lock().unwrap_or_else(|e| e.into_inner());
-        if loaded.at.elapsed() >= self.refresh {
-            match load_certified_key(&self.cert, &self.key, &self.provider) {
-                Ok(key) => {
-                    if key.cert != loaded.key.cert {
-                        tracing::info!(
-                            cert = %origin(&self.cert),
-                            "loaded a new MQTT client certificate"
-                        );
-                    }
-                    *loaded = Loaded {
-                        key,
-                        at: Instant::now(),
-                    };
-                }
-                Err(e) => tracing::warn!(
-                    error = %e,
-                    "reloading the MQTT client certificate failed; keeping the last good one"
-                ),
-            }
+        self.current_generation().0
+    }
+
+    fn current_generation(&self) -> (Arc<CertifiedKey>, u64) {
+        let mut loaded = self.lock();
+        if loaded.at.elapsed() >= self.refresh
+            && let Err(e) = self.load_into(&mut loaded)
+        {
+            tracing::warn!(
+                error = %e,
+                "reloading the MQTT client certificate failed; keeping the last good one"
+            );
         }
-        loaded.key.clone()
+        (loaded.key.clone(), loaded.generation)
+    }
+
+    /// Whether the latest handshake presented an older certificate than the loaded one: the
+    /// connection it opened should be closed to present the new one.
+    pub fn outdated(&self) -> bool {
+        self.presented.load(Ordering::SeqCst) != self.lock().generation
     }
 }
 
@@ -269,7 +359,9 @@ impl ResolvesClientCert for ReloadingClientCert {
         _root_hint_subjects: &[&[u8]],
         _sigschemes: &[SignatureScheme],
     ) -> Option<Arc<CertifiedKey>> {
-        Some(self.current())
+        let (key, generation) = self.current_generation();
+        self.presented.store(generation, Ordering::SeqCst);
+        Some(key)
     }
 
     fn has_certs(&self) -> bool {
@@ -723,23 +815,19 @@ vSSDqWlxoj8vrQ8Ft2A5Id6ONgGda8bpW09WFPLEfh89U5KVeuRQeu+8JBHLiRr+
 
     #[test]
     fn refresh_period_from_the_environment_value() {
-        assert_eq!(refresh_period(None).expect("unset"), DEFAULT_REFRESH);
-        assert_eq!(refresh_period(Some("")).expect("empty"), DEFAULT_REFRESH);
+        assert_eq!(refresh_period(None), DEFAULT_REFRESH);
+        assert_eq!(refresh_period(Some("")), DEFAULT_REFRESH);
+        assert_eq!(refresh_period(Some("30s")), Duration::from_secs(30));
+        assert_eq!(refresh_period(Some("1m")), Duration::from_secs(60));
+        assert_eq!(refresh_period(Some("1h30m")), Duration::from_secs(5400));
+        // Invalid values are not errors: a warning, and the default (as upstream).
+        assert_eq!(refresh_period(Some("soon")), DEFAULT_REFRESH);
         assert_eq!(
-            refresh_period(Some("30s")).expect("30s"),
-            Duration::from_secs(30)
+            refresh_period(Some("30")),
+            DEFAULT_REFRESH,
+            "a unit is required"
         );
-        assert_eq!(
-            refresh_period(Some("1m")).expect("1m"),
-            Duration::from_secs(60)
-        );
-        assert_eq!(
-            refresh_period(Some("1h30m")).expect("1h30m"),
-            Duration::from_secs(5400)
-        );
-        let err = refresh_period(Some("soon")).expect_err("soon").to_string();
-        assert!(err.contains(REFRESH_ENV), "{err}");
-        assert!(refresh_period(Some("30")).is_err(), "a unit is required");
+        assert_eq!(refresh_period(Some("-1s")), DEFAULT_REFRESH);
     }
 
     fn rotate(dir: &TempDir, ca: &Ca, cn: &str) {
@@ -750,6 +838,44 @@ vSSDqWlxoj8vrQ8Ft2A5Id6ONgGda8bpW09WFPLEfh89U5KVeuRQeu+8JBHLiRr+
 
     fn resolver_cn(r: &ReloadingClientCert, cn: &str) -> bool {
         cn_of(&r.current().cert, cn)
+    }
+
+    #[test]
+    fn reload_reports_a_change_once_and_whether_the_connection_is_outdated() {
+        let dir = TempDir::new("reload");
+        let ca = new_ca("test CA");
+        let certs = client_files(&dir, &ca, "first");
+        let tls = client_tls(&certs, DEFAULT_REFRESH).expect("config");
+        let srv = server(&ca, &[&rustls::version::TLS13]);
+        assert!(
+            !tls.cert.reload().expect("reads"),
+            "the first load is no rotation"
+        );
+        let (_, chain) = handshake(tls.config.clone(), srv.clone()).expect("handshake");
+        assert!(cn_of(&chain, "first"));
+        assert!(!tls.cert.outdated());
+
+        // The same files written again are not a change.
+        let same = std::fs::read(dir.0.join("tls.crt")).expect("read");
+        dir.write("tls.crt", same);
+        assert!(!tls.cert.reload().expect("reads"));
+
+        rotate(&dir, &ca, "second");
+        assert!(tls.cert.reload().expect("reads"), "rotated");
+        assert!(tls.cert.outdated(), "the connection presented the first");
+        assert!(!tls.cert.reload().expect("reads"), "reported once");
+        let (_, chain) = handshake(tls.config.clone(), srv).expect("handshake");
+        assert!(cn_of(&chain, "second"));
+        assert!(
+            !tls.cert.outdated(),
+            "the new connection presented the second"
+        );
+
+        // A broken rotation is an error and keeps the last good certificate.
+        dir.write("tls.key", "half-written");
+        assert!(tls.cert.reload().is_err());
+        assert!(!tls.cert.outdated());
+        assert!(resolver_cn(&tls.cert, "second"));
     }
 
     #[test]

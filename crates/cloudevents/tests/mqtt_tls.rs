@@ -1,8 +1,10 @@
 //! The MQTT client against a real TLS broker: a mosquitto of its own (child process, killed on every
 //! exit path) with a TLS 1.3 listener that requires client certificates, and certificates made
 //! with rcgen. A client with a certificate of the broker's CA gets subscribed and publishes; a
-//! client whose certificate the broker does not trust never gets ready. Needs the `mosquitto`
-//! binary (`e2e/scripts/mosquitto.sh install`), not a running broker.
+//! client whose certificate the broker does not trust never gets ready. A client whose certificate
+//! files are rotated closes its connection and reconnects at once with the new certificate (the
+//! broker takes the certificate's CN as the username and logs it). Needs the `mosquitto` binary
+//! (`e2e/scripts/mosquitto.sh install`), not a running broker.
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -11,8 +13,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cloudevents::client::{ClientOptions, MqttClient, SubscribedHook};
-use cloudevents::codec;
+use cloudevents::codec::{self, StatusReport};
 use cloudevents::config::MqttConfig;
+use cloudevents::types::EventType;
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
 };
@@ -55,6 +58,13 @@ impl TempDir {
         std::fs::write(&p, contents).expect("write");
         p
     }
+
+    /// Replaces a file atomically, as a certificate rotation (e.g. a Secret volume) would.
+    fn replace(&self, name: &str, contents: impl AsRef<[u8]>) {
+        let tmp = self.0.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, contents).expect("write");
+        std::fs::rename(&tmp, self.0.join(name)).expect("rename");
+    }
 }
 
 impl Drop for TempDir {
@@ -91,7 +101,8 @@ fn leaf(ca: &Ca, cn: &str, sans: &[&str], usage: ExtendedKeyUsagePurpose) -> (St
     (cert.pem(), key.serialize_pem())
 }
 
-/// A mosquitto with a TLS 1.3 listener requiring client certificates of `ca`; killed on drop.
+/// A mosquitto with a TLS 1.3 listener requiring client certificates of `ca`, taking their CN as
+/// the username (logged at connect as `u'<CN>'`); killed on drop.
 struct TlsBroker {
     child: Child,
     port: u16,
@@ -119,7 +130,7 @@ impl TlsBroker {
             "mosquitto.conf",
             format!(
                 "listener {port} 127.0.0.1\ncafile {}\ncertfile {}\nkeyfile {}\nrequire_certificate true\n\
-                 tls_version tlsv1.3\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type all\n",
+                 use_identity_as_username true\ntls_version tlsv1.3\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type all\n",
                 ca_file.display(),
                 cert_file.display(),
                 key_file.display()
@@ -205,6 +216,10 @@ fn start(cfg: MqttConfig, cluster: &str) -> MqttClient {
     let mut opts = ClientOptions::new(cfg, cluster, format!("{cluster}-work-agent"));
     opts.reconnect_min = Duration::from_millis(200);
     opts.reconnect_max = Duration::from_millis(500);
+    start_with(opts, cluster)
+}
+
+fn start_with(opts: ClientOptions, cluster: &str) -> MqttClient {
     let hook_cluster = cluster.to_string();
     let hook: SubscribedHook = Arc::new(move |p| {
         let ev =
@@ -295,4 +310,155 @@ async fn a_client_certificate_of_another_ca_is_refused() {
         "the refused connection was retried: {stats:?}"
     );
     assert!(stats.sent.is_empty(), "{stats:?}");
+}
+
+fn status_event(cluster: &str, uid: &str, seq: u64) -> cloudevents::CloudEvent {
+    let status = work_api::ManifestWorkStatus::default();
+    let report = StatusReport {
+        uid,
+        generation: 1,
+        cluster,
+        original_source: "maestro",
+        metadata: None,
+        status: &status,
+    };
+    codec::encode_status(
+        &report,
+        EventType::StatusUpdate,
+        &format!("{cluster}-work-agent"),
+        seq,
+    )
+    .expect("encodes")
+}
+
+/// Polls `done` on the client's stats every 20 ms until it holds; panics after `within`.
+async fn wait_for(
+    client: &MqttClient,
+    broker: &TlsBroker,
+    within: Duration,
+    what: &str,
+    done: impl Fn(&cloudevents::client::Stats, &str) -> bool,
+) -> cloudevents::client::Stats {
+    let deadline = Instant::now() + within;
+    loop {
+        let stats = client.publisher.stats();
+        if done(&stats, &broker.log_text()) {
+            return stats;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not within {within:?}: {stats:?}\nbroker log:\n{}",
+            broker.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_client_certificate_closes_the_connection_and_the_new_one_is_presented() {
+    let dir = TempDir::new("rotate");
+    let ca = new_ca("mqtt test CA");
+    let broker = TlsBroker::start(&dir, &ca);
+    let (cert, key) = leaf(
+        &ca,
+        "agent-before",
+        &[],
+        ExtendedKeyUsagePurpose::ClientAuth,
+    );
+    let cert = dir.write("rotating.crt", cert);
+    let key = dir.write("rotating.key", key);
+    let cluster = format!("tls-rotate-{}", std::process::id());
+    let cfg = config(
+        &dir,
+        &cluster,
+        "127.0.0.1",
+        broker.port,
+        &broker.ca_file,
+        &cert,
+        &key,
+    );
+    // Upstream's 5 s minimum backoff: the reconnect after a rotation does not wait for it.
+    let mut opts = ClientOptions::new(cfg, &cluster, format!("{cluster}-work-agent"));
+    assert_eq!(opts.reconnect_min, Duration::from_secs(5));
+    // Instead of CERT_CALLBACK_REFRESH_DURATION (read once per process).
+    opts.cert_refresh = Duration::from_millis(300);
+    let client = start_with(opts, &cluster);
+
+    let before = wait_for(
+        &client,
+        &broker,
+        Duration::from_secs(20),
+        "subscribed with the first certificate",
+        |s, log| s.ready && s.sent.values().sum::<u64>() >= 1 && log.contains("u'agent-before'"),
+    )
+    .await;
+
+    // Unchanged files: several polls, no reconnect.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let stats = client.publisher.stats();
+    assert_eq!(stats.reconnects, before.reconnects, "{stats:?}");
+    assert!(stats.ready);
+
+    // Status events keep flowing while the certificate is rotated: none may be lost.
+    let publisher = client.publisher.clone();
+    let status_type = EventType::StatusUpdate.as_type();
+    let feeder_cluster = cluster.clone();
+    let feeder = tokio::spawn(async move {
+        let mut n = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            n += 1;
+            publisher
+                .publish(status_event(&feeder_cluster, &format!("work-{n}"), n))
+                .expect("queues");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        n
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let (new_cert, new_key) = leaf(&ca, "agent-after", &[], ExtendedKeyUsagePurpose::ClientAuth);
+    let rotated_at = Instant::now();
+    dir.replace("rotating.key", new_key);
+    dir.replace("rotating.crt", new_cert);
+    let after = wait_for(
+        &client,
+        &broker,
+        Duration::from_secs(10),
+        "reconnected with the rotated certificate",
+        |s, log| s.ready && s.reconnects > before.reconnects && log.contains("u'agent-after'"),
+    )
+    .await;
+    // Within a poll period and a connect: far less than the 5 s backoff.
+    let took = rotated_at.elapsed();
+    assert!(
+        took < Duration::from_secs(4),
+        "the reconnect waited {took:?}: {after:?}"
+    );
+
+    let published = feeder.await.expect("feeder");
+    let done = wait_for(
+        &client,
+        &broker,
+        Duration::from_secs(20),
+        "every status event acknowledged",
+        |s, _| s.sent.get(&status_type).copied() == Some(published) && s.queue_depth == 0,
+    )
+    .await;
+    assert_eq!(
+        done.reconnects,
+        before.reconnects + 1,
+        "one reconnect for one rotation: {done:?}"
+    );
+    // Subscribed again, so the resync request went out again.
+    assert!(done.sent.values().sum::<u64>() >= published + 2, "{done:?}");
+    let log = broker.log_text();
+    let last_connect = log
+        .lines()
+        .rfind(|l| l.contains("New client connected"))
+        .unwrap_or_default();
+    assert!(
+        last_connect.contains("u'agent-after'"),
+        "the latest connection presents the new certificate: {last_connect}\n{log}"
+    );
 }

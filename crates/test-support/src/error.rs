@@ -54,6 +54,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A helper process (a broker) could not be set up.
+    #[error("{0}")]
+    Setup(String),
     /// A waited-for state was not reached in time.
     #[error(transparent)]
     TimedOut(#[from] crate::wait::TimedOut),

@@ -12,6 +12,7 @@ mod cluster;
 mod error;
 mod fake_api;
 mod kubeconfig;
+pub mod mosquitto;
 pub mod mqtt_source;
 mod paths;
 mod wait;

@@ -344,8 +344,8 @@ pub fn spec_resync_answer<'a>(
 }
 
 /// Judges one status event (`status.update_request` or `status.resync_response`) against the
-/// store in Maestro's order and applies it. The flag says the event carried `Deleted=True` for a
-/// resource that was not soft-deleted (it is then judged like any other status).
+/// store in Maestro's order and applies it. `Deleted=True` hard-deletes the resource, as Maestro
+/// does; the flag says the source had not asked for that deletion (the agent's TTL did).
 pub fn apply_status(
     resources: &mut BTreeMap<String, StoredResource>,
     source_id: &str,
@@ -387,10 +387,12 @@ pub fn apply_status(
         Some(Err(e)) => return malformed(format!("status data is not JSON: {e}")),
         None => return malformed("no status data".into()),
     };
-    let deleted = is_deleted(&status);
-    if deleted && r.deleted_at.is_some() {
+    // Maestro hard-deletes on Deleted=True whether or not it asked for the deletion (a work
+    // deleted by the agent's TTL); the flag tells tests which case it was.
+    if is_deleted(&status) {
+        let unrequested = r.deleted_at.is_none();
         resources.remove(&id);
-        return (StatusOutcome::Deleted, false);
+        return (StatusOutcome::Deleted, unrequested);
     }
     if r.version != version {
         return (
@@ -398,21 +400,21 @@ pub fn apply_status(
                 stored: r.version,
                 got: version,
             },
-            deleted,
+            false,
         );
     }
     let seq = ev.ext_string(types::EXT_SEQUENCE_ID);
     if r.status.as_ref() == Some(&status) && r.sequence_id.is_some() && r.sequence_id == seq {
-        return (StatusOutcome::Unchanged, deleted);
+        return (StatusOutcome::Unchanged, false);
     }
     if let Err(why) = check_sequence(seq.as_deref(), r.sequence_id.as_deref()) {
-        return (StatusOutcome::RejectedSequence(why), deleted);
+        return (StatusOutcome::RejectedSequence(why), false);
     }
     r.status = Some(status);
     r.status_hash = ev.ext_string(types::EXT_STATUS_HASH);
     r.sequence_id = seq;
     r.statuses_accepted += 1;
-    (StatusOutcome::Accepted, deleted)
+    (StatusOutcome::Accepted, false)
 }
 
 /// How to create a resource ([`MaestroSource::create_with`]).
@@ -1250,22 +1252,22 @@ mod tests {
             apply_status(&mut store, "maestro", &bad).0,
             StatusOutcome::Malformed(_)
         ));
-        // Deleted on a live resource: flagged, judged normally (accepted).
-        let early = status_event("a", 2, Some(ids.next_id()), deleted.clone());
-        assert_eq!(
-            apply_status(&mut store, "maestro", &early),
-            (StatusOutcome::Accepted, true)
-        );
-        assert!(store.contains_key("a"));
         // Deleted on a soft-deleted resource: hard delete, even with a stale version.
-        store
-            .get_mut("a")
+        let mut soft = store.clone();
+        soft.get_mut("a")
             .map(|r| r.deleted_at = Some(Utc::now()))
             .expect("present");
-        let gone = status_event("a", 1, Some(ids.next_id()), deleted);
+        let gone = status_event("a", 1, Some(ids.next_id()), deleted.clone());
         assert_eq!(
-            apply_status(&mut store, "maestro", &gone).0,
-            StatusOutcome::Deleted
+            apply_status(&mut soft, "maestro", &gone),
+            (StatusOutcome::Deleted, false)
+        );
+        assert!(soft.is_empty());
+        // Deleted on a live resource (the agent's TTL): hard delete too, flagged as unrequested.
+        let early = status_event("a", 2, Some(ids.next_id()), deleted);
+        assert_eq!(
+            apply_status(&mut store, "maestro", &early),
+            (StatusOutcome::Deleted, true)
         );
         assert!(store.is_empty());
     }

@@ -215,8 +215,8 @@ fn unsupported_drivers_and_unknown_feature_gates_are_one_line_errors() {
         v
     };
     assert_one_line_error(
-        &with("--workload-source-driver=grpc"),
-        "the supported driver is \"kube\"",
+        &with("--workload-source-driver=kafka"),
+        "the supported drivers are \"kube\", \"mqtt\" and \"grpc\"",
     );
     assert_one_line_error(
         &with("--feature-gates=NoSuchGate=true"),

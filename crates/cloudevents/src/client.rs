@@ -35,14 +35,15 @@ use crate::types::{self, EventType};
 /// Room for a ~1 MiB bundle plus attributes (rumqttc's default is 10 KiB).
 pub const MAX_PACKET: u32 = 2 * 1024 * 1024;
 
-/// What the client needs besides the config file.
+/// What a client needs besides the config file (`C`: [`MqttConfig`], or the gRPC config for
+/// [`crate::grpc::GrpcClient`]).
 #[derive(Clone, Debug)]
-pub struct ClientOptions {
+pub struct ClientOptions<C = MqttConfig> {
     /// The parsed config.
-    pub config: MqttConfig,
+    pub config: C,
     /// This agent's cluster.
     pub cluster: String,
-    /// `--cloudevents-client-id`; the MQTT client id is `<id>-client`, and status events' source.
+    /// `--cloudevents-client-id`: status events' source; the MQTT client id is `<id>-client`.
     pub cloudevents_client_id: String,
     /// Largest spec payload accepted.
     pub max_payload: usize,
@@ -57,10 +58,10 @@ pub struct ClientOptions {
     pub cert_refresh: Duration,
 }
 
-impl ClientOptions {
+impl<C> ClientOptions<C> {
     /// Upstream's defaults for `config`.
     pub fn new(
-        config: MqttConfig,
+        config: C,
         cluster: impl Into<String>,
         cloudevents_client_id: impl Into<String>,
     ) -> Self {
@@ -92,6 +93,8 @@ pub struct Stats {
     pub reconnects: u64,
     /// Events waiting to be published, including unacknowledged ones.
     pub queue_depth: usize,
+    /// Events the source refused as malformed; dropped, as retrying cannot help.
+    pub dropped: u64,
 }
 
 /// Called after every successful (re)subscribe with the client, e.g. to send the spec resync request.

@@ -80,13 +80,21 @@ pub struct CertConfig {
 type PemFields = (Option<String>, Option<String>);
 
 impl CertConfig {
-    /// From the config's CA, client certificate and client key fields, each a file or data.
+    /// From the config's CA, client certificate and client key fields, each a file or data; a
+    /// client certificate and key go together.
     fn from_fields(ca: PemFields, cert: PemFields, key: PemFields) -> Result<Self, Error> {
-        Ok(Self {
+        let certs = Self {
             ca: pem("caFile", ca.0, "caData", ca.1)?,
             client_cert: pem("clientCertFile", cert.0, "clientCertData", cert.1)?,
             client_key: pem("clientKeyFile", key.0, "clientKeyData", key.1)?,
-        })
+        };
+        if certs.client_cert.is_some() != certs.client_key.is_some() {
+            return Err(Error::config(
+                "clientKeyFile",
+                "a client certificate and key go together",
+            ));
+        }
+        Ok(certs)
     }
 
     /// Upstream's `HasCerts`: a client certificate and key are both present.
@@ -190,12 +198,6 @@ impl MqttConfig {
             (raw.client_cert_file, raw.client_cert_data),
             (raw.client_key_file, raw.client_key_data),
         )?;
-        if certs.client_cert.is_some() != certs.client_key.is_some() {
-            return Err(Error::config(
-                "clientKeyFile",
-                "a client certificate and key go together",
-            ));
-        }
         Ok(Self {
             host,
             port,
@@ -272,6 +274,13 @@ pub struct GrpcConfig {
 }
 
 impl GrpcConfig {
+    /// Reads and validates a YAML or JSON file.
+    pub fn from_file(path: &Path) -> Result<Self, Error> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Error::config(path.display().to_string(), e))?;
+        Self::parse(&text)
+    }
+
     /// Parses and validates YAML (JSON is YAML too).
     pub fn parse(text: &str) -> Result<Self, Error> {
         let raw: RawGrpc =
@@ -285,17 +294,12 @@ impl GrpcConfig {
             (raw.client_cert_file, raw.client_cert_data),
             (raw.client_key_file, raw.client_key_data),
         )?;
+        // Upstream's precedence: `token` wins over `tokenFile`.
         let token = match (
             raw.token.filter(|t| !t.is_empty()),
             raw.token_file.filter(|t| !t.is_empty()),
         ) {
-            (Some(_), Some(_)) => {
-                return Err(Error::config(
-                    "token",
-                    "set either token or tokenFile, not both",
-                ));
-            }
-            (Some(t), None) => Some(Pem::Inline(t.into_bytes())),
+            (Some(t), _) => Some(Pem::Inline(t.into_bytes())),
             (None, Some(f)) => Some(Pem::File(PathBuf::from(f))),
             (None, None) => None,
         };
@@ -338,8 +342,8 @@ impl GrpcConfig {
         })
     }
 
-    /// Upstream's rule: TLS when a token or a client certificate is present. A CA alone dials
-    /// without TLS, as upstream does; callers should warn about it.
+    /// Upstream's rule: TLS (1.3 only) when a token or a client certificate and key are present.
+    /// A CA alone dials without TLS, as upstream does; callers should warn about it.
     pub fn uses_tls(&self) -> bool {
         self.token.is_some() || self.certs.has_certs()
     }
@@ -457,5 +461,34 @@ mod tests {
                 .to_string()
                 .contains("url")
         );
+        let both = GrpcConfig::parse("url: a:1\ntoken: t\ntokenFile: /t\ncaFile: /ca\n")
+            .expect("token wins, as upstream");
+        assert_eq!(both.token, Some(Pem::Inline(b"t".to_vec())));
+        assert!(
+            GrpcConfig::parse("url: a:1\nclientCertFile: /c\n")
+                .expect_err("no key")
+                .to_string()
+                .contains("clientKeyFile")
+        );
+    }
+
+    /// The file OCM's integration suite writes for its gRPC mode (Go's yaml.v2 marshalling of
+    /// upstream's config struct: base64 data, an empty token).
+    #[test]
+    fn grpc_config_as_ocms_suite_writes_it() {
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let text = format!(
+            "caData: {}\nclientCertData: {}\nclientKeyData: {}\nurl: 127.0.0.1:40123\ntoken: \"\"\n",
+            b64("CA PEM"),
+            b64("CERT PEM"),
+            b64("KEY PEM")
+        );
+        let c = GrpcConfig::parse(&text).expect("parses");
+        assert_eq!(c.url, "127.0.0.1:40123");
+        assert!(c.token.is_none());
+        assert!(c.uses_tls());
+        assert_eq!(c.certs.ca, Some(Pem::Inline(b"CA PEM".to_vec())));
+        let ca_only = GrpcConfig::parse("url: a:1\ncaFile: /ca\n").expect("parses");
+        assert!(!ca_only.uses_tls(), "upstream dials without TLS");
     }
 }

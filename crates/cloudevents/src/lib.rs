@@ -1,7 +1,8 @@
 //! The CloudEvents work protocol as OCM agents speak it to a source (Maestro, OCM's gRPC server):
-//! the event model, the ManifestBundle codec, the MQTT 5 binding, the transport config files, the
-//! `sequenceid` generator and an MQTT client with reconnect, resubscribe hook and a loss-free,
-//! latest-per-work publish queue. Layered like OCM's sdk-go: model → codec → binding → client.
+//! the event model, the ManifestBundle codec, the MQTT 5 and gRPC bindings, the transport config
+//! files, the `sequenceid` generator, and MQTT and gRPC clients with reconnect, resubscribe hook
+//! and a loss-free, latest-per-work publish queue. Layered like OCM's sdk-go: model → codec →
+//! binding → client.
 
 #![warn(missing_docs)]
 
@@ -10,7 +11,9 @@ pub mod codec;
 pub mod config;
 pub mod error;
 pub mod event;
+pub mod grpc;
 pub mod mqtt;
+pub mod queue;
 pub mod snowflake;
 pub mod tls;
 pub mod types;

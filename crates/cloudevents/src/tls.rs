@@ -1,6 +1,7 @@
-//! TLS of the MQTT transport as upstream builds it (sdk-go `cert/rotation.go`): TLS 1.3 only, the
-//! system roots plus the configured CA, and a client certificate that is rotated. Every refresh
-//! period (5 minutes, or `CERT_CALLBACK_REFRESH_DURATION`) the client ([`crate::client`]) asks
+//! TLS of the MQTT and gRPC transports as upstream builds it (sdk-go `cert/rotation.go`): TLS 1.3
+//! only, the system roots plus the configured CA, and a client certificate that is rotated. Every
+//! refresh period (5 minutes, or `CERT_CALLBACK_REFRESH_DURATION`) the client ([`crate::client`],
+//! [`crate::grpc::client`]) asks
 //! [`ReloadingClientCert::reload`] to read the files again; when the certificate changed, it closes
 //! the connection so that the reconnect presents the new one. A handshake also reads the files
 //! again once the loaded copy is older than the refresh period. A failed reload keeps the last
@@ -93,35 +94,61 @@ pub struct ClientTls {
 
 /// As [`client_config_with_refresh`], with the client certificate for [`ReloadingClientCert::reload`].
 pub fn client_tls(certs: &CertConfig, refresh: Duration) -> Result<ClientTls, Error> {
-    let (Some(cert), Some(key)) = (&certs.client_cert, &certs.client_key) else {
+    if !certs.has_certs() {
         return Err(Error::config(
             "clientCertFile",
             "TLS needs a client certificate and key",
         ));
-    };
+    }
+    let (config, cert) = build_client_config(certs, refresh, &[])?;
+    let cert = cert.ok_or_else(|| Error::config("clientCertFile", "no client certificate"))?;
+    Ok(ClientTls { config, cert })
+}
+
+/// The TLS client config of the gRPC transport: TLS 1.3 only, system roots plus the CA, ALPN
+/// `h2` (gRPC servers require it), and the reloading client certificate when one is configured (a
+/// bearer token alone authenticates without one).
+pub fn grpc_client_tls(
+    certs: &CertConfig,
+    refresh: Duration,
+) -> Result<(Arc<ClientConfig>, Option<Arc<ReloadingClientCert>>), Error> {
+    build_client_config(certs, refresh, &[b"h2"])
+}
+
+fn build_client_config(
+    certs: &CertConfig,
+    refresh: Duration,
+    alpn: &[&[u8]],
+) -> Result<(Arc<ClientConfig>, Option<Arc<ReloadingClientCert>>), Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = system_roots();
     if let Some(ca) = &certs.ca {
         add_ca(&mut roots, ca)?;
     }
-    let resolver = Arc::new(ReloadingClientCert::new(
-        cert.clone(),
-        key.clone(),
-        refresh,
-        provider.clone(),
-    )?);
-    let mut config = ClientConfig::builder_with_provider(provider)
+    let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| Error::config("tls", e))?
-        .with_root_certificates(roots)
-        .with_client_cert_resolver(resolver.clone());
+        .with_root_certificates(roots);
+    let (mut config, resolver) = match (&certs.client_cert, &certs.client_key) {
+        (Some(cert), Some(key)) => {
+            let resolver = Arc::new(ReloadingClientCert::new(
+                cert.clone(),
+                key.clone(),
+                refresh,
+                provider,
+            )?);
+            (
+                builder.with_client_cert_resolver(resolver.clone()),
+                Some(resolver),
+            )
+        }
+        _ => (builder.with_no_client_auth(), None),
+    };
     // No session resumption (Go's client has no session cache by default): a resumed session
     // would skip the client certificate, so a reconnect would not present a rotated one.
     config.resumption = rustls::client::Resumption::disabled();
-    Ok(ClientTls {
-        config: Arc::new(config),
-        cert: resolver,
-    })
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Ok((Arc::new(config), resolver))
 }
 
 /// The operating system's trust store (`SSL_CERT_FILE`/`SSL_CERT_DIR` honoured), as Go's
@@ -310,7 +337,7 @@ impl ReloadingClientCert {
         if changed {
             tracing::info!(
                 cert = %origin(&self.cert),
-                "loaded a new MQTT client certificate"
+                "loaded a new client certificate"
             );
         }
         *loaded = Loaded {
@@ -340,7 +367,7 @@ impl ReloadingClientCert {
         {
             tracing::warn!(
                 error = %e,
-                "reloading the MQTT client certificate failed; keeping the last good one"
+                "reloading the client certificate failed; keeping the last good one"
             );
         }
         (loaded.key.clone(), loaded.generation)

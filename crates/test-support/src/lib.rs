@@ -11,6 +11,7 @@ mod client_cert;
 mod cluster;
 mod error;
 mod fake_api;
+pub mod grpc_source;
 mod kubeconfig;
 pub mod mosquitto;
 pub mod mqtt_source;

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use agent::hub::broker::BrokerHub;
 use agent::{AgentConfig, Clients};
 use cloudevents::client::ClientOptions;
-use cloudevents::config::MqttConfig;
+use cloudevents::config::{GrpcConfig, MqttConfig};
+use cloudevents::grpc::GrpcClientOptions;
 use cloudevents::mqtt::Topics;
 
 use crate::upstream_flags::Driver;
@@ -29,8 +30,8 @@ pub struct RunArgs {
     )]
     pub spoke_cluster_name: String,
     /// Kubeconfig of the hub cluster (upstream: `--workload-source-config`), re-read with the
-    /// certificate files it names when it changes; with `--workload-source-driver=mqtt`, the
-    /// broker's config file (upstream's format, see docs/mqtt.md).
+    /// certificate files it names when it changes; with `--workload-source-driver=mqtt` or `grpc`,
+    /// the transport's config file (upstream's format, see docs/mqtt.md and docs/grpc.md).
     #[arg(
         long,
         env = "WORK_AGENT_HUB_KUBECONFIG",
@@ -108,12 +109,12 @@ pub struct RunArgs {
 /// Flags of upstream's `work agent` command line that are accepted for drop-in use.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct UpstreamArgs {
-    /// Where works come from: `kube` (a Kubernetes hub) or `mqtt` (CloudEvents over an MQTT
-    /// broker, as Maestro sends them).
+    /// Where works come from: `kube` (a Kubernetes hub), `mqtt` (CloudEvents over an MQTT broker,
+    /// as Maestro sends them) or `grpc` (CloudEvents from OCM's gRPC server or Maestro's broker).
     #[arg(long, default_value = crate::upstream_flags::KUBE_DRIVER)]
     pub workload_source_driver: String,
-    /// The agent's CloudEvents client id (required with `mqtt`): the source of its events; the
-    /// MQTT client id is `<id>-client`.
+    /// The agent's CloudEvents client id (required with `mqtt` and `grpc`): the source of its
+    /// events; the MQTT client id is `<id>-client`.
     #[arg(long)]
     pub cloudevents_client_id: Option<String>,
     /// Accepted and ignored, as upstream (the ManifestBundle codec is the only one).
@@ -213,10 +214,11 @@ pub fn main(args: RunArgs) -> ExitCode {
             HubChoice::Kube(hub) => agent::run(config, Clients { hub, spoke }).await,
             HubChoice::Mqtt(options) => match BrokerHub::start_mqtt(*options) {
                 Ok(hub) => agent::run_with_hub(config, Arc::new(hub), spoke).await,
-                Err(e) => {
-                    eprintln!("work-agent run: --workload-source-config: {e}");
-                    return ExitCode::from(2);
-                }
+                Err(e) => return source_config_error(&e),
+            },
+            HubChoice::Grpc(options) => match BrokerHub::start_grpc(*options) {
+                Ok(hub) => agent::run_with_hub(config, Arc::new(hub), spoke).await,
+                Err(e) => return source_config_error(&e),
             },
         };
         match result {
@@ -230,12 +232,20 @@ pub fn main(args: RunArgs) -> ExitCode {
     })
 }
 
+/// A transport that cannot start with its config file: one line, exit code 2.
+fn source_config_error(e: &cloudevents::Error) -> ExitCode {
+    eprintln!("work-agent run: --workload-source-config: {e}");
+    ExitCode::from(2)
+}
+
 /// The hub the command line chose.
 pub enum HubChoice {
     /// ManifestWorks on a Kubernetes hub, through this client.
     Kube(kube::Client),
     /// CloudEvents from a source behind an MQTT broker.
     Mqtt(Box<ClientOptions>),
+    /// CloudEvents from a gRPC source.
+    Grpc(Box<GrpcClientOptions>),
 }
 
 /// A startup problem: reported as one line, exit code 2.
@@ -293,6 +303,7 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, HubChoice, kube::Client
     let (hub, hub_server) = match driver {
         Driver::Kube => kube_hub(args).await?,
         Driver::Mqtt => mqtt_hub(args)?,
+        Driver::Grpc => grpc_hub(args)?,
     };
     let (spoke_config, in_cluster) = load_spoke_config(args.spoke_kubeconfig.as_deref()).await?;
     let spoke = agent::client::build(
@@ -367,27 +378,55 @@ async fn kube_hub(args: &RunArgs) -> Result<(HubChoice, String), SetupError> {
 /// The MQTT broker of the config file, and its `brokerHost` as written (the hub hash's input,
 /// as upstream's agent derives it, so both agents name AppliedManifestWorks alike).
 fn mqtt_hub(args: &RunArgs) -> Result<(HubChoice, String), SetupError> {
-    let client_id = args
-        .upstream
-        .cloudevents_client_id
-        .clone()
-        .filter(|id| !id.is_empty())
-        .ok_or_else(|| {
-            SetupError::Flag(
-                "--cloudevents-client-id is required with --workload-source-driver=mqtt".into(),
-            )
-        })?;
-    let path = args.hub_kubeconfig.display().to_string();
+    let client_id = cloudevents_client_id(args, "mqtt")?;
     let config =
-        MqttConfig::from_file(&args.hub_kubeconfig).map_err(|e| SetupError::SourceConfig {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
+        MqttConfig::from_file(&args.hub_kubeconfig).map_err(|e| source_config(args, &e))?;
     Topics::check_cluster(&args.spoke_cluster_name)
         .map_err(|e| SetupError::Flag(format!("--spoke-cluster-name: {e}")))?;
     let server = config.broker_host.clone();
     let options = ClientOptions::new(config, args.spoke_cluster_name.clone(), client_id);
     Ok((HubChoice::Mqtt(Box::new(options)), server))
+}
+
+/// `--cloudevents-client-id`, required with the CloudEvents drivers.
+fn cloudevents_client_id(args: &RunArgs, driver: &str) -> Result<String, SetupError> {
+    args.upstream
+        .cloudevents_client_id
+        .clone()
+        .filter(|id| !id.is_empty())
+        .ok_or_else(|| {
+            SetupError::Flag(format!(
+                "--cloudevents-client-id is required with --workload-source-driver={driver}"
+            ))
+        })
+}
+
+/// A config file error naming the file.
+fn source_config(args: &RunArgs, e: &cloudevents::Error) -> SetupError {
+    SetupError::SourceConfig {
+        path: args.hub_kubeconfig.display().to_string(),
+        reason: e.to_string(),
+    }
+}
+
+/// The gRPC source of the config file, and its `url` as written (the hub hash's input, as
+/// upstream's agent derives it).
+fn grpc_hub(args: &RunArgs) -> Result<(HubChoice, String), SetupError> {
+    let client_id = cloudevents_client_id(args, "grpc")?;
+    let config =
+        GrpcConfig::from_file(&args.hub_kubeconfig).map_err(|e| source_config(args, &e))?;
+    if !config.uses_tls() && (config.certs.ca.is_some() || config.certs.client_cert.is_some()) {
+        // Upstream's rule, kept for drop-in use (see docs/grpc.md): TLS only with a token or a
+        // client certificate and key.
+        tracing::warn!(
+            url = %config.url,
+            "the gRPC config has TLS material but neither a token nor a client certificate and \
+             key: connecting WITHOUT TLS, as upstream's agent does; the CA is not used"
+        );
+    }
+    let server = config.url.clone();
+    let options = GrpcClientOptions::new(config, args.spoke_cluster_name.clone(), client_id);
+    Ok((HubChoice::Grpc(Box::new(options)), server))
 }
 
 /// Upstream's `--leader-election-*` durations (defaults 137 s, 107 s, 26 s as upstream's when

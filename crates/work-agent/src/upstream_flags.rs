@@ -9,7 +9,7 @@ use std::time::Duration;
 pub const KUBE_DRIVER: &str = "kube";
 
 /// Drivers upstream names that this agent does not have.
-const UNSUPPORTED_DRIVERS: [&str; 3] = ["grpc", "kafka", "pubsub"];
+const UNSUPPORTED_DRIVERS: [&str; 2] = ["kafka", "pubsub"];
 
 /// Where the agent reads its works from (`--workload-source-driver`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +18,8 @@ pub enum Driver {
     Kube,
     /// CloudEvents over an MQTT broker (Maestro).
     Mqtt,
+    /// CloudEvents over gRPC (OCM's gRPC server, Maestro's gRPC broker).
+    Grpc,
 }
 
 /// Feature gates of upstream's work agent (open-cluster-management.io/api, `feature` package,
@@ -36,6 +38,7 @@ pub fn parse_driver(driver: &str) -> Result<Driver, String> {
     match driver {
         KUBE_DRIVER => return Ok(Driver::Kube),
         "mqtt" => return Ok(Driver::Mqtt),
+        "grpc" => return Ok(Driver::Grpc),
         _ => {}
     }
     let why = if UNSUPPORTED_DRIVERS.contains(&driver) {
@@ -44,7 +47,7 @@ pub fn parse_driver(driver: &str) -> Result<Driver, String> {
         "unknown driver"
     };
     Err(format!(
-        "--workload-source-driver={driver}: {why}; the supported drivers are \"kube\" and \"mqtt\""
+        "--workload-source-driver={driver}: {why}; the supported drivers are \"kube\", \"mqtt\" and \"grpc\""
     ))
 }
 
@@ -184,13 +187,14 @@ mod tests {
     }
 
     #[test]
-    fn the_kube_and_mqtt_drivers_are_supported() {
+    fn the_kube_mqtt_and_grpc_drivers_are_supported() {
         assert_eq!(parse_driver("kube"), Ok(Driver::Kube));
         assert_eq!(parse_driver("mqtt"), Ok(Driver::Mqtt));
+        assert_eq!(parse_driver("grpc"), Ok(Driver::Grpc));
         for other in ["kafka", "pubsub"] {
             let err = parse_driver(other).expect_err(other);
             assert!(
-                err.contains("not supported") && err.contains("\"kube\" and \"mqtt\""),
+                err.contains("not supported") && err.contains("\"mqtt\" and \"grpc\""),
                 "{err}"
             );
             assert!(!err.contains('\n'));

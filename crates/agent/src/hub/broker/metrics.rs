@@ -95,6 +95,13 @@ impl Collector for TransportCollector {
             None,
             rejected.metric_type(),
         )?)?;
+        let dropped = ConstCounter::new(stats.dropped);
+        dropped.encode(encoder.encode_descriptor(
+            "cloudevents_publish_dropped",
+            "Events to the source that it refused as malformed; dropped, as retrying cannot help.",
+            None,
+            dropped.metric_type(),
+        )?)?;
         let depth = ConstGauge::new(i64::try_from(stats.queue_depth).unwrap_or(i64::MAX));
         depth.encode(encoder.encode_descriptor(
             "cloudevents_publish_queue_depth",
@@ -171,6 +178,7 @@ mod tests {
             rejected: 1,
             reconnects: 2,
             queue_depth: 4,
+            dropped: 6,
         };
         let histogram = status_resync_histogram();
         register(
@@ -201,5 +209,9 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("cloudevents_rejected_total 1"), "{text}");
+        assert!(
+            text.contains("cloudevents_publish_dropped_total 6"),
+            "{text}"
+        );
     }
 }

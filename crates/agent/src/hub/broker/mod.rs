@@ -1,4 +1,5 @@
-//! A hub behind a message broker (Maestro over MQTT, later gRPC): the source keeps the works and
+//! A hub behind a message broker (Maestro over MQTT; OCM's or Maestro's gRPC server): the source
+//! keeps the works and
 //! sends them as CloudEvents; the agent keeps its copy in memory ([`LocalWorks`], as upstream's
 //! agent does) and sends statuses back.
 //!
@@ -23,6 +24,7 @@ use std::time::Instant;
 
 use cloudevents::client::{ClientOptions, MqttClient, Publisher, Stats};
 use cloudevents::codec::{self, Incoming, ResourceStatusHashList, SpecUpdate};
+use cloudevents::grpc::{GrpcClient, GrpcClientOptions, GrpcPublisher};
 use cloudevents::snowflake::Snowflake;
 use cloudevents::{CloudEvent, EventType};
 use futures::future::BoxFuture;
@@ -51,6 +53,16 @@ impl Outbox for Publisher {
 
     fn stats(&self) -> Stats {
         Publisher::stats(self)
+    }
+}
+
+impl Outbox for GrpcPublisher {
+    fn publish(&self, event: CloudEvent) -> Result<(), cloudevents::Error> {
+        GrpcPublisher::publish(self, event)
+    }
+
+    fn stats(&self) -> Stats {
+        GrpcPublisher::stats(self)
     }
 }
 
@@ -97,16 +109,40 @@ impl BrokerHub {
     pub fn start_mqtt(options: ClientOptions) -> Result<Self, cloudevents::Error> {
         let hub = Self::new(&options.cluster, &options.cloudevents_client_id);
         let resync = hub.clone();
-        let on_subscribed: cloudevents::client::SubscribedHook =
-            Arc::new(move |publisher: &Publisher| resync.request_spec_resync(publisher));
-        let mut client = MqttClient::start(options, on_subscribed)?;
+        let mut client = MqttClient::start(
+            options,
+            Arc::new(move |publisher: &Publisher| resync.request_spec_resync(publisher)),
+        )?;
         let incoming = std::mem::replace(&mut client.incoming, mpsc::channel(1).1);
-        hub.attach(Arc::new(client.publisher.clone()), incoming);
-        *hub.inner
+        Ok(hub.run_on(Arc::new(client.publisher.clone()), incoming, client))
+    }
+
+    /// Connects to the gRPC source of `options` and starts taking its events.
+    pub fn start_grpc(options: GrpcClientOptions) -> Result<Self, cloudevents::Error> {
+        let hub = Self::new(&options.cluster, &options.cloudevents_client_id);
+        let resync = hub.clone();
+        let mut client = GrpcClient::start(
+            options,
+            Arc::new(move |publisher: &GrpcPublisher| resync.request_spec_resync(publisher)),
+        )?;
+        let incoming = std::mem::replace(&mut client.incoming, mpsc::channel(1).1);
+        Ok(hub.run_on(Arc::new(client.publisher.clone()), incoming, client))
+    }
+
+    /// Attaches a started transport, which lives as long as the hub.
+    fn run_on(
+        self,
+        outbox: Arc<dyn Outbox>,
+        incoming: mpsc::Receiver<Result<Incoming, cloudevents::Error>>,
+        transport: impl Send + 'static,
+    ) -> Self {
+        self.attach(outbox, incoming);
+        *self
+            .inner
             .transport
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(Box::new(client));
-        Ok(hub)
+            .unwrap_or_else(PoisonError::into_inner) = Some(Box::new(transport));
+        self
     }
 
     /// Connects `outbox` and starts applying the events of `incoming`.

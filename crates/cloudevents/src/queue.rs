@@ -1,0 +1,145 @@
+//! What both transports' clients share: the publish queue that keeps only the latest unsent event
+//! per work (so a long broker outage costs memory per work, not per status change), the key events
+//! are queued under, and the reconnect backoff.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use backon::BackoffBuilder;
+
+use crate::Error;
+use crate::event::CloudEvent;
+use crate::types;
+
+/// Events waiting to be published, in order, at most one per key.
+#[derive(Debug)]
+pub struct LatestQueue<T> {
+    /// Key order of what waits.
+    order: VecDeque<String>,
+    /// Latest item per key.
+    latest: HashMap<String, T>,
+}
+
+impl<T> Default for LatestQueue<T> {
+    fn default() -> Self {
+        Self {
+            order: VecDeque::new(),
+            latest: HashMap::new(),
+        }
+    }
+}
+
+impl<T> LatestQueue<T> {
+    /// Items waiting.
+    pub fn len(&self) -> usize {
+        self.latest.len()
+    }
+
+    /// Nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.latest.is_empty()
+    }
+
+    /// Queues `item` under `key`, replacing an unsent item of the same key in its place. A new
+    /// key is refused when `held` (what the caller holds besides this queue, e.g. in flight) plus
+    /// the queue reach `capacity`.
+    pub fn push(
+        &mut self,
+        key: String,
+        item: T,
+        capacity: usize,
+        held: usize,
+    ) -> Result<(), Error> {
+        if !self.latest.contains_key(&key) {
+            if self.len() + held >= capacity {
+                return Err(Error::Binding(format!(
+                    "publish queue full ({capacity} events)"
+                )));
+            }
+            self.order.push_back(key.clone());
+        }
+        self.latest.insert(key, item);
+        Ok(())
+    }
+
+    /// The oldest key's latest item.
+    pub fn pop(&mut self) -> Option<(String, T)> {
+        while let Some(key) = self.order.pop_front() {
+            if let Some(item) = self.latest.remove(&key) {
+                return Some((key, item));
+            }
+        }
+        None
+    }
+
+    /// Puts an item the receiver refused for now back at the end, unless a newer one for the key
+    /// is already queued.
+    pub fn retry_later(&mut self, key: String, item: T) {
+        if !self.latest.contains_key(&key) {
+            self.order.push_back(key.clone());
+            self.latest.insert(key, item);
+        }
+    }
+
+    /// Puts an item that could not be delivered back at the front, unless a newer one for the
+    /// key is already queued.
+    pub fn requeue(&mut self, key: String, item: T) {
+        if !self.latest.contains_key(&key) {
+            self.order.push_front(key.clone());
+            self.latest.insert(key, item);
+        }
+    }
+}
+
+/// The queue key of an event: the work's UID, so a newer status replaces an unsent one; events
+/// about no single work (resync requests) queue on their own.
+pub fn event_key(event: &CloudEvent) -> String {
+    event
+        .ext_string(types::EXT_RESOURCE_ID)
+        .unwrap_or_else(|| format!("event/{}", event.id))
+}
+
+/// Upstream's reconnect delays: exponential from `min` to `max`, jittered, never giving up.
+pub fn reconnect_backoff(min: Duration, max: Duration) -> impl Iterator<Item = Duration> {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(min)
+        .with_max_delay(max)
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latest_per_key_in_order_and_requeue_keeps_newer() {
+        let mut q = LatestQueue::default();
+        q.push("a".into(), 1, 10, 0).expect("room");
+        q.push("b".into(), 2, 10, 0).expect("room");
+        q.push("a".into(), 3, 10, 0).expect("replaces in place");
+        assert_eq!(q.len(), 2);
+        assert_eq!(q.pop(), Some(("a".to_string(), 3)));
+        q.push("a".into(), 4, 10, 0).expect("room");
+        q.requeue("a".into(), 3);
+        q.requeue("c".into(), 5);
+        assert_eq!(q.pop(), Some(("c".to_string(), 5)), "requeued at the front");
+        assert_eq!(q.pop(), Some(("b".to_string(), 2)));
+        assert_eq!(q.pop(), Some(("a".to_string(), 4)), "the newer one won");
+        assert_eq!(q.pop(), None);
+        q.push("a".into(), 1, 10, 0).expect("room");
+        q.retry_later("b".into(), 2);
+        q.retry_later("a".into(), 0);
+        assert_eq!(
+            q.pop(),
+            Some(("a".to_string(), 1)),
+            "the newer one stays, in its place"
+        );
+        assert_eq!(q.pop(), Some(("b".to_string(), 2)));
+        q.push("x".into(), 1, 2, 1).expect("room for one");
+        assert!(q.push("y".into(), 1, 2, 1).is_err(), "full");
+        q.push("x".into(), 2, 2, 1)
+            .expect("a queued key is replaced even when full");
+    }
+}

@@ -42,6 +42,9 @@ use crate::types;
 
 /// How long dialing and subscribing may take before the attempt counts as failed.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Longest wait after the `subscription-id` header before the resync request goes out when no
+/// message has come yet (see `run_session`).
+const SUBSCRIBE_SETTLE: Duration = Duration::from_millis(200);
 /// How long one `Publish` may take before the connection counts as broken.
 const PUBLISH_TIMEOUT: Duration = Duration::from_secs(30);
 /// Room for a ~1 MiB bundle (tonic's default limit is 4 MiB; never less than that).
@@ -485,15 +488,29 @@ async fn run_session(
         st.stats.ready = true;
     }
     tracing::info!(url = %opts.config.url, %subscription, cluster = %opts.cluster, "subscribed to the gRPC source");
-    hook(publisher);
     shared.wake.notify_one();
 
+    // sdk-go's broker sends the header before it registers the subscriber, and answers a resync
+    // request through the subscribers it has: a request sent the moment the header arrives can
+    // find none and its answer is lost. So the hook (the resync request) waits for the first
+    // message of the stream, which proves the registration, or a short settling time.
+    let settle = tokio::time::sleep(SUBSCRIBE_SETTLE);
+    tokio::pin!(settle);
+    let mut hook_pending = true;
     let health = opts.config.server_healthiness_timeout;
     let deadline = tokio::time::sleep(health.unwrap_or(Duration::MAX / 4));
     tokio::pin!(deadline);
     loop {
         tokio::select! {
-            message = stream.message() => match message {
+            _ = &mut settle, if hook_pending => {
+                hook_pending = false;
+                hook(publisher);
+            }
+            message = stream.message() => {
+                if matches!(message, Ok(Some(_))) && std::mem::take(&mut hook_pending) {
+                    hook(publisher);
+                }
+                match message {
                 Ok(Some(pb)) if pb.r#type == types::HEARTBEAT_TYPE => {
                     if let Some(h) = health {
                         deadline.as_mut().reset(tokio::time::Instant::now() + h);
@@ -515,6 +532,7 @@ async fn run_session(
                 }
                 Ok(None) => return End::Lost(format!("subscription {subscription} ended by the server")),
                 Err(status) => return End::Lost(format!("subscription {subscription}: {}", describe(&status))),
+                }
             },
             _ = &mut deadline, if health.is_some() => {
                 return End::Lost(format!(

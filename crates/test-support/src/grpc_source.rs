@@ -15,12 +15,17 @@
 //!   can be told to refuse publishes (`FailedPrecondition`, as the broker answers a failing
 //!   handler).
 //!
+//! With [`SourceTls`] it serves TLS (ALPN h2) and can require client certificates of a CA; it
+//! records the protocol version and client certificate of every handshake. With a token it
+//! refuses calls without `authorization: Bearer <token>` (`Unauthenticated`).
+//!
 //! The store survives [`GrpcSource::stop`] and [`GrpcSource::restart`] (same port), like a
 //! server backed by a database; spec events sent while no agent is subscribed are lost, as with
 //! the real broker, so the agent's resync after its next subscribe is what brings them.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -33,8 +38,11 @@ use cloudevents::types::{self, EventType};
 use cloudevents::{CloudEvent, ExtValue};
 use futures::future::BoxFuture;
 use serde_json::Value;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+use tokio_rustls::rustls;
 use tonic::{Request, Response, Status};
 use tonic_prost::ProstCodec;
 
@@ -66,6 +74,29 @@ pub enum Error {
     /// An event could not be put on the wire.
     #[error("encode: {0}")]
     Encode(#[from] cloudevents::Error),
+    /// The TLS material is unusable.
+    #[error("tls: {0}")]
+    Tls(String),
+}
+
+/// TLS of the source.
+#[derive(Clone, Debug)]
+pub struct SourceTls {
+    /// The server certificate chain (PEM).
+    pub cert_pem: String,
+    /// Its key (PEM).
+    pub key_pem: String,
+    /// Require client certificates signed by this CA (PEM); none: no client certificates.
+    pub client_ca_pem: Option<String>,
+}
+
+/// What a TLS handshake with the source negotiated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Handshake {
+    /// The protocol version, e.g. `TLSv1_3`.
+    pub version: String,
+    /// The client certificate (DER), when one was presented.
+    pub client_cert: Option<Vec<u8>>,
 }
 
 /// How to run the source.
@@ -77,6 +108,10 @@ pub struct GrpcSourceOptions {
     pub port: u16,
     /// Interval of the heartbeats on every subscription (the broker's default is 10 s).
     pub heartbeat_interval: Duration,
+    /// Serve TLS.
+    pub tls: Option<SourceTls>,
+    /// Require this bearer token on every call.
+    pub token: Option<String>,
 }
 
 impl Default for GrpcSourceOptions {
@@ -85,6 +120,8 @@ impl Default for GrpcSourceOptions {
             source_id: "maestro".into(),
             port: 0,
             heartbeat_interval: Duration::from_secs(10),
+            tls: None,
+            token: None,
         }
     }
 }
@@ -108,6 +145,9 @@ struct State {
     heartbeats_sent: u64,
     publishes_to_refuse: u64,
     publishes_refused: u64,
+    handshakes: Vec<Handshake>,
+    failed_handshakes: Vec<String>,
+    unauthenticated: u64,
 }
 
 struct Shared {
@@ -118,9 +158,28 @@ struct Shared {
     heartbeats: watch::Sender<bool>,
     /// The `subscription-id` header is sent while true.
     subscription_header: std::sync::atomic::AtomicBool,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    /// `Bearer <token>` every call must carry.
+    bearer: Option<String>,
 }
 
 impl Shared {
+    /// Refuses a call without the configured bearer token.
+    fn authorize<T>(&self, request: &Request<T>) -> Result<(), Status> {
+        let Some(want) = &self.bearer else {
+            return Ok(());
+        };
+        let got = request
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        if got == Some(want.as_str()) {
+            return Ok(());
+        }
+        self.lock().unauthenticated += 1;
+        Err(Status::unauthenticated("no or a wrong bearer token"))
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A poisoned lock only means a test thread panicked mid-update; the data is still usable.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -172,12 +231,15 @@ impl Drop for GrpcSource {
 impl GrpcSource {
     /// Starts serving on 127.0.0.1 (`options.port`, or a free port).
     pub async fn start(options: GrpcSourceOptions) -> Result<Self, Error> {
+        let tls = options.tls.as_ref().map(server_config).transpose()?;
         let shared = Arc::new(Shared {
             source_id: options.source_id,
             heartbeat_interval: options.heartbeat_interval,
             state: Mutex::new(State::default()),
             heartbeats: watch::channel(true).0,
             subscription_header: std::sync::atomic::AtomicBool::new(true),
+            tls,
+            bearer: options.token.map(|t| format!("Bearer {t}")),
         });
         let addr = SocketAddr::from(([127, 0, 0, 1], options.port));
         let mut source = Self {
@@ -204,8 +266,8 @@ impl GrpcSource {
         let service = Service {
             shared: self.shared.clone(),
         };
+        let incoming = accept(listener, self.shared.clone());
         let task = tokio::spawn(async move {
-            let incoming = tonic::transport::server::TcpIncoming::from(listener);
             let _ = tonic::transport::Server::builder()
                 .serve_with_incoming_shutdown(service, incoming, async {
                     let _ = stopped.await;
@@ -264,6 +326,21 @@ impl GrpcSource {
     /// Publishes refused so far.
     pub fn publishes_refused(&self) -> u64 {
         self.shared.lock().publishes_refused
+    }
+
+    /// Every successful TLS handshake, in order.
+    pub fn handshakes(&self) -> Vec<Handshake> {
+        self.shared.lock().handshakes.clone()
+    }
+
+    /// Every failed TLS handshake (the error), in order.
+    pub fn failed_handshakes(&self) -> Vec<String> {
+        self.shared.lock().failed_handshakes.clone()
+    }
+
+    /// Calls refused for their bearer token.
+    pub fn unauthenticated(&self) -> u64 {
+        self.shared.lock().unauthenticated
     }
 
     /// Heartbeats sent so far, over all subscriptions.
@@ -534,7 +611,10 @@ impl tonic::server::UnaryService<PublishRequest> for Publish {
     type Future = BoxFuture<'static, Result<Response<()>, Status>>;
 
     fn call(&mut self, request: Request<PublishRequest>) -> Self::Future {
-        let result = publish(&self.shared, request.into_inner());
+        let result = self
+            .shared
+            .authorize(&request)
+            .and_then(|()| publish(&self.shared, request.into_inner()));
         Box::pin(async move { result.map(Response::new) })
     }
 }
@@ -641,8 +721,10 @@ impl tonic::server::ServerStreamingService<SubscriptionRequest> for Subscribe {
 
     fn call(&mut self, request: Request<SubscriptionRequest>) -> Self::Future {
         let shared = self.shared.clone();
+        let authorized = shared.authorize(&request);
         let sub = request.into_inner();
         Box::pin(async move {
+            authorized?;
             if sub.cluster_name.is_empty() {
                 return Err(Status::invalid_argument(
                     "invalid subscription request: missing cluster name",
@@ -714,4 +796,142 @@ async fn heartbeats(
         }
         shared.lock().heartbeats_sent += 1;
     }
+}
+
+/// The rustls server config of `tls`: ALPN h2, client certificates of the CA when given.
+fn server_config(tls: &SourceTls) -> Result<Arc<rustls::ServerConfig>, Error> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let bad = |e: &dyn std::fmt::Display| Error::Tls(e.to_string());
+    let chain = CertificateDer::pem_slice_iter(tls.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| bad(&e))?;
+    let key = PrivateKeyDer::from_pem_slice(tls.key_pem.as_bytes()).map_err(|e| bad(&e))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| bad(&e))?;
+    let builder = match &tls.client_ca_pem {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+                roots.add(cert.map_err(|e| bad(&e))?).map_err(|e| bad(&e))?;
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(roots.into(), provider)
+                    .build()
+                    .map_err(|e| bad(&e))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| bad(&e))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A connection of the source, plain or TLS.
+enum SourceIo {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::server::TlsStream<TcpStream>>),
+}
+
+impl tonic::transport::server::Connected for SourceIo {
+    type ConnectInfo = ();
+
+    fn connect_info(&self) -> Self::ConnectInfo {}
+}
+
+impl AsyncRead for SourceIo {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for SourceIo {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_flush(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Self::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Self::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+/// The connections of `listener`, after their TLS handshake when the source serves TLS (each
+/// handshake on its own task, so that a slow or failing one holds up nobody); they end with the
+/// listener's task when the server stops.
+fn accept(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+) -> futures::stream::BoxStream<'static, std::io::Result<SourceIo>> {
+    let (tx, rx) = mpsc::channel::<SourceIo>(16);
+    let acceptor = tokio::spawn(async move {
+        loop {
+            let Ok((tcp, _)) = listener.accept().await else {
+                continue;
+            };
+            let _ = tcp.set_nodelay(true);
+            let Some(config) = shared.tls.clone() else {
+                if tx.send(SourceIo::Plain(tcp)).await.is_err() {
+                    return;
+                }
+                continue;
+            };
+            let (tx, shared) = (tx.clone(), shared.clone());
+            tokio::spawn(async move {
+                match tokio_rustls::TlsAcceptor::from(config).accept(tcp).await {
+                    Ok(tls) => {
+                        let (_, conn) = tls.get_ref();
+                        let handshake = Handshake {
+                            version: format!("{:?}", conn.protocol_version()),
+                            client_cert: conn
+                                .peer_certificates()
+                                .and_then(|c| c.first())
+                                .map(|c| c.to_vec()),
+                        };
+                        shared.lock().handshakes.push(handshake);
+                        let _ = tx.send(SourceIo::Tls(Box::new(tls))).await;
+                    }
+                    Err(e) => shared.lock().failed_handshakes.push(e.to_string()),
+                }
+            });
+        }
+    });
+    // The acceptor stops with the stream (the server dropping it at shutdown).
+    struct StopOnDrop(JoinHandle<()>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let guard = StopOnDrop(acceptor);
+    Box::pin(futures::stream::unfold(
+        (rx, guard),
+        |(mut rx, guard)| async move { rx.recv().await.map(|io| (Ok(io), (rx, guard))) },
+    ))
 }

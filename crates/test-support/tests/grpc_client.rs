@@ -1,7 +1,8 @@
 //! The gRPC client against the test gRPC source on 127.0.0.1: subscribe with the
 //! `subscription-id` header, spec in, status out, resync after every subscribe, a server restart
 //! losing nothing, heartbeats and the healthiness timeout, a source refusing publishes, a 1 MiB
-//! bundle. No cluster and no external server needed.
+//! bundle; TLS 1.3 with a client certificate (and its rotation), a bearer token, and a CA alone
+//! meaning plain TCP as upstream. No cluster and no external server needed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,10 +36,15 @@ async fn source() -> GrpcSource {
 type Held = Arc<Mutex<Vec<ResourceVersion>>>;
 
 fn client(url: &str, extra: &str) -> (GrpcClient, Held) {
+    client_with(url, extra, Duration::from_secs(300))
+}
+
+fn client_with(url: &str, extra: &str, cert_refresh: Duration) -> (GrpcClient, Held) {
     let config = GrpcConfig::parse(&format!("url: {url}\n{extra}")).expect("config");
     let mut opts = GrpcClientOptions::new(config, CLUSTER, "cluster1-work-agent");
     opts.reconnect_min = Duration::from_millis(50);
     opts.reconnect_max = Duration::from_millis(200);
+    opts.cert_refresh = cert_refresh;
     let held: Held = Arc::default();
     let list = held.clone();
     let hook = Arc::new(move |p: &GrpcPublisher| {
@@ -302,4 +308,278 @@ async fn a_refused_status_is_tried_again_and_a_1_mib_bundle_arrives() {
             .all(|v| v.outcome == StatusOutcome::Accepted)
     );
     assert_eq!(client.publisher.stats().dropped, 0);
+}
+
+mod tls {
+    use super::*;
+    use base64::Engine;
+    use rcgen::{
+        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    };
+    use std::path::PathBuf;
+    use test_support::grpc_source::SourceTls;
+
+    struct Ca {
+        issuer: Issuer<'static, KeyPair>,
+        pem: String,
+    }
+
+    fn new_ca(name: &str) -> Ca {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let pem = params.self_signed(&key).expect("CA").pem();
+        Ca {
+            issuer: Issuer::new(params, key),
+            pem,
+        }
+    }
+
+    /// Certificate and key PEM of a leaf signed by `ca`.
+    fn leaf(ca: &Ca, cn: &str, sans: &[&str], usage: ExtendedKeyUsagePurpose) -> (String, String) {
+        let key = KeyPair::generate().expect("key");
+        let mut params =
+            CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+                .expect("params");
+        params.distinguished_name.push(DnType::CommonName, cn);
+        params.extended_key_usages = vec![usage];
+        let cert = params.signed_by(&key, &ca.issuer).expect("leaf");
+        (cert.pem(), key.serialize_pem())
+    }
+
+    fn client_cert(ca: &Ca, cn: &str) -> (String, String) {
+        leaf(ca, cn, &[], ExtendedKeyUsagePurpose::ClientAuth)
+    }
+
+    fn b64(s: &str) -> String {
+        base64::engine::general_purpose::STANDARD.encode(s)
+    }
+
+    fn der(pem: &str) -> Vec<u8> {
+        use tokio_rustls::rustls::pki_types::CertificateDer;
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+        CertificateDer::from_pem_slice(pem.as_bytes())
+            .expect("pem")
+            .to_vec()
+    }
+
+    /// A TLS source whose server certificate (for 127.0.0.1) is signed by `ca`, requiring client
+    /// certificates of `client_ca` when given.
+    async fn tls_source(ca: &Ca, client_ca: Option<&Ca>, token: Option<&str>) -> GrpcSource {
+        let (cert_pem, key_pem) = leaf(
+            ca,
+            "source",
+            &["127.0.0.1", "localhost"],
+            ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        GrpcSource::start(GrpcSourceOptions {
+            heartbeat_interval: Duration::from_millis(100),
+            tls: Some(SourceTls {
+                cert_pem,
+                key_pem,
+                client_ca_pem: client_ca.map(|c| c.pem.clone()),
+            }),
+            token: token.map(str::to_string),
+            ..Default::default()
+        })
+        .await
+        .expect("source starts")
+    }
+
+    /// A temporary directory removed on drop.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> Self {
+            let dir = std::env::temp_dir().join(test_support::unique_name(name));
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            Self(dir)
+        }
+
+        fn write(&self, name: &str, contents: &str) -> PathBuf {
+            // Atomically, as a Secret volume rotates files.
+            let tmp = self.0.join(format!(".{name}.tmp"));
+            std::fs::write(&tmp, contents).expect("write");
+            let path = self.0.join(name);
+            std::fs::rename(&tmp, &path).expect("rename");
+            path
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[tokio::test]
+    async fn tls_1_3_with_a_client_certificate_as_the_suite_configures_it() {
+        let ca = new_ca("grpc-ca");
+        let src = tls_source(&ca, Some(&ca), None).await;
+        let (cert, key) = client_cert(&ca, "cluster1-work-agent");
+        // The suite's file: base64 data, an empty token.
+        let (mut client, _) = client(
+            &src.url(),
+            &format!(
+                "caData: {}\nclientCertData: {}\nclientKeyData: {}\ntoken: \"\"\n",
+                b64(&ca.pem),
+                b64(&cert),
+                b64(&key)
+            ),
+        );
+        src.wait_until(|s| s.counters().spec_resync_requests == 1, WAIT)
+            .await
+            .expect("subscribed over TLS");
+        let handshakes = src.handshakes();
+        assert!(!handshakes.is_empty());
+        for h in &handshakes {
+            assert_eq!(h.version, "Some(TLSv1_3)");
+            assert_eq!(h.client_cert.as_deref(), Some(der(&cert).as_slice()));
+        }
+        let id = src.create(CLUSTER, bundle("tls")).expect("create");
+        assert_eq!(next_spec(&mut client).await.uid, id);
+        client
+            .publisher
+            .publish(applied_status(&id, 1, sequence()))
+            .expect("queued");
+        src.wait_until(
+            |s| s.condition_status(&id, "Applied").as_deref() == Some("True"),
+            WAIT,
+        )
+        .await
+        .expect("status over TLS");
+    }
+
+    #[tokio::test]
+    async fn a_client_certificate_of_another_ca_never_subscribes() {
+        let ca = new_ca("grpc-ca");
+        let other = new_ca("other-ca");
+        let src = tls_source(&ca, Some(&ca), None).await;
+        let (cert, key) = client_cert(&other, "intruder");
+        let (client, _) = client(
+            &src.url(),
+            &format!(
+                "caData: {}\nclientCertData: {}\nclientKeyData: {}\n",
+                b64(&ca.pem),
+                b64(&cert),
+                b64(&key)
+            ),
+        );
+        src.wait_until(|s| s.failed_handshakes().len() >= 2, WAIT)
+            .await
+            .expect("refused, tried again");
+        assert_eq!(src.counters().subscriptions, 0);
+        assert!(!client.publisher.stats().ready);
+    }
+
+    #[tokio::test]
+    async fn a_server_certificate_of_another_ca_is_not_trusted() {
+        let ca = new_ca("grpc-ca");
+        let other = new_ca("other-ca");
+        let src = tls_source(&other, Some(&ca), None).await;
+        let (cert, key) = client_cert(&ca, "cluster1-work-agent");
+        let (client, _) = client(
+            &src.url(),
+            &format!(
+                "caData: {}\nclientCertData: {}\nclientKeyData: {}\n",
+                b64(&ca.pem),
+                b64(&cert),
+                b64(&key)
+            ),
+        );
+        src.wait_until(|s| s.failed_handshakes().len() >= 2, WAIT)
+            .await
+            .expect("the client aborts the handshakes");
+        assert_eq!(src.counters().subscriptions, 0);
+        assert!(!client.publisher.stats().ready);
+    }
+
+    #[tokio::test]
+    async fn a_bearer_token_over_tls_without_a_client_certificate() {
+        let ca = new_ca("grpc-ca");
+        let src = tls_source(&ca, None, Some("s3cret")).await;
+        let dir = TempDir::new("grpc-token");
+        let ca_file = dir.write("ca.crt", &ca.pem);
+        let token_file = dir.write("token", "s3cret\n");
+        let (mut client, _) = client(
+            &src.url(),
+            &format!(
+                "caFile: {}\ntokenFile: {}\n",
+                ca_file.display(),
+                token_file.display()
+            ),
+        );
+        src.wait_until(|s| s.counters().spec_resync_requests == 1, WAIT)
+            .await
+            .expect("subscribed with the token");
+        assert!(src.handshakes().iter().all(|h| h.client_cert.is_none()));
+        let id = src.create(CLUSTER, bundle("token")).expect("create");
+        assert_eq!(next_spec(&mut client).await.uid, id);
+        assert_eq!(src.unauthenticated(), 0);
+
+        let (wrong, _) = client_with(
+            &src.url(),
+            &format!("caFile: {}\ntoken: guess\n", ca_file.display()),
+            Duration::from_secs(300),
+        );
+        src.wait_until(|s| s.unauthenticated() >= 2, WAIT)
+            .await
+            .expect("a wrong token is refused, and tried again");
+        assert!(!wrong.publisher.stats().ready);
+    }
+
+    #[tokio::test]
+    async fn a_ca_alone_means_plain_tcp_as_upstream() {
+        let ca = new_ca("grpc-ca");
+        let src = source().await;
+        let (client, _) = client(&src.url(), &format!("caData: {}\n", b64(&ca.pem)));
+        src.wait_until(|s| s.counters().spec_resync_requests == 1, WAIT)
+            .await
+            .expect("subscribed without TLS");
+        assert!(client.publisher.stats().ready);
+    }
+
+    #[tokio::test]
+    async fn a_rotated_client_certificate_is_presented_after_a_reconnect() {
+        let ca = new_ca("grpc-ca");
+        let src = tls_source(&ca, Some(&ca), None).await;
+        let dir = TempDir::new("grpc-rotate");
+        let (cert1, key1) = client_cert(&ca, "first");
+        let ca_file = dir.write("ca.crt", &ca.pem);
+        let cert_file = dir.write("tls.crt", &cert1);
+        let key_file = dir.write("tls.key", &key1);
+        let (_client, _) = client_with(
+            &src.url(),
+            &format!(
+                "caFile: {}\nclientCertFile: {}\nclientKeyFile: {}\n",
+                ca_file.display(),
+                cert_file.display(),
+                key_file.display()
+            ),
+            Duration::from_millis(200),
+        );
+        src.wait_until(|s| s.counters().subscriptions == 1, WAIT)
+            .await
+            .expect("subscribed");
+        let (cert2, key2) = client_cert(&ca, "second");
+        // Key first: a reload between the two files fails and keeps the old pair.
+        dir.write("tls.key", &key2);
+        dir.write("tls.crt", &cert2);
+        let second = der(&cert2);
+        src.wait_until(
+            |s| {
+                s.counters().subscriptions >= 2
+                    && s.handshakes()
+                        .last()
+                        .is_some_and(|h| h.client_cert.as_deref() == Some(second.as_slice()))
+            },
+            WAIT,
+        )
+        .await
+        .expect("a new connection presenting the new certificate");
+        src.wait_until(|s| s.counters().spec_resync_requests == 2, WAIT)
+            .await
+            .expect("a resync after the new subscription");
+    }
 }

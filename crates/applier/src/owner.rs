@@ -18,15 +18,17 @@ pub fn agent_label_value(hub_hash: &str, cluster_name: &str) -> String {
 }
 
 /// The ownerReference an applied object gets: to its AppliedManifestWork, not a controller, and
-/// not blocking the owner's deletion (the agent deletes owned objects itself).
+/// not blocking the owner's deletion (the agent deletes owned objects itself). Written exactly as
+/// upstream's agent writes it (`controller` and `blockOwnerDeletion` left out, which means false),
+/// so an object applied by one agent needs no update from the other when a cluster switches.
 pub fn owner_reference(applied_work: &AppliedManifestWork) -> OwnerReference {
     OwnerReference {
         api_version: AppliedManifestWork::api_version(&()).into_owned(),
         kind: AppliedManifestWork::kind(&()).into_owned(),
         name: applied_work.metadata.name.clone().unwrap_or_default(),
         uid: applied_work.metadata.uid.clone().unwrap_or_default(),
-        controller: Some(false),
-        block_owner_deletion: Some(false),
+        controller: None,
+        block_owner_deletion: None,
     }
 }
 
@@ -87,8 +89,20 @@ mod tests {
         assert_eq!(r.kind, "AppliedManifestWork");
         assert_eq!(r.name, "hash-work");
         assert_eq!(r.uid, "uid-1");
-        assert_eq!(r.controller, Some(false));
-        assert_eq!(r.block_owner_deletion, Some(false));
+        // Upstream's form: the two fields absent (upstream's agent rewrites an entry that has
+        // them, and this agent would rewrite one that lacks them).
+        assert_eq!(r.controller, None);
+        assert_eq!(r.block_owner_deletion, None);
+        let json = serde_json::to_value(&r).expect("serializable");
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "apiVersion": "work.open-cluster-management.io/v1",
+                "kind": "AppliedManifestWork",
+                "name": "hash-work",
+                "uid": "uid-1"
+            })
+        );
     }
 
     #[test]

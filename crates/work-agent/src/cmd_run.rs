@@ -120,9 +120,10 @@ pub struct UpstreamArgs {
     /// Accepted and ignored, as upstream (the ManifestBundle codec is the only one).
     #[arg(long, value_delimiter = ',')]
     pub cloudevents_client_codecs: Vec<String>,
-    /// Longest JSON text a `RawFeedbackJsonString` status feedback value may have.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_json_raw_length: u32,
+    /// Longest JSON text a `RawFeedbackJsonString` status feedback value may have (default 1024;
+    /// 1 MiB on Maestro's agent command line, see `maestro_agent`).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_json_raw_length: Option<u32>,
     /// klog verbosity of upstream's agent: accepted; `--log-level` sets this agent's logging.
     #[arg(short = 'v', long = "v")]
     pub verbosity: Option<String>,
@@ -148,6 +149,10 @@ pub struct UpstreamArgs {
     /// Cipher suites of the HTTPS endpoint (IANA names, comma-separated).
     #[arg(long)]
     pub tls_cipher_suites: Option<String>,
+    /// Whether the command line is Maestro's agent's (`--consumer-name`): set from the process
+    /// arguments, it selects `maestro agent`'s raw feedback settings.
+    #[arg(skip)]
+    pub maestro_command_line: bool,
 }
 
 /// An address, or none (`off`).
@@ -183,7 +188,9 @@ const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
 const DEFAULT_LEASE_NAMESPACE: &str = "open-cluster-management-agent";
 
 /// Runs the subcommand.
-pub fn main(args: RunArgs) -> ExitCode {
+pub fn main(mut args: RunArgs) -> ExitCode {
+    args.upstream.maestro_command_line =
+        crate::maestro_agent::is_maestro_command_line(std::env::args_os());
     if let Err(e) = init_logging(args.log_format, &args.log_level) {
         eprintln!("work-agent run: {e}");
         return ExitCode::from(2);
@@ -300,6 +307,11 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, HubChoice, kube::Client
     )
     .map_err(SetupError::Flag)?;
     let leader_timing = leader_timing(upstream)?;
+    let (raw_feedback_json, max_json_raw_length) = crate::maestro_agent::raw_feedback_settings(
+        upstream.maestro_command_line,
+        &gates,
+        upstream.max_json_raw_length,
+    );
     let (hub, hub_server) = match driver {
         Driver::Kube => kube_hub(args).await?,
         Driver::Mqtt => mqtt_hub(args)?,
@@ -343,10 +355,10 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, HubChoice, kube::Client
     .with_periods(args.readonly_resync, args.status_sync_period)
     .with_health(args.health_address.0, health_tls)
     .with_eviction_grace_period(args.appliedmanifestwork_eviction_grace_period)
-    .with_max_json_raw_length(upstream.max_json_raw_length as usize)
+    .with_max_json_raw_length(max_json_raw_length as usize)
     .with_ttl_deletion_events(args.ttl_deletion_events)
     .with_gates(agent::config::FeatureGates {
-        raw_feedback_json: gates.get("RawFeedbackJsonString").copied().unwrap_or(false),
+        raw_feedback_json,
         executor_validating_caches: gates
             .get("ExecutorValidatingCaches")
             .copied()
@@ -354,6 +366,12 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, HubChoice, kube::Client
     });
     // Logged once setup succeeded, so that a startup error stays the only line on stderr.
     tracing::info!(?gates, "feature gates (see docs/operations.md)");
+    if upstream.maestro_command_line {
+        tracing::info!(
+            max_json_raw_length,
+            "Maestro's agent command line (--consumer-name): RawFeedbackJsonString on, as `maestro agent`"
+        );
+    }
     Ok((config, hub, spoke))
 }
 
@@ -701,7 +719,7 @@ mod tests {
             r.health_address,
             OptionalAddress(Some(([0, 0, 0, 0], 8443).into()))
         );
-        assert_eq!(r.upstream.max_json_raw_length, 1_048_576);
+        assert_eq!(r.upstream.max_json_raw_length, Some(1_048_576));
         assert!(
             Cli::try_parse_from(["x", "--consumer-name=c", "--hub-kubeconfig=f", "--v=4"]).is_ok()
         );

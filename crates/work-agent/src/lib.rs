@@ -3,4 +3,5 @@
 
 pub mod cmd_crd;
 pub mod cmd_run;
+pub mod maestro_agent;
 pub mod upstream_flags;

@@ -9,7 +9,7 @@ mod agent_common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agent_common::configmap;
+use agent_common::{TIMEOUT, configmap, http_get, tail, wait_configmap_data, wait_configmap_gone};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use serde_json::{Value, json};
@@ -17,9 +17,6 @@ use test_support::grpc_source::{GrpcSource, GrpcSourceOptions};
 use test_support::mqtt_source::StatusOutcome;
 use test_support::{AgentProcess, TestCluster, free_port, unique_name, wait_for};
 use work_api::AppliedManifestWork;
-
-/// Generous: two cores shared by three control planes and parallel tests.
-const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// One test's world: a source, a spoke namespace, and the agent of one cluster.
 struct GrpcEnv {
@@ -122,24 +119,11 @@ impl GrpcEnv {
     }
 
     async fn wait_data(&self, name: &str, key: &str, value: &str) {
-        let api = self.configmaps();
-        wait_for(
-            &format!("ConfigMap {name} has {key}={value}"),
-            TIMEOUT,
-            || async {
-                let cm = api.get_opt(name).await.ok()??;
-                (cm.data?.get(key)?.as_str() == value).then_some(())
-            },
-        )
-        .await;
+        wait_configmap_data(&self.configmaps(), name, key, value).await;
     }
 
     async fn wait_gone(&self, name: &str) {
-        let api = self.configmaps();
-        wait_for(&format!("ConfigMap {name} deleted"), TIMEOUT, || async {
-            api.get_opt(name).await.ok()?.is_none().then_some(())
-        })
-        .await;
+        wait_configmap_gone(&self.configmaps(), name).await;
     }
 
     async fn metrics(&self) -> String {
@@ -156,23 +140,6 @@ impl Drop for GrpcEnv {
         self.stop_agent();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn tail(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(40)..].join("\n")
-}
-
-async fn http_get(port: u16, path: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut out = String::new();
-    stream.read_to_string(&mut out).await.ok()?;
-    Some(out)
 }
 
 fn bundle(ns: &str, name: &str, data: Value) -> Value {
@@ -193,13 +160,10 @@ async fn create_update_delete_round_trip() {
         s.subscribers(&env.cluster) == 1 && s.counters().spec_resync_requests >= 1
     })
     .await;
-    let ready = wait_for("/readyz 200 once subscribed", TIMEOUT, || async {
-        http_get(env.port, "/readyz")
-            .await
-            .filter(|r| r.starts_with("HTTP/1.1 200"))
+    wait_for("/readyz 200 once subscribed", TIMEOUT, || async {
+        http_get(env.port, "/readyz").await
     })
     .await;
-    assert!(ready.starts_with("HTTP/1.1 200"));
 
     let id = env
         .source

@@ -7,7 +7,10 @@ mod agent_common;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use agent_common::{configmap, job, job_complete_config};
+use agent_common::{
+    TIMEOUT, configmap, http_get, job, job_complete_config, tail, wait_configmap_data,
+    wait_configmap_gone,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -16,9 +19,6 @@ use test_support::mosquitto::Broker;
 use test_support::mqtt_source::MaestroSource;
 use test_support::{AgentProcess, TestCluster, free_port, unique_name, wait_for};
 use work_api::AppliedManifestWork;
-
-/// Generous: two cores shared by three control planes and parallel tests.
-const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// One test's world: a broker, a source, a spoke namespace, and the agent of one consumer.
 struct MqttEnv {
@@ -114,46 +114,16 @@ impl MqttEnv {
     }
 
     async fn wait_data(&self, name: &str, key: &str, value: &str) {
-        let api = self.configmaps();
-        wait_for(
-            &format!("ConfigMap {name} has {key}={value}"),
-            TIMEOUT,
-            || async {
-                let cm = api.get_opt(name).await.ok()??;
-                (cm.data?.get(key)?.as_str() == value).then_some(())
-            },
-        )
-        .await;
+        wait_configmap_data(&self.configmaps(), name, key, value).await;
     }
 
     async fn wait_gone(&self, name: &str) {
-        let api = self.configmaps();
-        wait_for(&format!("ConfigMap {name} deleted"), TIMEOUT, || async {
-            api.get_opt(name).await.ok()?.is_none().then_some(())
-        })
-        .await;
+        wait_configmap_gone(&self.configmaps(), name).await;
     }
 
     async fn metrics(&self) -> String {
         http_get(self.port, "/metrics").await.unwrap_or_default()
     }
-}
-
-fn tail(log: &str) -> String {
-    let lines: Vec<&str> = log.lines().collect();
-    lines[lines.len().saturating_sub(40)..].join("\n")
-}
-
-async fn http_get(port: u16, path: &str) -> Option<String> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.ok()?;
-    let mut out = String::new();
-    stream.read_to_string(&mut out).await.ok()?;
-    Some(out)
 }
 
 fn bundle(ns: &str, name: &str, data: Value) -> Value {
@@ -171,13 +141,10 @@ async fn create_update_delete_round_trip_and_a_stale_generation() {
         s.counters().spec_resync_requests >= 1
     })
     .await;
-    let ready = wait_for("/readyz 200 once subscribed", TIMEOUT, || async {
-        http_get(env.port, "/readyz")
-            .await
-            .filter(|r| r.starts_with("HTTP/1.1 200"))
+    wait_for("/readyz 200 once subscribed", TIMEOUT, || async {
+        http_get(env.port, "/readyz").await
     })
     .await;
-    assert!(ready.starts_with("HTTP/1.1 200"));
 
     let id = env
         .source

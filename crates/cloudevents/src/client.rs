@@ -17,7 +17,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use backon::BackoffBuilder;
 use rumqttc::Outgoing;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{Packet, PublishProperties};
@@ -29,6 +28,7 @@ use crate::codec::{Decoder, Incoming};
 use crate::config::{MqttConfig, mqtt_client_id};
 use crate::event::CloudEvent;
 use crate::mqtt::{self, Message, Topics};
+use crate::queue::{LatestQueue, event_key, reconnect_backoff};
 use crate::tls::ReloadingClientCert;
 use crate::types::{self, EventType};
 
@@ -103,10 +103,8 @@ pub type SubscribedHook = Arc<dyn Fn(&Publisher) + Send + Sync>;
 #[derive(Default)]
 struct State {
     ready: bool,
-    /// Key order of what waits to be published.
-    order: VecDeque<String>,
-    /// Latest event per key (work UID, or the event id for events not about one work).
-    latest: HashMap<String, (String, CloudEvent)>,
+    /// What waits to be published, with its topic: the latest event per work.
+    queue: LatestQueue<(String, CloudEvent)>,
     /// Handed to rumqttc, waiting for their packet id (rumqttc sends in request order).
     awaiting_pkid: VecDeque<(String, String, CloudEvent)>,
     /// Sent, waiting for PUBACK.
@@ -116,15 +114,12 @@ struct State {
 
 impl State {
     fn depth(&self) -> usize {
-        self.latest.len() + self.awaiting_pkid.len() + self.inflight.len()
+        self.queue.len() + self.awaiting_pkid.len() + self.inflight.len()
     }
 
     /// Puts an event back after a connection loss unless a newer one for the key is queued.
     fn requeue(&mut self, key: String, topic: String, ev: CloudEvent) {
-        if !self.latest.contains_key(&key) {
-            self.order.push_front(key.clone());
-            self.latest.insert(key, (topic, ev));
-        }
+        self.queue.requeue(key, (topic, ev));
     }
 }
 
@@ -186,20 +181,11 @@ impl Publisher {
             }
             _ => self.shared.topics.agent_publish(&self.shared.cluster),
         };
-        let key = event
-            .ext_string(types::EXT_RESOURCE_ID)
-            .unwrap_or_else(|| format!("event/{}", event.id));
+        let key = event_key(&event);
         let mut st = self.shared.lock();
-        if !st.latest.contains_key(&key) {
-            if st.depth() >= self.shared.capacity {
-                return Err(Error::Binding(format!(
-                    "publish queue full ({} events)",
-                    self.shared.capacity
-                )));
-            }
-            st.order.push_back(key.clone());
-        }
-        st.latest.insert(key, (topic, event));
+        let held = st.awaiting_pkid.len() + st.inflight.len();
+        st.queue
+            .push(key, (topic, event), self.shared.capacity, held)?;
         st.stats.queue_depth = st.depth();
         drop(st);
         self.shared.wake.notify_one();
@@ -309,12 +295,7 @@ impl MqttClient {
 }
 
 fn backoff(opts: &ClientOptions) -> impl Iterator<Item = Duration> {
-    backon::ExponentialBuilder::default()
-        .with_min_delay(opts.reconnect_min)
-        .with_max_delay(opts.reconnect_max)
-        .with_jitter()
-        .without_max_times()
-        .build()
+    reconnect_backoff(opts.reconnect_min, opts.reconnect_max)
 }
 
 fn to_message(p: &rumqttc::v5::mqttbytes::v5::Publish) -> Message {
@@ -523,34 +504,29 @@ async fn publish_loop(client: AsyncClient, shared: Arc<Shared>) {
             let mut st = shared.lock();
             if !st.ready {
                 false
-            } else if let Some(key) = st.order.pop_front() {
-                match st.latest.remove(&key) {
-                    Some((topic, ev)) => {
-                        let msg = mqtt::to_binary(&ev);
-                        let props = PublishProperties {
-                            content_type: msg.content_type,
-                            user_properties: msg.user_properties,
-                            ..Default::default()
-                        };
-                        match client.try_publish_with_properties(
-                            topic.clone(),
-                            shared.qos,
-                            false,
-                            msg.payload,
-                            props,
-                        ) {
-                            Ok(()) => {
-                                st.awaiting_pkid.push_back((key, topic, ev));
-                                true
-                            }
-                            Err(_) => {
-                                // rumqttc's request channel is full: keep the event and retry shortly.
-                                st.requeue(key, topic, ev);
-                                false
-                            }
-                        }
+            } else if let Some((key, (topic, ev))) = st.queue.pop() {
+                let msg = mqtt::to_binary(&ev);
+                let props = PublishProperties {
+                    content_type: msg.content_type,
+                    user_properties: msg.user_properties,
+                    ..Default::default()
+                };
+                match client.try_publish_with_properties(
+                    topic.clone(),
+                    shared.qos,
+                    false,
+                    msg.payload,
+                    props,
+                ) {
+                    Ok(()) => {
+                        st.awaiting_pkid.push_back((key, topic, ev));
+                        true
                     }
-                    None => true,
+                    Err(_) => {
+                        // rumqttc's request channel is full: keep the event and retry shortly.
+                        st.requeue(key, topic, ev);
+                        false
+                    }
                 }
             } else {
                 false

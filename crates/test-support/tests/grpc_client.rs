@@ -356,6 +356,17 @@ mod tls {
         base64::engine::general_purpose::STANDARD.encode(s)
     }
 
+    /// The config keys of a CA and a client certificate given inline (base64), as OCM's suite
+    /// writes them.
+    fn inline_certs(ca: &str, cert: &str, key: &str) -> String {
+        format!(
+            "caData: {}\nclientCertData: {}\nclientKeyData: {}\n",
+            b64(ca),
+            b64(cert),
+            b64(key)
+        )
+    }
+
     fn der(pem: &str) -> Vec<u8> {
         use tokio_rustls::rustls::pki_types::CertificateDer;
         use tokio_rustls::rustls::pki_types::pem::PemObject;
@@ -421,12 +432,7 @@ mod tls {
         // The suite's file: base64 data, an empty token.
         let (mut client, _) = client(
             &src.url(),
-            &format!(
-                "caData: {}\nclientCertData: {}\nclientKeyData: {}\ntoken: \"\"\n",
-                b64(&ca.pem),
-                b64(&cert),
-                b64(&key)
-            ),
+            &format!("{}token: \"\"\n", inline_certs(&ca.pem, &cert, &key)),
         );
         src.wait_until(|s| s.counters().spec_resync_requests == 1, WAIT)
             .await
@@ -457,15 +463,7 @@ mod tls {
         let other = new_ca("other-ca");
         let src = tls_source(&ca, Some(&ca), None).await;
         let (cert, key) = client_cert(&other, "intruder");
-        let (client, _) = client(
-            &src.url(),
-            &format!(
-                "caData: {}\nclientCertData: {}\nclientKeyData: {}\n",
-                b64(&ca.pem),
-                b64(&cert),
-                b64(&key)
-            ),
-        );
+        let (client, _) = client(&src.url(), &inline_certs(&ca.pem, &cert, &key));
         src.wait_until(|s| s.failed_handshakes().len() >= 2, WAIT)
             .await
             .expect("refused, tried again");
@@ -479,15 +477,7 @@ mod tls {
         let other = new_ca("other-ca");
         let src = tls_source(&other, Some(&ca), None).await;
         let (cert, key) = client_cert(&ca, "cluster1-work-agent");
-        let (client, _) = client(
-            &src.url(),
-            &format!(
-                "caData: {}\nclientCertData: {}\nclientKeyData: {}\n",
-                b64(&ca.pem),
-                b64(&cert),
-                b64(&key)
-            ),
-        );
+        let (client, _) = client(&src.url(), &inline_certs(&ca.pem, &cert, &key));
         src.wait_until(|s| s.failed_handshakes().len() >= 2, WAIT)
             .await
             .expect("the client aborts the handshakes");

@@ -582,3 +582,35 @@ pub fn widget_crd(group: &str) -> Value {
         }
     })
 }
+
+/// The last 40 lines of an agent's log, for failure messages.
+pub fn tail(log: &str) -> String {
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
+}
+
+/// Waits until the ConfigMap `name` of `api` has `key` = `value`.
+pub async fn wait_configmap_data(
+    api: &Api<k8s_openapi::api::core::v1::ConfigMap>,
+    name: &str,
+    key: &str,
+    value: &str,
+) {
+    wait_for(
+        &format!("ConfigMap {name} has {key}={value}"),
+        TIMEOUT,
+        || async {
+            let cm = api.get_opt(name).await.ok()??;
+            (cm.data?.get(key)?.as_str() == value).then_some(())
+        },
+    )
+    .await;
+}
+
+/// Waits until the ConfigMap `name` of `api` is gone.
+pub async fn wait_configmap_gone(api: &Api<k8s_openapi::api::core::v1::ConfigMap>, name: &str) {
+    wait_for(&format!("ConfigMap {name} deleted"), TIMEOUT, || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+}

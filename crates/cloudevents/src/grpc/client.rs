@@ -502,10 +502,9 @@ async fn run_session(
     tokio::pin!(deadline);
     loop {
         tokio::select! {
-            _ = &mut settle, if hook_pending => {
-                hook_pending = false;
-                hook(publisher);
-            }
+            // Messages first: after a slow hand-over to the agent, heartbeats waiting in the
+            // stream are read before the healthiness deadline is looked at.
+            biased;
             message = stream.message() => {
                 if matches!(message, Ok(Some(_))) && std::mem::take(&mut hook_pending) {
                     hook(publisher);
@@ -534,6 +533,10 @@ async fn run_session(
                 Err(status) => return End::Lost(format!("subscription {subscription}: {}", describe(&status))),
                 }
             },
+            _ = &mut settle, if hook_pending => {
+                hook_pending = false;
+                hook(publisher);
+            }
             _ = &mut deadline, if health.is_some() => {
                 return End::Lost(format!(
                     "no heartbeat from the server for {:?} (serverHealthinessTimeout)",

@@ -154,6 +154,19 @@ async fn spec_in_status_out_and_a_resync_after_each_subscribe() {
 }
 
 #[tokio::test]
+async fn keepalive_pings_as_configured() {
+    let src = source().await;
+    let (client, _) = client(
+        &src.url(),
+        "keepAliveConfig:\n  enable: true\n  time: 1s\n  timeout: 5s\n  permitWithoutStream: true\n",
+    );
+    src.wait_until(|s| s.counters().spec_resync_requests == 1, WAIT)
+        .await
+        .expect("subscribed with keepalive on (the interval raised to Go's 10 s floor)");
+    assert!(client.publisher.stats().ready);
+}
+
+#[tokio::test]
 async fn a_server_restart_loses_nothing() {
     let mut src = source().await;
     let (mut client, held) = client(&src.url(), "");

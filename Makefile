@@ -92,3 +92,15 @@ bench-agent: ## agent benchmark, 1000 works x 5 ConfigMaps (BENCH_ARGS="--works 
 .PHONY: demo
 demo: ## local control plane + agent + a ManifestWork that completes and is garbage collected
 	e2e/scripts/demo.sh
+
+.PHONY: interop-ocm-grpc
+interop-ocm-grpc: ## the agent against OCM's own `server grpc` (needs OCM_MIRROR; INTEROP_ARGS="--flavor upstream" is the control); docs/interop-grpc.md
+	e2e/scripts/interop-ocm-grpc.sh $(INTEROP_ARGS)
+
+.PHONY: interop-maestro-grpc
+interop-maestro-grpc: ## the agent against Maestro's gRPC broker (needs MAESTRO_BIN or MAESTRO_SRC, PostgreSQL 15); docs/interop-grpc.md
+	e2e/scripts/interop-maestro-grpc.sh $(INTEROP_ARGS)
+
+.PHONY: bench-grpc
+bench-grpc: ## ours vs upstream's agent behind OCM's `server grpc`: bursts 20/50/100, delete round trip, RSS (needs OCM_MIRROR; BENCH_GRPC_ARGS); report in docs/bench/
+	e2e/scripts/bench-grpc.sh --out docs/bench $(BENCH_GRPC_ARGS)

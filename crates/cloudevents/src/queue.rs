@@ -9,7 +9,7 @@ use backon::BackoffBuilder;
 
 use crate::Error;
 use crate::event::CloudEvent;
-use crate::types;
+use crate::types::{self, EventType};
 
 /// Events waiting to be published, in order, at most one per key.
 #[derive(Debug)]
@@ -91,12 +91,22 @@ impl<T> LatestQueue<T> {
     }
 }
 
-/// The queue key of an event: the work's UID, so a newer status replaces an unsent one; events
-/// about no single work (resync requests) queue on their own.
+/// The queue key of an event: the work's UID, so a newer status replaces an unsent one; a spec
+/// resync request replaces an unsent one (it lists the versions held when it was made, so only
+/// the newest is worth sending after a reconnect); other events queue on their own.
 pub fn event_key(event: &CloudEvent) -> String {
-    event
-        .ext_string(types::EXT_RESOURCE_ID)
-        .unwrap_or_else(|| format!("event/{}", event.id))
+    if let Some(uid) = event.ext_string(types::EXT_RESOURCE_ID) {
+        return uid;
+    }
+    if event.type_ == EventType::SpecResyncRequest.as_type() {
+        return format!(
+            "resync/{}",
+            event
+                .ext_string(types::EXT_ORIGINAL_SOURCE)
+                .unwrap_or_default()
+        );
+    }
+    format!("event/{}", event.id)
 }
 
 /// Upstream's reconnect delays: exponential from `min` to `max`, jittered, never giving up.
@@ -112,6 +122,22 @@ pub fn reconnect_backoff(min: Duration, max: Duration) -> impl Iterator<Item = D
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_per_work_and_one_spec_resync_request() {
+        let status = CloudEvent::new(EventType::StatusUpdate, "agent")
+            .with_ext(types::EXT_RESOURCE_ID, crate::ExtValue::String("w1".into()));
+        assert_eq!(event_key(&status), "w1");
+        let resync = |_: u8| {
+            CloudEvent::new(EventType::SpecResyncRequest, "agent").with_ext(
+                types::EXT_ORIGINAL_SOURCE,
+                crate::ExtValue::String(String::new()),
+            )
+        };
+        assert_eq!(event_key(&resync(1)), event_key(&resync(2)));
+        let other = CloudEvent::new(EventType::StatusResyncRequest, "agent");
+        assert_eq!(event_key(&other), format!("event/{}", other.id));
+    }
 
     #[test]
     fn latest_per_key_in_order_and_requeue_keeps_newer() {

@@ -47,6 +47,10 @@ cluster-down: ## stop the control planes started by cluster-up
 integration: ## integration tests against running control planes (see cluster-up)
 	e2e/scripts/run-integration.sh
 
+.PHONY: interop-maestro
+interop-maestro: ## the agent against a real Maestro server (MQTT), switched with Maestro's Go agent both ways (needs Maestro's repository: MAESTRO_REPO/MAESTRO_SRC/MAESTRO_BIN; PostgreSQL 15; not in CI); docs/interop-maestro.md
+	e2e/scripts/interop-maestro.sh
+
 .PHONY: test
 test: lint unit ## everything: lint, unit tests, then integration tests and a short chaos run on a fresh local control plane
 	e2e/scripts/with-cluster.sh e2e/scripts/run-suite.sh

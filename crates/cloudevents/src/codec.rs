@@ -261,14 +261,7 @@ impl Decoder {
         let spec = match ev.data.as_deref() {
             None | Some([]) if deletion_timestamp.is_some() => None,
             None | Some([]) => return Err(Error::MissingAttribute("data")),
-            Some(d) => Some(
-                serde_json::from_slice::<ManifestBundle>(d)
-                    .map_err(|source| Error::Payload {
-                        what: "ManifestBundle",
-                        source,
-                    })?
-                    .into_spec(),
-            ),
+            Some(d) => Some(decode_bundle(d)?.into_spec()),
         };
         let mut labels = meta.labels.unwrap_or_default();
         labels.insert(LABEL_ORIGINAL_SOURCE.to_string(), ev.source.clone());
@@ -292,6 +285,39 @@ impl Decoder {
             deletion_timestamp,
             spec,
         })
+    }
+}
+
+/// Decodes a ManifestBundle as Go's sources write it. Go marshals a nil list without
+/// `omitempty` as `null` (`celExpressions` of a condition rule is one); the API server prunes such
+/// nulls from a ManifestWork, so the agent prunes them too, everywhere but inside the manifests,
+/// whose nulls are the user's data.
+pub fn decode_bundle(data: &[u8]) -> Result<ManifestBundle, Error> {
+    let payload = |source| Error::Payload {
+        what: "ManifestBundle",
+        source,
+    };
+    let mut doc: serde_json::Value = serde_json::from_slice(data).map_err(payload)?;
+    if let serde_json::Value::Object(fields) = &mut doc {
+        for (key, value) in fields.iter_mut() {
+            if key != "manifests" {
+                prune_nulls(value);
+            }
+        }
+        fields.retain(|_, v| !v.is_null());
+    }
+    serde_json::from_value(doc).map_err(payload)
+}
+
+/// Removes the null fields of every object in `v`.
+fn prune_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(fields) => {
+            fields.retain(|_, f| !f.is_null());
+            fields.values_mut().for_each(prune_nulls);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(prune_nulls),
+        _ => {}
     }
 }
 
@@ -444,6 +470,30 @@ fn go_string(s: &str, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What OCM's gRPC server sends for a work with a well-known condition rule: Go writes the
+    /// rule's nil `celExpressions` as null.
+    #[test]
+    fn go_nulls_outside_the_manifests_are_pruned() {
+        let data = br#"{"manifests":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"d","labels":null},"data":{"k":null}}],"deleteOption":{"propagationPolicy":"Foreground","selectivelyOrphans":null,"ttlSecondsAfterFinished":null},"manifestConfigs":[{"resourceIdentifier":{"group":"batch","resource":"jobs","name":"j","namespace":"d"},"feedbackRules":null,"updateStrategy":null,"conditionRules":[{"condition":"Complete","type":"WellKnownConditions","celExpressions":null}]}],"executer":null}"#;
+        let bundle = decode_bundle(data).expect("decodes");
+        assert_eq!(bundle.manifest_configs.len(), 1);
+        assert!(bundle.executor.is_none());
+        let manifest = serde_json::to_value(&bundle.manifests[0]).expect("json");
+        assert_eq!(
+            manifest["data"]["k"],
+            serde_json::Value::Null,
+            "the manifest's own nulls are kept"
+        );
+        assert!(decode_bundle(b"[1]").is_err());
+        assert!(
+            decode_bundle(b"{\"manifests\":null}")
+                .expect("a nil list")
+                .manifests
+                .is_empty()
+        );
+        assert!(decode_bundle(b"{\"manifestConfigs\":\"x\"}").is_err());
+    }
 
     fn create_event(cluster: &str, data: &str) -> CloudEvent {
         let mut ev = CloudEvent::new(EventType::SpecCreate, "maestro")

@@ -93,6 +93,10 @@ bench-cel-parity: ## condition rules, ours vs cel-go on the same machine (ROUNDS
 bench-agent: ## agent benchmark, 1000 works x 5 ConfigMaps (BENCH_ARGS="--works 50 ..."); report in target/bench/
 	e2e/scripts/bench-agent.sh $(BENCH_ARGS)
 
+.PHONY: bench-mqtt
+bench-mqtt: ## the agent behind MQTT: bursts, deletes, 1000 idle works, RSS (BENCH_MQTT_ARGS="--flavor maestro-go --agent-bin ..."); report in target/bench/
+	e2e/scripts/bench-mqtt.sh $(BENCH_MQTT_ARGS)
+
 .PHONY: demo
 demo: ## local control plane + agent + a ManifestWork that completes and is garbage collected
 	e2e/scripts/demo.sh

@@ -18,11 +18,12 @@
 //!
 //! A `spec.resync_request` is answered as sdk-go's source client does (see
 //! [`spec_resync_answer`]). Everything the source decides is counted ([`SourceCounters`]) and
-//! every agent event is kept ([`MaestroSource::events`]) for wire assertions.
+//! every agent event is kept ([`MaestroSource::events`]) for wire assertions; every status event
+//! is also kept with its arrival time ([`MaestroSource::status_arrivals`]) for the benchmark.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use cloudevents::codec::{ResourceStatusHash, ResourceStatusHashList, ResourceVersionList};
@@ -165,6 +166,25 @@ pub struct StatusVerdict {
     pub outcome: StatusOutcome,
 }
 
+/// One status event as it arrived, for latency measurements (`make bench-mqtt`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusArrival {
+    /// When the source's event loop took the message off the connection.
+    pub at: Instant,
+    /// The event's `resourceid` ("" when missing).
+    pub resource_id: String,
+    /// `status.update_request` or `status.resync_response`.
+    pub event_type: EventType,
+    /// The status has `Applied` = `True`.
+    pub applied: bool,
+    /// The status has `Available` = `True`.
+    pub available: bool,
+    /// The status has `Deleted` = `True`.
+    pub deleted: bool,
+    /// What the source decided about it.
+    pub outcome: StatusOutcome,
+}
+
 /// What the source counted since it started.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SourceCounters {
@@ -207,12 +227,17 @@ pub struct SourceCounters {
 /// Whether a ManifestBundleStatus JSON has the condition `Deleted` = `True` (Maestro's
 /// `meta.IsStatusConditionTrue(conditions, "Deleted")`: the first condition of that type counts).
 pub fn is_deleted(status: &Value) -> bool {
+    condition_true(status, "Deleted")
+}
+
+/// Whether a ManifestBundleStatus JSON has the condition `ty` = `True` (the first of that type).
+pub fn condition_true(status: &Value, ty: &str) -> bool {
     status
         .get("conditions")
         .and_then(Value::as_array)
         .and_then(|cs| {
             cs.iter()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some("Deleted"))
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(ty))
         })
         .and_then(|c| c.get("status").and_then(Value::as_str))
         == Some("True")
@@ -441,6 +466,7 @@ struct State {
     events: Vec<CloudEvent>,
     sent: Vec<CloudEvent>,
     verdicts: Vec<StatusVerdict>,
+    arrivals: Vec<StatusArrival>,
     next_ordinal: u64,
     subscribed: bool,
     last_error: Option<String>,
@@ -836,6 +862,17 @@ impl MaestroSource {
         self.shared.lock().verdicts.clone()
     }
 
+    /// Every status event with its arrival time, in arrival order.
+    pub fn status_arrivals(&self) -> Vec<StatusArrival> {
+        self.status_arrivals_from(0)
+    }
+
+    /// The status events from the `from`-th on (0-based), so a poller copies only what is new.
+    pub fn status_arrivals_from(&self, from: usize) -> Vec<StatusArrival> {
+        let st = self.shared.lock();
+        st.arrivals.get(from..).unwrap_or_default().to_vec()
+    }
+
     /// Polls `cond` every [`WAIT_POLL`] until it holds; after `timeout` the error describes the
     /// counters and the last status decisions.
     pub async fn wait_until(
@@ -933,6 +970,7 @@ async fn event_loop(mut eventloop: EventLoop, client: AsyncClient, shared: Arc<S
 }
 
 fn handle_message(shared: &Shared, msg: &Message) {
+    let received_at = Instant::now();
     let mut st = shared.lock();
     st.counters.received += 1;
     let ev = match mqtt::from_message(msg) {
@@ -971,6 +1009,20 @@ fn handle_message(shared: &Shared, msg: &Message) {
             if outcome == StatusOutcome::Deleted {
                 st.hard_deleted.insert(id.clone());
             }
+            let status = ev
+                .data
+                .as_deref()
+                .and_then(|d| serde_json::from_slice::<Value>(d).ok())
+                .unwrap_or(Value::Null);
+            st.arrivals.push(StatusArrival {
+                at: received_at,
+                resource_id: id.clone(),
+                event_type: ty,
+                applied: condition_true(&status, "Applied"),
+                available: condition_true(&status, "Available"),
+                deleted: is_deleted(&status),
+                outcome: outcome.clone(),
+            });
             st.verdicts.push(StatusVerdict {
                 event_id: ev.id.clone(),
                 resource_id: id,
@@ -1270,6 +1322,58 @@ mod tests {
             (StatusOutcome::Deleted, true)
         );
         assert!(store.is_empty());
+    }
+
+    #[test]
+    fn status_events_are_kept_with_their_arrival_and_conditions() {
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let shared = Shared {
+            source_id: "maestro".into(),
+            state: Mutex::new(State::default()),
+            tx,
+        };
+        shared
+            .lock()
+            .resources
+            .insert("a".into(), stored("a", "c1", 1, 1));
+        let ids = Snowflake::new();
+        let cond = |ty: &str| json!({"type": ty, "status": "True"});
+        let before = Instant::now();
+        for status in [
+            json!({"conditions": [cond("Applied")]}),
+            json!({"conditions": [cond("Applied"), cond("Available")]}),
+            json!({"conditions": [cond("Deleted")]}),
+        ] {
+            let ev = status_event("a", 1, Some(ids.next_id()), status);
+            handle_message(&shared, &mqtt::to_binary(&ev));
+        }
+        // Not a CloudEvent: counted as malformed, no arrival.
+        handle_message(
+            &shared,
+            &Message {
+                content_type: None,
+                user_properties: vec![],
+                payload: b"x".to_vec(),
+            },
+        );
+        let st = shared.lock();
+        let seen: Vec<_> = st
+            .arrivals
+            .iter()
+            .map(|a| (a.resource_id.as_str(), a.applied, a.available, a.deleted))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a", true, false, false),
+                ("a", true, true, false),
+                ("a", false, false, true)
+            ]
+        );
+        assert!(st.arrivals.iter().all(|a| a.at >= before));
+        assert!(st.arrivals.windows(2).all(|w| w[0].at <= w[1].at));
+        assert_eq!(st.arrivals[2].outcome, StatusOutcome::Deleted);
+        assert_eq!(st.counters.malformed, 1);
     }
 
     #[test]

@@ -172,7 +172,7 @@ pub async fn run(opts: Options) -> Result<Report, String> {
 }
 
 /// Resolves on SIGINT or SIGTERM with the signal's name.
-async fn interrupted() -> &'static str {
+pub async fn interrupted() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut term)) = (
         signal(SignalKind::interrupt()),
@@ -838,7 +838,7 @@ pub fn work_object(
 }
 
 /// Now in UTC, RFC 3339, from the `date` command (the report needs no date library).
-fn utc_now() -> String {
+pub fn utc_now() -> String {
     std::process::Command::new("date")
         .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
         .output()

@@ -1,0 +1,730 @@
+//! The MQTT benchmark (`make bench-mqtt`): one agent (ours or Maestro's Go agent, started with
+//! Maestro's agent command line) between the Maestro-shaped test source on a private mosquitto
+//! and a spoke. Bursts of creates (publish to first status), deletes one at a time (publish to
+//! `Deleted=True`), status events while many works sit idle, and the agent's memory and CPU.
+//! Documented in docs/performance.md ("CloudEvents over MQTT").
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+use test_support::mosquitto::Broker;
+use test_support::mqtt_source::MaestroSource;
+use test_support::{AgentProcess, SPOKE_KUBECONFIG_ENV, TestCluster, free_port, unique_name};
+
+use super::mqtt_report::{
+    Burst, Cleanup, Environment, Firsts, Flavor, Idle, MemorySample, Parameters, Report, TopUp,
+    latencies,
+};
+use super::run::{interrupted, utc_now};
+use super::stats::Summary;
+use super::system;
+
+/// The source id Maestro uses.
+const SOURCE_ID: &str = "maestro";
+/// How often the harness looks at the source's status arrivals (the latencies come from the
+/// arrival times the source recorded, not from this poll).
+const POLL: Duration = Duration::from_millis(10);
+/// How long the agent may take from start to its first spec resync request.
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long one burst or batch may take to be Applied and Available.
+const PHASE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long one delete may take.
+const DELETE_TIMEOUT: Duration = Duration::from_secs(60);
+/// After a burst, no status event for this long ends it (the Go agent sends a second status a
+/// moment after the first; it belongs to the burst).
+const BURST_QUIET: Duration = Duration::from_secs(5);
+/// How long the idle works may take to settle before the window starts anyway.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long deleting the works left at the end may take.
+const CLEANUP_TIMEOUT: Duration = Duration::from_secs(300);
+/// Linux's USER_HZ: /proc/PID/stat counts CPU time in these ticks.
+const CLOCK_TICKS: f64 = 100.0;
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Which agent.
+    pub flavor: Flavor,
+    /// Its binary (`work-agent` or `maestro`).
+    pub agent_bin: PathBuf,
+    /// Extra agent arguments, last.
+    pub agent_args: Vec<String>,
+    /// Commit or version of the agent (for the report).
+    pub agent_commit: String,
+    /// Burst sizes, in order.
+    pub bursts: Vec<usize>,
+    /// Bytes of the ConfigMap data in each bundle.
+    pub configmap_bytes: usize,
+    /// Works deleted one at a time.
+    pub deletions: usize,
+    /// Works held in the idle phase.
+    pub idle_works: usize,
+    /// Bundles published at once while topping up to `idle_works`.
+    pub batch: usize,
+    /// The idle counting window.
+    pub idle: Duration,
+    /// No status event for this long counts as settled.
+    pub quiet: Duration,
+    /// Report name.
+    pub label: String,
+}
+
+/// The agent's command line after the binary: Maestro's chart line plus loopback listeners.
+pub fn agent_args(
+    flavor: Flavor,
+    consumer: &str,
+    config: &Path,
+    spoke_kubeconfig: &Path,
+    listen_port: u16,
+    http_port: u16,
+    extra: &[String],
+) -> Vec<String> {
+    let mut args = vec![
+        "agent".to_string(),
+        format!("--consumer-name={consumer}"),
+        "--workload-source-driver=mqtt".into(),
+        format!("--workload-source-config={}", config.display()),
+        format!("--cloudevents-client-id={consumer}-work-agent"),
+        format!("--kubeconfig={}", spoke_kubeconfig.display()),
+        "-v=2".into(),
+        // Both serve HTTPS probes on :8443 by default; another agent on the machine may hold it.
+        format!("--listen=127.0.0.1:{listen_port}"),
+    ];
+    if flavor == Flavor::Ours {
+        // Ours also serves /metrics over plain HTTP (default :8080).
+        args.push(format!("--http-address=127.0.0.1:{http_port}"));
+    }
+    args.extend(extra.iter().cloned());
+    args
+}
+
+/// The agent's config file (upstream's MQTT options) for `consumer` on `broker`.
+pub fn agent_config(broker: &str, consumer: &str) -> String {
+    format!(
+        "brokerHost: {broker}\ntopics:\n  sourceEvents: sources/{SOURCE_ID}/consumers/{consumer}/sourceevents\n  agentEvents: sources/{SOURCE_ID}/consumers/{consumer}/agentevents\n"
+    )
+}
+
+/// A bundle of one ConfigMap `name` in `ns` whose data holds `bytes` characters.
+pub fn bundle(ns: &str, name: &str, bytes: usize) -> Value {
+    json!({"manifests": [{
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns},
+        "data": {"payload": "x".repeat(bytes)},
+    }]})
+}
+
+/// User + system CPU seconds of a process from its /proc/PID/stat text.
+pub fn cpu_seconds_of_stat(stat: &str) -> Option<f64> {
+    // The command name is in parentheses and may hold spaces: count fields after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Field 3 (state) is fields[0]; utime and stime are fields 14 and 15.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / CLOCK_TICKS)
+}
+
+fn cpu_seconds(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| cpu_seconds_of_stat(&s))
+        .unwrap_or_default()
+}
+
+/// The live state of a run.
+struct Bench {
+    opts: Options,
+    spoke: TestCluster,
+    spoke_kubeconfig: PathBuf,
+    ns: String,
+    broker: Broker,
+    source: MaestroSource,
+    consumer: String,
+    agent: Option<AgentProcess>,
+    agent_args: Vec<String>,
+    firsts: Firsts,
+    /// Works the source holds, oldest first.
+    live: Vec<String>,
+    next_name: usize,
+    memory: Vec<MemorySample>,
+    load_max: f64,
+    started: Instant,
+}
+
+/// Runs the benchmark against the spoke of `WORK_AGENT_SPOKE_KUBECONFIG`; stops the agent and
+/// the broker and removes what it made on the spoke on every exit path, also on Ctrl-C/SIGTERM.
+pub async fn run(opts: Options) -> Result<Report, String> {
+    let spoke_kubeconfig = std::env::var_os(SPOKE_KUBECONFIG_ENV)
+        .map(PathBuf::from)
+        .ok_or_else(|| format!("{SPOKE_KUBECONFIG_ENV} is not set (the spoke's kubeconfig)"))?;
+    let spoke = TestCluster::try_from_env(SPOKE_KUBECONFIG_ENV)
+        .await
+        .map_err(|e| e.to_string())?;
+    let ns = spoke
+        .try_namespace("bench-mqtt")
+        .await
+        .map_err(|e| e.to_string())?;
+    let broker = match Broker::start("bench-mqtt") {
+        Ok(b) => b,
+        Err(e) => {
+            spoke.cleanup().await;
+            return Err(e.to_string());
+        }
+    };
+    let source = match MaestroSource::connect(&broker.address(), SOURCE_ID).await {
+        Ok(s) => s,
+        Err(e) => {
+            spoke.cleanup().await;
+            return Err(e.to_string());
+        }
+    };
+    let mut bench = Bench {
+        opts,
+        spoke,
+        spoke_kubeconfig,
+        ns,
+        broker,
+        source,
+        consumer: unique_name("bench-mqtt"),
+        agent: None,
+        agent_args: Vec::new(),
+        firsts: Firsts::default(),
+        live: Vec::new(),
+        next_name: 0,
+        memory: Vec::new(),
+        load_max: 0.0,
+        started: Instant::now(),
+    };
+    let result = tokio::select! {
+        r = bench.measure() => r,
+        s = interrupted() => Err(format!("interrupted by {s}; cleaning up")),
+    };
+    if let Err(e) = &result {
+        bench.progress(&format!("FAILED: {e}"));
+        if let Some(agent) = &bench.agent {
+            bench.progress(&format!("agent log: {}", agent.log_path().display()));
+        }
+    }
+    bench.teardown().await;
+    result
+}
+
+impl Bench {
+    fn progress(&mut self, msg: &str) {
+        eprintln!(
+            "[bench-mqtt {:>6.1}s] {msg}",
+            self.started.elapsed().as_secs_f64()
+        );
+        self.load_max = self.load_max.max(system::loadavg()[0]);
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.agent.as_ref().map(AgentProcess::pid)
+    }
+
+    /// Fails when the agent has exited.
+    fn check_agent(&mut self) -> Result<(), String> {
+        let Some(agent) = self.agent.as_mut() else {
+            return Err("the agent is not running".into());
+        };
+        if agent.is_running() {
+            return Ok(());
+        }
+        Err(format!(
+            "the agent exited ({:?}); log {}:\n{}",
+            agent.exit_status(),
+            agent.log_path().display(),
+            super::agent::tail(&agent.log(), 30)
+        ))
+    }
+
+    /// Folds in the status events that arrived since the last call.
+    fn poll(&mut self) {
+        let new = self.source.status_arrivals_from(self.firsts.events);
+        self.firsts.add(&new);
+    }
+
+    /// Polls until `done` holds for the folded-in events; fails after `timeout` or when the agent
+    /// exits.
+    async fn wait(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&Firsts) -> bool,
+    ) -> Result<(), String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.poll();
+            if done(&self.firsts) {
+                return Ok(());
+            }
+            self.check_agent()?;
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "{what}: not within {timeout:?}; source counters: {:?}",
+                    self.source.counters()
+                ));
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    /// Waits until no status event arrived for `quiet` (counting from `since` at the earliest);
+    /// returns whether that happened before `timeout`.
+    async fn wait_quiet(
+        &mut self,
+        since: Instant,
+        quiet: Duration,
+        timeout: Duration,
+    ) -> Result<bool, String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            self.poll();
+            let last = self.firsts.last_event.map_or(since, |t| t.max(since));
+            if last.elapsed() >= quiet {
+                return Ok(true);
+            }
+            self.check_agent()?;
+            if Instant::now() >= deadline {
+                return Ok(false);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn sample_memory(&mut self, at: &str) {
+        if let Some((rss, hwm)) = self.pid().and_then(system::memory_mib) {
+            self.progress(&format!(
+                "memory {at}: VmRSS {rss:.1} MiB, VmHWM {hwm:.1} MiB"
+            ));
+            self.memory.push(MemorySample {
+                at: at.into(),
+                works: self.live.len(),
+                rss_mib: rss,
+                hwm_mib: hwm,
+            });
+        }
+    }
+
+    /// Publishes `n` creates at once; returns each id with the moment just before its publish.
+    fn create(&mut self, n: usize) -> Result<Vec<(String, Instant)>, String> {
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            self.next_name += 1;
+            let b = bundle(
+                &self.ns,
+                &format!("w{}", self.next_name),
+                self.opts.configmap_bytes,
+            );
+            let at = Instant::now();
+            let id = self
+                .source
+                .create(&self.consumer, b)
+                .map_err(|e| e.to_string())?;
+            self.live.push(id.clone());
+            out.push((id, at));
+        }
+        Ok(out)
+    }
+
+    async fn wait_applied(&mut self, what: &str, ids: &[(String, Instant)]) -> Result<(), String> {
+        let ids: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
+        self.wait(what, PHASE_TIMEOUT, |f| {
+            ids.iter().all(|id| f.of(id).applied_available.is_some())
+        })
+        .await
+    }
+
+    async fn start_agent(&mut self) -> Result<(), String> {
+        let config = self.broker.dir().join("agent-config.yaml");
+        std::fs::write(
+            &config,
+            agent_config(&self.broker.address(), &self.consumer),
+        )
+        .map_err(|e| format!("writing {}: {e}", config.display()))?;
+        self.agent_args = agent_args(
+            self.opts.flavor,
+            &self.consumer,
+            &config,
+            &self.spoke_kubeconfig,
+            free_port(),
+            free_port(),
+            &self.opts.agent_args,
+        );
+        let process = AgentProcess::try_start_binary(
+            &self.opts.agent_bin,
+            &self.agent_args,
+            std::iter::empty::<(&str, &str)>(),
+        )
+        .map_err(|e| format!("starting {}: {e}", self.opts.agent_bin.display()))?;
+        let log = process.log_path().display().to_string();
+        self.agent = Some(process);
+        self.progress(&format!(
+            "started {} {} (log {log})",
+            self.opts.agent_bin.display(),
+            self.agent_args.join(" ")
+        ));
+        // Both agents ask for a spec resync as soon as they are subscribed: that is "ready".
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while self.source.counters().spec_resync_requests == 0 {
+            self.check_agent()?;
+            if Instant::now() >= deadline {
+                return Err(format!(
+                    "the agent sent no spec resync request within {READY_TIMEOUT:?}; log {log}"
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
+    }
+
+    async fn measure(&mut self) -> Result<Report, String> {
+        let load_start = system::loadavg();
+        let date = utc_now();
+        self.progress(&format!(
+            "flavor {}, load {:.2} / {:.2} / {:.2}, spoke namespace {}, broker {}",
+            self.opts.flavor.name(),
+            load_start[0],
+            load_start[1],
+            load_start[2],
+            self.ns,
+            self.broker.address()
+        ));
+        self.start_agent().await?;
+        let ready_at = Instant::now();
+        self.progress(&format!(
+            "ready: spec resync request after {:.2} s",
+            self.started.elapsed().as_secs_f64()
+        ));
+        // Let start-up work (caches, informers) finish before the first sample and burst.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        self.sample_memory("ready");
+
+        let mut bursts = Vec::new();
+        for size in self.opts.bursts.clone() {
+            let from = self.firsts.events;
+            let published = self.create(size)?;
+            self.wait_applied(&format!("burst of {size}"), &published)
+                .await?;
+            let last_applied = published
+                .iter()
+                .filter_map(|(id, _)| self.firsts.of(id).applied_available)
+                .max();
+            let first_publish = published.iter().map(|(_, at)| *at).min();
+            self.wait_quiet(Instant::now(), BURST_QUIET, Duration::from_secs(60))
+                .await?;
+            let ids: BTreeSet<&str> = published.iter().map(|(id, _)| id.as_str()).collect();
+            let status_events = self
+                .source
+                .status_arrivals_from(from)
+                .iter()
+                .filter(|a| ids.contains(a.resource_id.as_str()))
+                .count();
+            let burst = Burst {
+                size,
+                first_status: Summary::of(&latencies(&published, &self.firsts, |f| f.any)),
+                applied: Summary::of(&latencies(&published, &self.firsts, |f| f.applied)),
+                applied_available: Summary::of(&latencies(&published, &self.firsts, |f| {
+                    f.applied_available
+                })),
+                status_events,
+                wall_ms: match (first_publish, last_applied) {
+                    (Some(a), Some(b)) => b.saturating_duration_since(a).as_secs_f64() * 1000.0,
+                    _ => 0.0,
+                },
+            };
+            self.progress(&format!(
+                "burst of {size}: first status p50 {:.0} ms p99 {:.0} ms; Applied+Available p50 {:.0} ms p99 {:.0} ms; {status_events} status events",
+                burst.first_status.as_ref().map_or(0.0, |s| s.p50_ms),
+                burst.first_status.as_ref().map_or(0.0, |s| s.p99_ms),
+                burst.applied_available.as_ref().map_or(0.0, |s| s.p50_ms),
+                burst.applied_available.as_ref().map_or(0.0, |s| s.p99_ms),
+            ));
+            bursts.push(burst);
+        }
+        self.sample_memory("after bursts");
+
+        let mut deletes = Vec::new();
+        for _ in 0..self.opts.deletions.min(self.live.len()) {
+            let id = self.live.remove(0);
+            let at = Instant::now();
+            self.source.delete(&id).map_err(|e| e.to_string())?;
+            let target = id.clone();
+            self.wait(&format!("Deleted=True for {id}"), DELETE_TIMEOUT, |f| {
+                f.of(&target).deleted.is_some()
+            })
+            .await?;
+            if let Some(t) = self.firsts.of(&id).deleted {
+                deletes.push(t.saturating_duration_since(at));
+            }
+        }
+        let delete = Summary::of(&deletes);
+        if let Some(d) = &delete {
+            self.progress(&format!(
+                "{} deletes: p50 {:.0} ms, p99 {:.0} ms",
+                d.count, d.p50_ms, d.p99_ms
+            ));
+        }
+
+        let need = self.opts.idle_works.saturating_sub(self.live.len());
+        let top_up_start = Instant::now();
+        let mut done = 0;
+        while done < need {
+            let n = self.opts.batch.min(need - done);
+            let published = self.create(n)?;
+            self.wait_applied(&format!("top-up batch of {n}"), &published)
+                .await?;
+            done += n;
+        }
+        let top_up = TopUp {
+            works: need,
+            batch: self.opts.batch,
+            seconds: top_up_start.elapsed().as_secs_f64(),
+        };
+        self.progress(&format!(
+            "{} works applied (top-up of {need} in {:.1} s); settling",
+            self.live.len(),
+            top_up.seconds
+        ));
+
+        let settle_start = Instant::now();
+        let settled = self
+            .wait_quiet(settle_start, self.opts.quiet, SETTLE_TIMEOUT)
+            .await?;
+        let settle_seconds = settle_start.elapsed().as_secs_f64();
+        self.sample_memory("settled");
+        let pid = self.pid().unwrap_or_default();
+        let cpu_idle_start = cpu_seconds(pid);
+        let from = self.firsts.events;
+        self.progress(&format!(
+            "counting status events for {:.0} s",
+            self.opts.idle.as_secs_f64()
+        ));
+        let window_start = Instant::now();
+        while window_start.elapsed() < self.opts.idle {
+            self.check_agent()?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            self.load_max = self.load_max.max(system::loadavg()[0]);
+        }
+        let window = window_start.elapsed();
+        let cpu_idle = cpu_seconds(pid) - cpu_idle_start;
+        self.poll();
+        let in_window = self.source.status_arrivals_from(from);
+        let mut by_type = BTreeMap::new();
+        for a in &in_window {
+            *by_type
+                .entry(a.event_type.as_type().to_string())
+                .or_insert(0) += 1;
+        }
+        let works_touched = in_window
+            .iter()
+            .map(|a| a.resource_id.as_str())
+            .collect::<BTreeSet<_>>()
+            .len();
+        let idle = Idle {
+            works: self.live.len(),
+            settled,
+            settle_seconds,
+            window_seconds: window.as_secs_f64(),
+            status_events: in_window.len(),
+            per_minute: in_window.len() as f64 * 60.0 / window.as_secs_f64().max(1.0),
+            works_touched,
+            by_type,
+        };
+        self.progress(&format!(
+            "idle: {} status events in {:.0} s ({:.2} per minute)",
+            idle.status_events, idle.window_seconds, idle.per_minute
+        ));
+        self.sample_memory("idle end");
+
+        let cleanup_ids = std::mem::take(&mut self.live);
+        let cleanup_start = Instant::now();
+        for id in &cleanup_ids {
+            self.source.delete(id).map_err(|e| e.to_string())?;
+        }
+        let waited = self
+            .wait("cleanup", CLEANUP_TIMEOUT, |f| {
+                cleanup_ids.iter().all(|id| f.of(id).deleted.is_some())
+            })
+            .await;
+        let left = cleanup_ids
+            .iter()
+            .filter(|id| self.firsts.of(id).deleted.is_none())
+            .count();
+        if let Err(e) = waited {
+            self.progress(&format!("cleanup incomplete: {e}"));
+        }
+        // The process started in this run: its CPU time so far is the run's.
+        let cpu_total = cpu_seconds(pid);
+        let cleanup = Cleanup {
+            works: cleanup_ids.len(),
+            seconds: cleanup_start.elapsed().as_secs_f64(),
+            left,
+        };
+        self.progress(&format!(
+            "cleanup: {} works deleted in {:.1} s ({left} left); agent up {:.0} s",
+            cleanup.works,
+            cleanup.seconds,
+            ready_at.elapsed().as_secs_f64()
+        ));
+
+        let c = self.source.counters();
+        let source_counters = BTreeMap::from([
+            ("received".to_string(), c.received),
+            ("malformed".into(), c.malformed),
+            ("accepted".into(), c.accepted),
+            ("unchanged".into(), c.unchanged),
+            ("stale".into(), c.stale),
+            ("rejected_sequence".into(), c.rejected_sequence),
+            ("rejected_source".into(), c.rejected_source),
+            ("rejected_consumer".into(), c.rejected_consumer),
+            ("unknown_resource".into(), c.unknown_resource),
+            ("deleted".into(), c.deleted),
+            ("deleted_unrequested".into(), c.deleted_unrequested),
+            ("spec_resync_requests".into(), c.spec_resync_requests),
+            ("spec_resync_responses".into(), c.spec_resync_responses),
+            ("ignored".into(), c.ignored),
+        ]);
+        let p = &self.opts;
+        let bundle_bytes = bundle(&self.ns, "w1", p.configmap_bytes).to_string().len();
+        let environment = Environment {
+            date,
+            cores: std::thread::available_parallelism().map_or(0, usize::from),
+            cpu_model: system::machine_cpu(),
+            load_start,
+            load_end: system::loadavg(),
+            load_max: self.load_max,
+            flavor: p.flavor,
+            agent_bin: p.agent_bin.display().to_string(),
+            agent_commit: p.agent_commit.clone(),
+            agent_args: self.agent_args.clone(),
+        };
+        let parameters = Parameters {
+            bursts: p.bursts.clone(),
+            bundle_bytes,
+            deletions: p.deletions,
+            idle_works: p.idle_works,
+            idle_seconds: p.idle.as_secs_f64(),
+            quiet_seconds: p.quiet.as_secs_f64(),
+        };
+        Ok(Report {
+            label: p.label.clone(),
+            environment,
+            parameters,
+            bursts,
+            delete,
+            top_up,
+            idle,
+            memory: std::mem::take(&mut self.memory),
+            cpu_seconds_total: cpu_total,
+            cpu_seconds_idle: cpu_idle,
+            cleanup,
+            source_counters,
+        })
+    }
+
+    /// Stops the agent, then removes what is left on the spoke: AppliedManifestWorks of this run
+    /// (their finalizer dropped, since no agent will clean them up any more) and the namespace.
+    async fn teardown(&mut self) {
+        if let Some(mut agent) = self.agent.take() {
+            agent.stop();
+        }
+        let applied: Api<DynamicObject> = Api::all_with(
+            self.spoke.client.clone(),
+            &ApiResource {
+                group: "work.open-cluster-management.io".into(),
+                version: "v1".into(),
+                api_version: "work.open-cluster-management.io/v1".into(),
+                kind: "AppliedManifestWork".into(),
+                plural: "appliedmanifestworks".into(),
+            },
+        );
+        let prefix = format!("{}-", work_api::hub_hash(&self.broker.address()));
+        let names: Vec<String> = match applied.list(&ListParams::default()).await {
+            Ok(list) => list
+                .items
+                .into_iter()
+                .filter_map(|o| o.metadata.name)
+                .filter(|n| n.starts_with(&prefix))
+                .collect(),
+            Err(e) => {
+                self.progress(&format!("listing AppliedManifestWorks: {e}"));
+                Vec::new()
+            }
+        };
+        if !names.is_empty() {
+            self.progress(&format!(
+                "removing {} AppliedManifestWorks left behind",
+                names.len()
+            ));
+        }
+        let unfinalize = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+        for n in &names {
+            let _ = applied.patch(n, &PatchParams::default(), &unfinalize).await;
+            let _ = applied.delete(n, &DeleteParams::default()).await;
+        }
+        self.spoke.cleanup().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_flavors_get_maestros_line() {
+        let line = |f| {
+            agent_args(
+                f,
+                "c1",
+                Path::new("/cfg.yaml"),
+                Path::new("/spoke"),
+                8443,
+                8080,
+                &["--status-sync-interval=10s".to_string()],
+            )
+            .join(" ")
+        };
+        let go = line(Flavor::MaestroGo);
+        assert_eq!(
+            go,
+            "agent --consumer-name=c1 --workload-source-driver=mqtt --workload-source-config=/cfg.yaml --cloudevents-client-id=c1-work-agent --kubeconfig=/spoke -v=2 --listen=127.0.0.1:8443 --status-sync-interval=10s"
+        );
+        let ours = line(Flavor::Ours);
+        assert!(
+            ours.ends_with(
+                "--listen=127.0.0.1:8443 --http-address=127.0.0.1:8080 --status-sync-interval=10s"
+            ),
+            "{ours}"
+        );
+    }
+
+    #[test]
+    fn config_and_bundle() {
+        let cfg = agent_config("127.0.0.1:1883", "c1");
+        assert!(cfg.starts_with("brokerHost: 127.0.0.1:1883\n"), "{cfg}");
+        assert!(cfg.contains("sourceEvents: sources/maestro/consumers/c1/sourceevents"));
+        assert!(cfg.contains("agentEvents: sources/maestro/consumers/c1/agentevents"));
+        let b = bundle("ns", "w1", 100);
+        assert_eq!(b["manifests"][0]["metadata"]["namespace"], "ns");
+        assert_eq!(
+            b["manifests"][0]["data"]["payload"].as_str().map(str::len),
+            Some(100)
+        );
+    }
+
+    #[test]
+    fn cpu_time_from_proc_stat() {
+        // pid (comm with spaces) state ppid ... utime(14) stime(15)
+        let stat = "42 (maestro agent) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0";
+        assert_eq!(cpu_seconds_of_stat(stat), Some(3.0));
+        assert_eq!(cpu_seconds_of_stat("garbage"), None);
+        assert!(cpu_seconds(std::process::id()) >= 0.0);
+    }
+}

@@ -1,0 +1,747 @@
+//! The MQTT benchmark's report (`make bench-mqtt`): what was measured, as JSON and Markdown, and
+//! the pure part of the measurement (latencies from the source's status arrivals). A report of
+//! Maestro's Go agent given as the baseline adds its figures and the targets' ratios.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use test_support::mqtt_source::StatusArrival;
+
+use super::stats::Summary;
+
+/// Burst p50 (publish to first status) must be at most this share of the Go agent's.
+pub const TARGET_BURST_RATIO: f64 = 0.5;
+/// Delete round trip (publish delete to `Deleted=True`) target, in milliseconds.
+pub const TARGET_DELETE_MS: f64 = 500.0;
+/// Status events per minute allowed while 1,000 works sit idle.
+pub const TARGET_IDLE_PER_MINUTE: f64 = 0.0;
+/// RSS must be at most this share of the Go agent's.
+pub const TARGET_RSS_RATIO: f64 = 0.3;
+
+/// Which agent ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Flavor {
+    /// This project's `work-agent`.
+    Ours,
+    /// Maestro's Go agent (`maestro agent`).
+    MaestroGo,
+}
+
+impl Flavor {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::Ours => "ours",
+            Flavor::MaestroGo => "maestro-go",
+        }
+    }
+}
+
+/// The first status events of one work after its publish.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FirstSeen {
+    /// Any status event.
+    pub any: Option<Instant>,
+    /// The first with `Applied` = `True`.
+    pub applied: Option<Instant>,
+    /// The first with both `Applied` and `Available` = `True`.
+    pub applied_available: Option<Instant>,
+    /// The first with `Deleted` = `True`.
+    pub deleted: Option<Instant>,
+}
+
+/// Folds status arrivals into first-seen times per work, incrementally.
+#[derive(Debug, Default)]
+pub struct Firsts {
+    /// Per resource id.
+    pub by_id: BTreeMap<String, FirstSeen>,
+    /// Status events folded in so far.
+    pub events: usize,
+    /// Arrival time of the newest event folded in.
+    pub last_event: Option<Instant>,
+}
+
+impl Firsts {
+    /// Folds in new arrivals (in arrival order).
+    pub fn add(&mut self, arrivals: &[StatusArrival]) {
+        for a in arrivals {
+            let f = self.by_id.entry(a.resource_id.clone()).or_default();
+            f.any.get_or_insert(a.at);
+            if a.applied {
+                f.applied.get_or_insert(a.at);
+            }
+            if a.applied && a.available {
+                f.applied_available.get_or_insert(a.at);
+            }
+            if a.deleted {
+                f.deleted.get_or_insert(a.at);
+            }
+            self.events += 1;
+            self.last_event = Some(a.at);
+        }
+    }
+
+    /// The first-seen times of one work.
+    pub fn of(&self, id: &str) -> FirstSeen {
+        self.by_id.get(id).copied().unwrap_or_default()
+    }
+}
+
+/// Latencies from each publish to the chosen first event; works without one are left out (the
+/// caller waited for all of them, so a missing one is a failed run, reported elsewhere).
+pub fn latencies(
+    published: &[(String, Instant)],
+    firsts: &Firsts,
+    pick: impl Fn(&FirstSeen) -> Option<Instant>,
+) -> Vec<Duration> {
+    published
+        .iter()
+        .filter_map(|(id, at)| Some(pick(&firsts.of(id))?.saturating_duration_since(*at)))
+        .collect()
+}
+
+/// One burst of creates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Burst {
+    /// Bundles published at once.
+    pub size: usize,
+    /// Publish to the first status event of the work (any status).
+    pub first_status: Option<Summary>,
+    /// Publish to the first status with `Applied` = `True`.
+    pub applied: Option<Summary>,
+    /// Publish to the first status with `Applied` and `Available` = `True`.
+    pub applied_available: Option<Summary>,
+    /// Status events received for the burst's works until they settled.
+    pub status_events: usize,
+    /// Publish of the first to the last work Applied and Available, in milliseconds.
+    pub wall_ms: f64,
+}
+
+/// Creating the rest of the idle works.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TopUp {
+    /// Works created in this phase.
+    pub works: usize,
+    /// Bundles published at once in each batch.
+    pub batch: usize,
+    /// Wall time until all were Applied and Available, in seconds.
+    pub seconds: f64,
+}
+
+/// The idle phase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Idle {
+    /// Works applied on the spoke.
+    pub works: usize,
+    /// Whether the status events stopped for the quiet period before the timeout.
+    pub settled: bool,
+    /// From the last create to the start of the window, in seconds.
+    pub settle_seconds: f64,
+    /// Length of the counting window, in seconds.
+    pub window_seconds: f64,
+    /// Status events in the window.
+    pub status_events: usize,
+    /// Status events per minute in the window.
+    pub per_minute: f64,
+    /// Distinct works those events were about.
+    pub works_touched: usize,
+    /// The window's events by CloudEvent type.
+    pub by_type: BTreeMap<String, usize>,
+}
+
+/// Resident memory at one moment of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemorySample {
+    /// The moment (`ready`, `after bursts`, `settled`, `idle end`).
+    pub at: String,
+    /// Works held at that moment.
+    pub works: usize,
+    /// VmRSS in MiB.
+    pub rss_mib: f64,
+    /// VmHWM (peak RSS so far) in MiB.
+    pub hwm_mib: f64,
+}
+
+/// Deleting every work left at the end.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cleanup {
+    /// Works deleted at once.
+    pub works: usize,
+    /// Until every one was hard-deleted at the source (or the timeout), in seconds.
+    pub seconds: f64,
+    /// Works that got no `Deleted=True` in time.
+    pub left: usize,
+}
+
+/// The run's conditions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    /// UTC date and time of the start.
+    pub date: String,
+    /// CPU cores.
+    pub cores: usize,
+    /// CPU model.
+    pub cpu_model: String,
+    /// Load averages (1/5/15 min) at the start.
+    pub load_start: [f64; 3],
+    /// Load averages at the end.
+    pub load_end: [f64; 3],
+    /// Highest 1-minute load average seen during the run.
+    pub load_max: f64,
+    /// Which agent.
+    pub flavor: Flavor,
+    /// Its binary.
+    pub agent_bin: String,
+    /// The commit or version it was built from.
+    pub agent_commit: String,
+    /// The agent's command line (after the binary).
+    pub agent_args: Vec<String>,
+}
+
+/// What was asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Parameters {
+    /// Burst sizes, in order.
+    pub bursts: Vec<usize>,
+    /// Bytes of one bundle as published (ManifestBundle JSON).
+    pub bundle_bytes: usize,
+    /// Works deleted one at a time.
+    pub deletions: usize,
+    /// Works held in the idle phase.
+    pub idle_works: usize,
+    /// The counting window, in seconds.
+    pub idle_seconds: f64,
+    /// No status event for this long counts as settled, in seconds.
+    pub quiet_seconds: f64,
+}
+
+/// One benchmark run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Report name.
+    pub label: String,
+    /// Machine, load and agent.
+    pub environment: Environment,
+    /// What was asked for.
+    pub parameters: Parameters,
+    /// The bursts, in order.
+    pub bursts: Vec<Burst>,
+    /// Publish delete to `Deleted=True` received, one work at a time.
+    pub delete: Option<Summary>,
+    /// Creating the rest of the idle works.
+    pub top_up: TopUp,
+    /// The idle phase.
+    pub idle: Idle,
+    /// Resident memory over the run.
+    pub memory: Vec<MemorySample>,
+    /// CPU seconds (user + system) of the agent over the whole run.
+    pub cpu_seconds_total: f64,
+    /// CPU seconds of the agent in the idle window.
+    pub cpu_seconds_idle: f64,
+    /// Deleting what was left.
+    pub cleanup: Cleanup,
+    /// The source's counters at the end (status events accepted, stale, rejected, ...).
+    pub source_counters: BTreeMap<String, u64>,
+}
+
+impl Report {
+    /// The burst of `size`, if it ran.
+    pub fn burst(&self, size: usize) -> Option<&Burst> {
+        self.bursts.iter().find(|b| b.size == size)
+    }
+
+    /// Highest VmRSS seen at the samples, in MiB.
+    pub fn rss_max(&self) -> Option<f64> {
+        self.memory.iter().map(|m| m.rss_mib).reduce(f64::max)
+    }
+
+    /// The sample taken at `at`.
+    pub fn memory_at(&self, at: &str) -> Option<&MemorySample> {
+        self.memory.iter().find(|m| m.at == at)
+    }
+
+    /// The report as Markdown; with `baseline` (a run of Maestro's Go agent) the results table
+    /// shows both and the targets' ratios.
+    pub fn markdown(&self, baseline: Option<&Report>) -> String {
+        let e = &self.environment;
+        let p = &self.parameters;
+        let mut md = String::new();
+        let _ = writeln!(md, "# MQTT benchmark: {}\n", self.label);
+        let _ = writeln!(
+            md,
+            "- Date: {}; machine: {} cores ({}).",
+            e.date, e.cores, e.cpu_model
+        );
+        let _ = writeln!(
+            md,
+            "- Load average (1/5/15 min): {} at the start, {} at the end, {:.2} at most (1 min).{}",
+            loads(e.load_start),
+            loads(e.load_end),
+            e.load_max,
+            if e.load_max > 2.0 {
+                " Above 2: the machine was busy, timings are noisy."
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            md,
+            "- Agent: {} (`{}`, {}), started as `{}`.",
+            e.flavor.name(),
+            e.agent_bin,
+            e.agent_commit,
+            e.agent_args.join(" ")
+        );
+        let _ = writeln!(
+            md,
+            "- Run: bursts of {} single-ConfigMap bundles ({} bytes each), {} deletes one at a time, \
+             {} works idle for {:.0} s (settled = no status event for {:.0} s). Source: the \
+             Maestro-shaped test source on a private mosquitto; spoke: a local control plane.\n",
+            p.bursts
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
+            p.bundle_bytes,
+            p.deletions,
+            p.idle_works,
+            p.idle_seconds,
+            p.quiet_seconds
+        );
+
+        md.push_str("## Results\n\n");
+        match baseline {
+            Some(b) => self.comparison_table(&mut md, b),
+            None => self.results_table(&mut md),
+        }
+
+        md.push_str("\n## Bursts\n\n");
+        md.push_str("| Burst | First status p50 / p99 / max | Applied p50 / p99 | Applied+Available p50 / p99 / max | Status events per work | Wall |\n");
+        md.push_str("|---:|---|---|---|---:|---:|\n");
+        for b in &self.bursts {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {:.2} | {:.0} ms |",
+                b.size,
+                p50_p99_max(b.first_status.as_ref()),
+                p50_p99(b.applied.as_ref()),
+                p50_p99_max(b.applied_available.as_ref()),
+                b.status_events as f64 / b.size.max(1) as f64,
+                b.wall_ms
+            );
+        }
+
+        let i = &self.idle;
+        let _ = writeln!(
+            md,
+            "\n## Idle\n\n{} works (the top-up of {} took {:.1} s in batches of {}); {} after {:.1} s; \
+             then {} status events in {:.0} s ({:.2} per minute) about {} works{}.",
+            i.works,
+            self.top_up.works,
+            self.top_up.seconds,
+            self.top_up.batch,
+            if i.settled {
+                "settled"
+            } else {
+                "NOT settled (status events never stopped for the quiet period)"
+            },
+            i.settle_seconds,
+            i.status_events,
+            i.window_seconds,
+            i.per_minute,
+            i.works_touched,
+            if i.by_type.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({})",
+                    i.by_type
+                        .iter()
+                        .map(|(t, n)| format!("{t}: {n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+        let _ = writeln!(
+            md,
+            "\nAgent CPU time: {:.1} s over the run, {:.2} s in the idle window.",
+            self.cpu_seconds_total, self.cpu_seconds_idle
+        );
+
+        md.push_str("\n## Memory\n\n| Moment | Works | VmRSS | VmHWM |\n|---|---:|---:|---:|\n");
+        for m in &self.memory {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {:.1} MiB | {:.1} MiB |",
+                m.at, m.works, m.rss_mib, m.hwm_mib
+            );
+        }
+
+        let c = &self.cleanup;
+        let _ = writeln!(
+            md,
+            "\n## Cleanup\n\n{} works deleted at once: {:.1} s until {}.",
+            c.works,
+            c.seconds,
+            if c.left == 0 {
+                "every one was hard-deleted at the source".to_string()
+            } else {
+                format!("the timeout; {} got no Deleted=True", c.left)
+            }
+        );
+        let counters: Vec<String> = self
+            .source_counters
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(md, "\nSource counters at the end: {}.", counters.join(", "));
+        md
+    }
+
+    fn results_table(&self, md: &mut String) {
+        md.push_str("| Measure | Value | Target |\n|---|---|---|\n");
+        for b in &self.bursts {
+            let _ = writeln!(
+                md,
+                "| Burst of {}: publish to first status, p50 / p99 | {} | p50 <= {TARGET_BURST_RATIO}x the Go agent's |",
+                b.size,
+                p50_p99(b.first_status.as_ref())
+            );
+        }
+        let _ = writeln!(
+            md,
+            "| Delete round trip, p50 / p99 | {} | <= {TARGET_DELETE_MS:.0} ms |",
+            p50_p99(self.delete.as_ref())
+        );
+        let _ = writeln!(
+            md,
+            "| Status events per idle minute, {} works | {:.2} | {TARGET_IDLE_PER_MINUTE:.0} |",
+            self.idle.works, self.idle.per_minute
+        );
+        let _ = writeln!(
+            md,
+            "| RSS at idle end / highest sample | {} | <= {TARGET_RSS_RATIO}x the Go agent's |",
+            rss_pair(self)
+        );
+    }
+
+    fn comparison_table(&self, md: &mut String, go: &Report) {
+        md.push_str("| Measure | This run | Go agent | Ratio | Target | Met |\n|---|---|---|---:|---|---|\n");
+        for b in &self.bursts {
+            let ours = b.first_status.as_ref().map(|s| s.p50_ms);
+            let theirs = go
+                .burst(b.size)
+                .and_then(|g| g.first_status.as_ref())
+                .map(|s| s.p50_ms);
+            let ratio = ratio(ours, theirs);
+            let _ = writeln!(
+                md,
+                "| Burst of {}: publish to first status, p50 / p99 | {} | {} | {} | p50 <= {TARGET_BURST_RATIO}x | {} |",
+                b.size,
+                p50_p99(b.first_status.as_ref()),
+                p50_p99(go.burst(b.size).and_then(|g| g.first_status.as_ref())),
+                fmt_ratio(ratio),
+                met(ratio.map(|r| r <= TARGET_BURST_RATIO))
+            );
+        }
+        for b in &self.bursts {
+            let theirs = go.burst(b.size).and_then(|g| g.applied_available.as_ref());
+            let ratio = ratio(
+                b.applied_available.as_ref().map(|s| s.p50_ms),
+                theirs.map(|s| s.p50_ms),
+            );
+            let _ = writeln!(
+                md,
+                "| Burst of {}: publish to Applied+Available, p50 / p99 | {} | {} | {} | | |",
+                b.size,
+                p50_p99(b.applied_available.as_ref()),
+                p50_p99(theirs),
+                fmt_ratio(ratio),
+            );
+        }
+        let ours = self.delete.as_ref().map(|s| s.p50_ms);
+        let _ = writeln!(
+            md,
+            "| Delete round trip, p50 / p99 | {} | {} | {} | <= {TARGET_DELETE_MS:.0} ms | {} |",
+            p50_p99(self.delete.as_ref()),
+            p50_p99(go.delete.as_ref()),
+            fmt_ratio(ratio(ours, go.delete.as_ref().map(|s| s.p50_ms))),
+            met(self
+                .delete
+                .as_ref()
+                .map(|s| s.p99_ms.max(s.p50_ms) <= TARGET_DELETE_MS))
+        );
+        let _ = writeln!(
+            md,
+            "| Status events per idle minute, {} works | {:.2} | {:.2} | | {TARGET_IDLE_PER_MINUTE:.0} | {} |",
+            self.idle.works,
+            self.idle.per_minute,
+            go.idle.per_minute,
+            met(Some(self.idle.per_minute <= TARGET_IDLE_PER_MINUTE))
+        );
+        let ours = self.rss_max();
+        let theirs = go.rss_max();
+        let ratio = ratio(ours, theirs);
+        let _ = writeln!(
+            md,
+            "| RSS at idle end / highest sample | {} | {} | {} | <= {TARGET_RSS_RATIO}x | {} |",
+            rss_pair(self),
+            rss_pair(go),
+            fmt_ratio(ratio),
+            met(ratio.map(|r| r <= TARGET_RSS_RATIO))
+        );
+        let _ = writeln!(
+            md,
+            "| Agent CPU, whole run / idle window | {:.1} s / {:.2} s | {:.1} s / {:.2} s | {} | | |",
+            self.cpu_seconds_total,
+            self.cpu_seconds_idle,
+            go.cpu_seconds_total,
+            go.cpu_seconds_idle,
+            fmt_ratio(ratio_f(self.cpu_seconds_total, go.cpu_seconds_total)),
+        );
+        let _ = writeln!(
+            md,
+            "\nGo agent run: {} ({}; load at most {:.2}).",
+            go.label, go.environment.date, go.environment.load_max
+        );
+    }
+}
+
+fn loads(l: [f64; 3]) -> String {
+    format!("{:.2} / {:.2} / {:.2}", l[0], l[1], l[2])
+}
+
+fn ms(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.1} s", v / 1000.0)
+    } else {
+        format!("{v:.0} ms")
+    }
+}
+
+fn p50_p99(s: Option<&Summary>) -> String {
+    s.map_or_else(
+        || "–".into(),
+        |s| format!("{} / {}", ms(s.p50_ms), ms(s.p99_ms)),
+    )
+}
+
+fn p50_p99_max(s: Option<&Summary>) -> String {
+    s.map_or_else(
+        || "–".into(),
+        |s| {
+            format!(
+                "{} / {} / {} (n = {})",
+                ms(s.p50_ms),
+                ms(s.p99_ms),
+                ms(s.max_ms),
+                s.count
+            )
+        },
+    )
+}
+
+fn rss_pair(r: &Report) -> String {
+    let end = r.memory_at("idle end").map(|m| m.rss_mib);
+    match (end, r.rss_max()) {
+        (Some(e), Some(m)) => format!("{e:.1} / {m:.1} MiB"),
+        (None, Some(m)) => format!("– / {m:.1} MiB"),
+        _ => "–".into(),
+    }
+}
+
+fn ratio(ours: Option<f64>, theirs: Option<f64>) -> Option<f64> {
+    ratio_f(ours?, theirs?)
+}
+
+fn ratio_f(ours: f64, theirs: f64) -> Option<f64> {
+    (theirs > 0.0).then(|| ours / theirs)
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map_or_else(|| "–".into(), |r| format!("{r:.2}x"))
+}
+
+fn met(ok: Option<bool>) -> &'static str {
+    match ok {
+        Some(true) => "yes",
+        Some(false) => "**no**",
+        None => "–",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cloudevents::types::EventType;
+    use test_support::mqtt_source::StatusOutcome;
+
+    fn arrival(
+        id: &str,
+        at: Instant,
+        applied: bool,
+        available: bool,
+        deleted: bool,
+    ) -> StatusArrival {
+        StatusArrival {
+            at,
+            resource_id: id.into(),
+            event_type: EventType::StatusUpdate,
+            applied,
+            available,
+            deleted,
+            outcome: StatusOutcome::Accepted,
+        }
+    }
+
+    #[test]
+    fn firsts_take_the_earliest_event_of_each_kind() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut f = Firsts::default();
+        f.add(&[
+            arrival("a", at(10), false, false, false),
+            arrival("b", at(15), true, true, false),
+        ]);
+        f.add(&[
+            arrival("a", at(20), true, false, false),
+            arrival("a", at(30), true, true, false),
+            arrival("a", at(40), true, true, false),
+            arrival("a", at(50), false, false, true),
+        ]);
+        let a = f.of("a");
+        assert_eq!(
+            (a.any, a.applied, a.applied_available, a.deleted),
+            (Some(at(10)), Some(at(20)), Some(at(30)), Some(at(50)))
+        );
+        assert_eq!((f.events, f.last_event), (6, Some(at(50))));
+        assert_eq!(f.of("zz"), FirstSeen::default());
+
+        let published = vec![
+            ("a".to_string(), at(5)),
+            ("b".to_string(), at(5)),
+            ("c".to_string(), at(5)),
+        ];
+        assert_eq!(
+            latencies(&published, &f, |s| s.any),
+            [Duration::from_millis(5), Duration::from_millis(10)]
+        );
+        assert_eq!(
+            latencies(&published, &f, |s| s.applied_available),
+            [Duration::from_millis(25), Duration::from_millis(10)]
+        );
+    }
+
+    fn report(label: &str, p50: f64, delete_ms: f64, idle: f64, rss: f64) -> Report {
+        let s = |v: f64| Summary {
+            count: 20,
+            min_ms: v,
+            p50_ms: v,
+            p90_ms: v,
+            p99_ms: v,
+            max_ms: v,
+            mean_ms: v,
+        };
+        Report {
+            label: label.into(),
+            environment: Environment {
+                date: "2026-01-01T00:00:00Z".into(),
+                cores: 2,
+                cpu_model: "cpu".into(),
+                load_start: [0.5; 3],
+                load_end: [0.5; 3],
+                load_max: 0.7,
+                flavor: Flavor::Ours,
+                agent_bin: "/tmp/wa".into(),
+                agent_commit: "abc".into(),
+                agent_args: vec!["agent".into()],
+            },
+            parameters: Parameters {
+                bursts: vec![20],
+                bundle_bytes: 4000,
+                deletions: 20,
+                idle_works: 1000,
+                idle_seconds: 120.0,
+                quiet_seconds: 20.0,
+            },
+            bursts: vec![Burst {
+                size: 20,
+                first_status: Some(s(p50)),
+                applied: Some(s(p50)),
+                applied_available: Some(s(p50)),
+                status_events: 20,
+                wall_ms: 100.0,
+            }],
+            delete: Some(s(delete_ms)),
+            top_up: TopUp {
+                works: 900,
+                batch: 100,
+                seconds: 30.0,
+            },
+            idle: Idle {
+                works: 1000,
+                settled: true,
+                settle_seconds: 20.0,
+                window_seconds: 120.0,
+                status_events: (idle * 2.0) as usize,
+                per_minute: idle,
+                works_touched: 0,
+                by_type: BTreeMap::new(),
+            },
+            memory: vec![MemorySample {
+                at: "idle end".into(),
+                works: 1000,
+                rss_mib: rss,
+                hwm_mib: rss,
+            }],
+            cpu_seconds_total: 10.0,
+            cpu_seconds_idle: 0.1,
+            cleanup: Cleanup {
+                works: 1000,
+                seconds: 5.0,
+                left: 0,
+            },
+            source_counters: BTreeMap::from([("accepted".to_string(), 3000)]),
+        }
+    }
+
+    #[test]
+    fn comparison_marks_each_target() {
+        let ours = report("ours", 20.0, 100.0, 0.0, 20.0);
+        let go = report("go", 60.0, 2000.0, 3.0, 100.0);
+        let md = ours.markdown(Some(&go));
+        assert!(md.contains("| Burst of 20: publish to first status, p50 / p99 | 20 ms / 20 ms | 60 ms / 60 ms | 0.33x | p50 <= 0.5x | yes |"), "{md}");
+        assert!(md.contains("| Delete round trip, p50 / p99 | 100 ms / 100 ms | 2000 ms / 2000 ms | 0.05x | <= 500 ms | yes |"), "{md}");
+        assert!(md.contains("| 0.00 | 3.00 | | 0 | yes |"), "{md}");
+        assert!(
+            md.contains("| 20.0 / 20.0 MiB | 100.0 / 100.0 MiB | 0.20x | <= 0.3x | yes |"),
+            "{md}"
+        );
+        let slow = report("slow", 40.0, 600.0, 1.0, 40.0);
+        let md = slow.markdown(Some(&go));
+        assert_eq!(md.matches("**no**").count(), 4, "{md}");
+        // Alone, the report names the targets without judging them.
+        let alone = ours.markdown(None);
+        assert!(
+            alone.contains("| Delete round trip, p50 / p99 | 100 ms / 100 ms | <= 500 ms |"),
+            "{alone}"
+        );
+        assert!(!alone.contains("**no**"));
+    }
+
+    #[test]
+    fn the_json_reads_back() {
+        let r = report("ours", 20.0, 100.0, 0.0, 20.0);
+        let json = serde_json::to_string(&r).expect("encodes");
+        assert!(json.contains("\"flavor\":\"ours\""), "{json}");
+        let back: Report = serde_json::from_str(&json).expect("decodes");
+        assert_eq!(back, r);
+        let go: Flavor = serde_json::from_str("\"maestro-go\"").expect("flavor");
+        assert_eq!(go, Flavor::MaestroGo);
+    }
+}

@@ -1,0 +1,213 @@
+//! `bench_mqtt`: the MQTT benchmark. Run it through `make bench-mqtt` (which builds the agent,
+//! starts a spoke control plane if none is named, and passes its kubeconfig in
+//! `WORK_AGENT_SPOKE_KUBECONFIG`); the broker is a private mosquitto the benchmark starts.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use e2e::bench::mqtt::{Options, run};
+use e2e::bench::mqtt_report::{Flavor, Report};
+
+/// Which agent runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FlavorArg {
+    /// This project's work-agent.
+    Ours,
+    /// Maestro's Go agent (`maestro agent`).
+    MaestroGo,
+}
+
+/// One agent behind the Maestro-shaped test source on a private mosquitto: bursts of creates,
+/// deletes, an idle phase with many works, memory.
+#[derive(Debug, Parser)]
+#[command(name = "bench_mqtt")]
+struct Cli {
+    /// Which agent `--agent-bin` is (they differ in one flag: ours also gets `--http-address`).
+    #[arg(long, value_enum, default_value = "ours")]
+    flavor: FlavorArg,
+    /// The agent binary: `work-agent`, or `maestro` for `--flavor maestro-go`.
+    #[arg(long)]
+    agent_bin: PathBuf,
+    /// An extra agent argument (repeat for several).
+    #[arg(long = "agent-arg", allow_hyphen_values = true)]
+    agent_args: Vec<String>,
+    /// Commit or version of the agent (for the report).
+    #[arg(long, default_value = "unknown")]
+    agent_commit: String,
+    /// Burst sizes, comma-separated, run in order.
+    #[arg(long, value_delimiter = ',', default_value = "20,50,100")]
+    bursts: Vec<usize>,
+    /// Bytes of ConfigMap data per bundle (~4 KB bundles by default).
+    #[arg(long, default_value_t = 3800)]
+    configmap_bytes: usize,
+    /// Works deleted one at a time (taken from the bursts' works).
+    #[arg(long, default_value_t = 20)]
+    deletions: usize,
+    /// Works held in the idle phase.
+    #[arg(long, default_value_t = 1000)]
+    idle_works: usize,
+    /// Bundles published at once while topping up to --idle-works.
+    #[arg(long, default_value_t = 100)]
+    batch: usize,
+    /// How long to count status events while the works sit idle (`2m`).
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    idle: Duration,
+    /// No status event for this long counts as settled (`20s`: two of the Go agent's 10 s
+    /// status syncs).
+    #[arg(long, default_value = "20s", value_parser = parse_duration)]
+    quiet: Duration,
+    /// A report of Maestro's Go agent (JSON) to compare with: the Markdown then shows both and
+    /// whether each target is met.
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Report name: the files are OUT_DIR/LABEL.md and OUT_DIR/LABEL.json.
+    #[arg(long, default_value = "bench-mqtt")]
+    label: String,
+    /// Directory of the report.
+    #[arg(long, default_value = "target/bench")]
+    out_dir: PathBuf,
+}
+
+/// `90`, `90s`, `2m` or `1h`.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => s.split_at(i),
+        None => (s, "s"),
+    };
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration like 90s, 2m or 1h"))?;
+    let seconds = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use s, m or h)")),
+    };
+    Ok(Duration::from_secs(seconds))
+}
+
+fn read_baseline(path: &PathBuf) -> Result<Report, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("reading the baseline {}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        format!(
+            "the baseline {} is no bench_mqtt report: {e}",
+            path.display()
+        )
+    })
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.bursts.contains(&0) || cli.batch == 0 || cli.idle.is_zero() {
+        eprintln!("bench_mqtt: burst sizes, --batch and --idle must be positive");
+        return ExitCode::from(2);
+    }
+    // Read first: a bad baseline should fail before a run of several minutes.
+    let baseline = match cli.baseline.as_ref().map(read_baseline).transpose() {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("bench_mqtt: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let out_dir = cli.out_dir.clone();
+    let label = cli.label.clone();
+    let opts = Options {
+        flavor: match cli.flavor {
+            FlavorArg::Ours => Flavor::Ours,
+            FlavorArg::MaestroGo => Flavor::MaestroGo,
+        },
+        agent_bin: cli.agent_bin,
+        agent_args: cli.agent_args,
+        agent_commit: cli.agent_commit,
+        bursts: cli.bursts,
+        configmap_bytes: cli.configmap_bytes,
+        deletions: cli.deletions,
+        idle_works: cli.idle_works,
+        batch: cli.batch,
+        idle: cli.idle,
+        quiet: cli.quiet,
+        label: cli.label,
+    };
+    let report = match run(opts).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("bench_mqtt: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let md = report.markdown(baseline.as_ref());
+    let json = match serde_json::to_string_pretty(&report) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("bench_mqtt: encoding the report: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let written = std::fs::create_dir_all(&out_dir)
+        .and_then(|()| std::fs::write(out_dir.join(format!("{label}.md")), &md))
+        .and_then(|()| std::fs::write(out_dir.join(format!("{label}.json")), json + "\n"));
+    println!("{md}");
+    match written {
+        Ok(()) => {
+            eprintln!(
+                "bench_mqtt: report written to {}/{label}.{{md,json}}",
+                out_dir.display()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!(
+                "bench_mqtt: writing the report to {}: {e}",
+                out_dir.display()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_issues_run() {
+        let cli = Cli::try_parse_from(["bench_mqtt", "--agent-bin", "/a"]).expect("parses");
+        assert_eq!(cli.flavor, FlavorArg::Ours);
+        assert_eq!(cli.bursts, [20, 50, 100]);
+        assert_eq!((cli.deletions, cli.idle_works), (20, 1000));
+        assert_eq!(cli.idle, Duration::from_secs(120));
+        let cli = Cli::try_parse_from([
+            "bench_mqtt",
+            "--agent-bin",
+            "/m",
+            "--flavor",
+            "maestro-go",
+            "--bursts",
+            "5,10",
+            "--agent-arg",
+            "--status-sync-interval=10s",
+        ])
+        .expect("parses");
+        assert_eq!(cli.flavor, FlavorArg::MaestroGo);
+        assert_eq!(cli.bursts, [5, 10]);
+        assert_eq!(cli.agent_args, ["--status-sync-interval=10s"]);
+        assert!(parse_duration("1d").is_err());
+    }
+
+    #[test]
+    fn a_bad_baseline_is_an_error() {
+        let dir = std::env::temp_dir().join(format!("bench-mqtt-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("bad.json");
+        std::fs::write(&path, "{}").expect("write");
+        let err = read_baseline(&path).expect_err("not a report");
+        assert!(err.contains("no bench_mqtt report"), "{err}");
+        assert!(read_baseline(&dir.join("missing.json")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -94,8 +94,16 @@ impl<T> LatestQueue<T> {
 /// The queue key of an event: the work's UID, so a newer status replaces an unsent one; a spec
 /// resync request replaces an unsent one (it lists the versions held when it was made, so only
 /// the newest is worth sending after a reconnect); other events queue on their own.
+///
+/// A work's final status (`Deleted=True`) has a key of its own: it must not replace a status
+/// still waiting, because sources act on the last status before it. OCM's hub deletes a work
+/// after its TTL only once it has seen `Complete=True`, and answers `Deleted` by releasing the
+/// finalizer without looking at the conditions.
 pub fn event_key(event: &CloudEvent) -> String {
     if let Some(uid) = event.ext_string(types::EXT_RESOURCE_ID) {
+        if is_final_status(event) {
+            return format!("{uid}/deleted");
+        }
         return uid;
     }
     if event.type_ == EventType::SpecResyncRequest.as_type() {
@@ -107,6 +115,24 @@ pub fn event_key(event: &CloudEvent) -> String {
         );
     }
     format!("event/{}", event.id)
+}
+
+/// Whether `event` is a status with the condition `Deleted` = `True`.
+fn is_final_status(event: &CloudEvent) -> bool {
+    const NEEDLE: &[u8] = br#""type":"Deleted""#;
+    let Some(data) = event.data.as_deref() else {
+        return false;
+    };
+    if event.type_ != EventType::StatusUpdate.as_type()
+        || !data.windows(NEEDLE.len()).any(|w| w == NEEDLE)
+    {
+        return false;
+    }
+    serde_json::from_slice::<crate::codec::ManifestBundleStatus>(data).is_ok_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Deleted" && c.status == "True")
+    })
 }
 
 /// Upstream's reconnect delays: exponential from `min` to `max`, jittered, never giving up.
@@ -135,6 +161,22 @@ mod tests {
             )
         };
         assert_eq!(event_key(&resync(1)), event_key(&resync(2)));
+        let mut deleted = status.clone();
+        deleted.data = Some(
+            br#"{"conditions":[{"type":"Complete","status":"True","reason":"r","message":"","lastTransitionTime":"2026-11-26T00:00:00Z"},{"type":"Deleted","status":"True","reason":"ManifestsDeleted","message":"","lastTransitionTime":"2026-11-26T00:00:00Z"}]}"#
+                .to_vec(),
+        );
+        assert_eq!(
+            event_key(&deleted),
+            "w1/deleted",
+            "the final status waits beside the last one"
+        );
+        let mut not_yet = deleted.clone();
+        not_yet.data = Some(
+            br#"{"conditions":[{"type":"Deleted","status":"False","reason":"r","message":"","lastTransitionTime":"2026-11-26T00:00:00Z"}]}"#
+                .to_vec(),
+        );
+        assert_eq!(event_key(&not_yet), "w1");
         let other = CloudEvent::new(EventType::StatusResyncRequest, "agent");
         assert_eq!(event_key(&other), format!("event/{}", other.id));
     }

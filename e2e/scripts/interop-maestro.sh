@@ -562,14 +562,18 @@ sc_status_resync() {
   [ "$r1" -gt "$r0" ] || ok=FAIL
   result status-resync "$ok" "status changed while Maestro was down (ReadyReplicas 1 -> 2); Maestro restarted with --subscription-type=broadcast:" \
     "status resync requests answered by the agent $r0 -> $r1, Maestro shows ReadyReplicas=$(feedback "${ID[f]}" ReadyReplicas)"
-  # Back to Maestro's default (shared) subscription; its resync request goes to the consumer's
-  # id there (a fact, not a check: Maestro addresses it so).
+  # Back to Maestro's default (shared) subscription, the same change while it is down. Its
+  # resync request goes to the consumer's id there, so the agent never sees it: recorded as a
+  # fact about Maestro, not checked.
   stop_maestro
+  k patch deployment -n "$NS" interop-f --subresource=status --type=merge \
+    -p '{"status":{"replicas":3,"readyReplicas":3,"availableReplicas":3}}' >/dev/null
+  sleep 3
   start_maestro shared
-  sleep 5
+  sleep 15
   r2=$(metric resources_status_resync_duration_seconds_count)
-  log "shared subscription restart: status resync requests seen by the agent $r1 -> $r2"
-  SHARED_RESYNC="$r1 -> $r2"
+  SHARED_RESYNC="status resync requests answered by the agent $r1 -> $r2; ReadyReplicas 2 -> 3 on the spoke while Maestro was down, Maestro shows $(feedback "${ID[f]}" ReadyReplicas) 15 s after its start"
+  log "Maestro restarted with the shared subscription: $SHARED_RESYNC"
 }
 
 sc_go_deletes_ours() {
@@ -612,7 +616,7 @@ main() {
 
   {
     echo "date: $(date -u +%FT%TZ)  agent: $AGENT_COMMIT  Maestro: $MAESTRO_COMMIT  broker: $BROKER"
-    echo "status resync requests seen by our agent after a restart of Maestro in shared mode: $SHARED_RESYNC"
+    echo "Maestro restarted with its default (shared) subscription: $SHARED_RESYNC"
   } | tee -a "$DIR/results.txt"
   if [ "$FAILED" -gt 0 ]; then
     log "$FAILED scenario(s) FAILED; logs in $DIR/logs"

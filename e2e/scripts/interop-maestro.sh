@@ -263,7 +263,7 @@ start_go() {
   log "Maestro's Go agent started (pid ${PIDS[go]%% *})"
 }
 metric() { # NAME: the sum of a metric's samples at our agent's /metrics
-  curl -sf "$OURS_METRICS" | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}'
+  { curl -sf "$OURS_METRICS" || true; } | awk -v m="$1" '$1 == m || index($1, m "{") == 1 {s += $2} END {print s + 0}'
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -154,6 +154,43 @@ async fn spec_in_status_out_and_a_resync_after_each_subscribe() {
 }
 
 #[tokio::test]
+async fn a_final_status_does_not_replace_the_last_one() {
+    let src = source().await;
+    let (mut client, _) = client(&src.url(), "");
+    src.wait_until(|s| s.subscribers(CLUSTER) == 1, WAIT)
+        .await
+        .expect("subscribed");
+    let id = src.create(CLUSTER, bundle("final")).expect("create");
+    next_spec(&mut client).await;
+    // The last status is refused once (a conflict at the source) and waits for its retry when
+    // the work's final status comes: both arrive, the last status first.
+    src.refuse_publishes(1);
+    let last = applied_status(&id, 1, sequence());
+    let last_id = last.id.clone();
+    client.publisher.publish(last).expect("queued");
+    src.wait_until(|s| s.publishes_refused() == 1, WAIT)
+        .await
+        .expect("refused once");
+    let mut deleted = applied_status(&id, 1, sequence());
+    deleted.data = Some(
+        br#"{"conditions":[{"type":"Deleted","status":"True","reason":"ManifestsDeleted","message":"","lastTransitionTime":"2026-11-26T00:00:00Z"}],"resourceStatus":[]}"#
+            .to_vec(),
+    );
+    let deleted_id = deleted.id.clone();
+    client.publisher.publish(deleted).expect("queued");
+    src.wait_until(|s| s.hard_deleted(&id), WAIT)
+        .await
+        .expect("the final status arrives");
+    let order: Vec<String> = src
+        .events()
+        .into_iter()
+        .map(|e| e.id)
+        .filter(|e| *e == last_id || *e == deleted_id)
+        .collect();
+    assert_eq!(order, [last_id.clone(), last_id, deleted_id]);
+}
+
+#[tokio::test]
 async fn keepalive_pings_as_configured() {
     let src = source().await;
     let (client, _) = client(

@@ -513,3 +513,33 @@ async fn malformed_and_other_clusters_events_are_refused_and_counted() {
     let agent = env.agent.as_mut().expect("agent");
     assert!(agent.is_running(), "the agent survives bad events");
 }
+
+/// Maestro's agent chart line (`--consumer-name`) gets `maestro agent`'s raw feedback settings:
+/// a JSONPath that selects an object reaches the source as a JsonRaw value, as it does from
+/// Maestro's Go agent (upstream's defaults would drop it and report StatusFeedbackSynced=False).
+#[tokio::test]
+async fn maestros_command_line_reports_raw_json_feedback_as_maestros_agent_does() {
+    let env = MqttEnv::start("mqtt-rawfb").await;
+    let mut b = bundle(&env.ns, "rawfb", json!({"k": "v"}));
+    b["manifestConfigs"] = json!([{
+        "resourceIdentifier": {"group": "", "resource": "configmaps", "name": "rawfb", "namespace": env.ns},
+        "feedbackRules": [{"type": "JSONPaths", "jsonPaths": [{"name": "data", "path": ".data"}]}]
+    }]);
+    let id = env.source.create(&env.consumer, b).expect("create");
+    env.wait_source("the raw JSON feedback value at the source", |s| {
+        s.resource(&id)
+            .and_then(|r| r.status)
+            .is_some_and(|status| {
+                status["resourceStatus"][0]["statusFeedback"]["values"]
+                    .as_array()
+                    .is_some_and(|values| {
+                        values.iter().any(|v| {
+                            v["name"] == "data"
+                                && v["fieldValue"]["type"] == "JsonRaw"
+                                && v["fieldValue"]["jsonRaw"] == r#"{"k":"v"}"#
+                        })
+                    })
+            })
+    })
+    .await;
+}

@@ -168,7 +168,7 @@ pub async fn run_controller(
     let queue = futures::stream::select_all([own, external, applied]);
     let controller_config = controller::Config::default()
         .concurrency(ctx.config.workers)
-        .debounce(Duration::from_millis(50));
+        .debounce(ctx.hub.reconcile_debounce());
     controller::applier(
         |work, ctx| {
             let task = tokio::spawn(reconcile::reconcile_stored(work, ctx));

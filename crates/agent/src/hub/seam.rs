@@ -1,5 +1,7 @@
 //! The seam itself: what the work logic asks of a hub, whatever carries it.
 
+use std::time::Duration;
+
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use kube::runtime::events::Event;
@@ -61,4 +63,11 @@ pub trait Hub: Send + Sync + 'static {
 
     /// Adds the hub's own metrics (a transport's counters) to the agent's registry.
     fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}
+
+    /// How long the controller holds a work's reconcile request to fold the ones that follow.
+    /// A Kubernetes hub echoes each of the agent's own work writes back through the watch a few
+    /// milliseconds later; the pause folds those echoes into one reconcile.
+    fn reconcile_debounce(&self) -> Duration {
+        Duration::from_millis(50)
+    }
 }

@@ -270,6 +270,13 @@ impl Hub for BrokerHub {
         self.inner.works.watch()
     }
 
+    /// None: the local copy takes the agent's own writes at once, so there is no echo to wait
+    /// for, and the pause would be added to every spec event's turnaround (publish to first
+    /// status), which is what a source's users see.
+    fn reconcile_debounce(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+
     fn get_work<'a>(&'a self, name: &'a str) -> HubResult<'a, Option<ManifestWork>> {
         let work = self.inner.works.get(name);
         Box::pin(async move { Ok(work) })

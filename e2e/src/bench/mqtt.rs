@@ -17,7 +17,7 @@ use test_support::{AgentProcess, SPOKE_KUBECONFIG_ENV, TestCluster, free_port, u
 
 use super::mqtt_report::{
     Burst, Cleanup, Environment, Firsts, Flavor, Idle, MemorySample, Parameters, Report, TopUp,
-    latencies,
+    latencies, spoke_requests,
 };
 use super::run::{interrupted, utc_now};
 use super::stats::Summary;
@@ -148,6 +148,7 @@ struct Bench {
     consumer: String,
     agent: Option<AgentProcess>,
     agent_args: Vec<String>,
+    http_port: u16,
     firsts: Firsts,
     /// Works the source holds, oldest first.
     live: Vec<String>,
@@ -194,6 +195,7 @@ pub async fn run(opts: Options) -> Result<Report, String> {
         consumer: unique_name("bench-mqtt"),
         agent: None,
         agent_args: Vec::new(),
+        http_port: free_port(),
         firsts: Firsts::default(),
         live: Vec::new(),
         next_name: 0,
@@ -354,7 +356,7 @@ impl Bench {
             &config,
             &self.spoke_kubeconfig,
             free_port(),
-            free_port(),
+            self.http_port,
             &self.opts.agent_args,
         );
         let process = AgentProcess::try_start_binary(
@@ -542,6 +544,13 @@ impl Bench {
             idle.status_events, idle.window_seconds, idle.per_minute
         ));
         self.sample_memory("idle end");
+        let spoke_requests = match self.opts.flavor {
+            Flavor::Ours => super::agent::http_get(self.http_port, "/metrics")
+                .await
+                .map(|m| spoke_requests(&m))
+                .unwrap_or_default(),
+            Flavor::MaestroGo => BTreeMap::new(),
+        };
 
         let cleanup_ids = std::mem::take(&mut self.live);
         let cleanup_start = Instant::now();
@@ -626,6 +635,8 @@ impl Bench {
             cpu_seconds_idle: cpu_idle,
             cleanup,
             source_counters,
+            spoke_requests,
+            works_created: self.next_name,
         })
     }
 

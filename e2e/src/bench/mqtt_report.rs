@@ -245,6 +245,37 @@ pub struct Report {
     pub cleanup: Cleanup,
     /// The source's counters at the end (status events accepted, stale, rejected, ...).
     pub source_counters: BTreeMap<String, u64>,
+    /// Spoke requests by verb from the agent's own `work_agent_api_requests_total`, read at the
+    /// end of the idle window (ours only: the Go agent has no such counter).
+    #[serde(default)]
+    pub spoke_requests: BTreeMap<String, u64>,
+    /// Works created over the run up to that reading.
+    #[serde(default)]
+    pub works_created: usize,
+}
+
+/// The `api="spoke"` samples of `work_agent_api_requests_total` in a Prometheus text, by verb.
+pub fn spoke_requests(metrics: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in metrics.lines() {
+        let Some(rest) = line.strip_prefix("work_agent_api_requests_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.split_once("} ") else {
+            continue;
+        };
+        if !labels.contains("api=\"spoke\"") {
+            continue;
+        }
+        let verb = labels
+            .split(',')
+            .find_map(|l| l.strip_prefix("verb=\""))
+            .and_then(|v| v.strip_suffix('"'));
+        if let (Some(verb), Ok(n)) = (verb, value.trim().parse::<f64>()) {
+            *out.entry(verb.to_string()).or_insert(0) += n as u64;
+        }
+    }
+    out
 }
 
 impl Report {
@@ -393,6 +424,26 @@ impl Report {
                 format!("the timeout; {} got no Deleted=True", c.left)
             }
         );
+        if !self.spoke_requests.is_empty() {
+            let writes: u64 = self
+                .spoke_requests
+                .iter()
+                .filter(|(v, _)| !matches!(v.as_str(), "get" | "list" | "watch"))
+                .map(|(_, n)| n)
+                .sum();
+            let _ = writeln!(
+                md,
+                "\nSpoke requests of the agent (its own counter) by the end of the idle window, for {} works created and {} deleted: {} ({:.2} writes per work created).",
+                self.works_created,
+                self.parameters.deletions,
+                self.spoke_requests
+                    .iter()
+                    .map(|(v, n)| format!("{v} {n}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                writes as f64 / self.works_created.max(1) as f64
+            );
+        }
         let counters: Vec<String> = self
             .source_counters
             .iter()
@@ -707,6 +758,8 @@ mod tests {
                 left: 0,
             },
             source_counters: BTreeMap::from([("accepted".to_string(), 3000)]),
+            spoke_requests: BTreeMap::new(),
+            works_created: 1020,
         }
     }
 
@@ -732,6 +785,27 @@ mod tests {
             "{alone}"
         );
         assert!(!alone.contains("**no**"));
+    }
+
+    #[test]
+    fn spoke_requests_by_verb() {
+        let text = "# HELP work_agent_api_requests_total x\n\
+            work_agent_api_requests_total{api=\"spoke\",verb=\"create\"} 2040\n\
+            work_agent_api_requests_total{api=\"spoke\",verb=\"patch\"} 1020\n\
+            work_agent_api_requests_total{api=\"hub\",verb=\"patch\"} 5\n\
+            work_agent_api_requests_total{api=\"spoke\",verb=\"watch\"} 3\n";
+        let got = spoke_requests(text);
+        assert_eq!(
+            got,
+            BTreeMap::from([
+                ("create".to_string(), 2040),
+                ("patch".to_string(), 1020),
+                ("watch".to_string(), 3)
+            ])
+        );
+        let mut r = report("ours", 20.0, 100.0, 0.0, 20.0);
+        r.spoke_requests = got;
+        assert!(r.markdown(None).contains("(3.00 writes per work created)"));
     }
 
     #[test]

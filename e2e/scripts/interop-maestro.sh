@@ -13,6 +13,7 @@
 #   MAESTRO_BIN    the maestro binary (default /tmp/maestro-bin/maestro; built when missing)
 #   AGENT_BIN      our agent (default: `cargo build --release -p work-agent`, then a copy);
 #                  AGENT_COMMIT names its commit in the results (default: this checkout's)
+#   AMW_CRD        the AppliedManifestWork CRD (default: from the OCM API module of MAESTRO_SRC)
 #   PG_BIN         PostgreSQL's bin directory (default /usr/lib/postgresql/15/bin)
 #   INTEROP_DIR    state and logs; INTEROP_KEEP=1 keeps every process running at the end
 #   DELETE_ROUNDS  delete round trips to measure (default 5)
@@ -141,7 +142,9 @@ build_agent() {
 amw_crd() {
   if [ -n "${AMW_CRD:-}" ]; then echo "$AMW_CRD"; return; fi
   local api
-  api=$(cd "$MAESTRO_SRC" && go list -m -f '{{.Dir}}' open-cluster-management.io/api)
+  [ -d "$MAESTRO_SRC" ] || die "no Maestro source tree at $MAESTRO_SRC to take the AppliedManifestWork CRD from (set MAESTRO_SRC or AMW_CRD)"
+  api=$(cd "$MAESTRO_SRC" && go list -m -f '{{.Dir}}' open-cluster-management.io/api) ||
+    die "go list -m open-cluster-management.io/api failed in $MAESTRO_SRC"
   ls "$api"/work/v1/*appliedmanifestworks.crd.yaml
 }
 

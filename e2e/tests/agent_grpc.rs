@@ -400,6 +400,61 @@ async fn a_one_mebibyte_bundle_and_a_burst_of_a_hundred() {
 }
 
 #[tokio::test]
+async fn a_work_deleted_by_its_ttl_and_then_by_its_source_is_reported_deleted_twice() {
+    let env = GrpcEnv::start("grpc-ttl-then-source", "").await;
+    // Complete at once (a CEL rule on a ConfigMap) with a TTL of zero: the agent deletes the work
+    // itself and reports Deleted; OCM's hub then deletes it too (its own TTL collection) and
+    // sends the deletion, which the agent must clean up and answer again (the hub waits for that
+    // Deleted to release its finalizer).
+    let ns = env.ns.clone();
+    let id = env
+        .source
+        .create(
+            &env.cluster,
+            json!({
+                "manifests": [configmap(&ns, "ttl", json!({"v": "1"}))],
+                "manifestConfigs": [{
+                    "resourceIdentifier": {"group": "", "resource": "configmaps", "name": "ttl", "namespace": ns},
+                    "conditionRules": [{"condition": "Complete", "type": "CEL", "celExpressions": ["object.metadata.name == 'ttl'"]}]
+                }],
+                "deleteOption": {"propagationPolicy": "Foreground", "ttlSecondsAfterFinished": 0}
+            }),
+        )
+        .expect("create");
+    let snapshot = env.source.resource(&id).expect("stored");
+    env.wait_source("Deleted after the TTL", |s| s.hard_deleted(&id))
+        .await;
+    let mut deleting = snapshot;
+    deleting.version += 1;
+    deleting.deleted_at = Some(
+        cloudevents::event::parse_time("deletiontimestamp", "2026-01-01T00:00:00Z").expect("time"),
+    );
+    let ev = test_support::mqtt_source::spec_event(
+        "maestro",
+        cloudevents::EventType::SpecDelete,
+        &deleting,
+    );
+    env.source
+        .send_event(&env.cluster, ev)
+        .expect("the source's deletion");
+    let deleted = |s: &GrpcSource| {
+        s.events()
+            .iter()
+            .filter(|e| {
+                e.ext_string(cloudevents::types::EXT_RESOURCE_ID).as_deref() == Some(id.as_str())
+                    && e.data
+                        .as_deref()
+                        .is_some_and(|d| String::from_utf8_lossy(d).contains(r#""type":"Deleted""#))
+            })
+            .count()
+    };
+    env.wait_source("a second Deleted for the source's deletion", |s| {
+        deleted(s) >= 2
+    })
+    .await;
+}
+
+#[tokio::test]
 async fn malformed_and_other_clusters_events_are_refused_and_counted() {
     let mut env = GrpcEnv::start("grpc-hostile", "").await;
     env.wait_source("subscribed", |s| s.counters().spec_resync_requests >= 1)

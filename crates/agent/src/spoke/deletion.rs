@@ -84,14 +84,21 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
         .filter(|f| *f != MANIFEST_WORK_FINALIZER)
         .cloned()
         .collect();
+    // Released before the write: a hub that keeps its works in the process (a broker hub)
+    // delivers the deletion to the watch during the write, and the watch's "gone" must come after
+    // this mark, or the mark would outlive the work and hide a later copy of it (the same work
+    // deleted again by its source) from its cleanup.
+    ctx.status.forget(&name);
     match ctx.hub.set_finalizers(work, remaining).await {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.is_not_found() => {}
-        Err(e) => return Err(Error::Hub(e)),
+        Err(e) => {
+            ctx.status.unrelease(&name);
+            return Err(Error::Hub(e));
+        }
     }
     ctx.watches.remove_work(&name);
     ctx.applied.forget(&applied_name);
-    ctx.status.forget(&name);
     ctx.states.set(&ctx.metrics, &name, None);
     ctx.states.set_ttl_pending(&ctx.metrics, &name, false);
     tracing::info!(work = %name, "work deleted");

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # bench-grpc.sh [--flavors "ours upstream"] [--agent-bin BIN] [--bursts 20,50,100] [--rounds N]
-#               [--out DIR] [--label L]
+#               [--out DIR] [--label L] [--agent-arg ARG]... [--timeout SECONDS] [--keep]
+#               [--agent-commit C]
 # CloudEvents over gRPC, our agent and upstream's `work agent` one after the other behind the same
 # OCM `server grpc`, hub and spoke (ocm-grpc-env.sh): bursts of 20, 50, 100 ManifestWorks created
 # on the hub -> first status and Applied+Available on the hub (p50/p99), delete -> work gone (the
 # server releases its finalizer on the agent's Deleted status), agent RSS and CPU (bench-grpc.py).
 # Writes DIR/grpc-<label>.{json,md} (default DIR target/bench; `make bench-grpc` writes docs/bench)
 # with the load average before and after each agent. Needs OCM_MIRROR (or cached OCM binaries);
-# --agent-bin defaults to target/release/work-agent. CI never runs it.
+# --agent-bin defaults to target/release/work-agent; --agent-arg adds an argument to our agent's
+# command line (e.g. --log-level=debug); --timeout bounds each burst's wait for statuses and for
+# deletes (default 180 s; what is missing then is counted); --keep leaves the temp dir (logs). CI
+# never runs it.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -15,7 +19,7 @@ GE_NAME=bench-grpc
 # shellcheck source=e2e/scripts/ocm-grpc-env.sh
 . "$HERE/ocm-grpc-env.sh"
 
-FLAVORS="ours upstream" BIN="" BURSTS=20,50,100 ROUNDS=1 OUT=$ROOT/target/bench LABEL=""
+FLAVORS="ours upstream" BIN="" BURSTS=20,50,100 ROUNDS=1 OUT=$ROOT/target/bench LABEL="" KEEP=0 OURS_ARGS=() TIMEOUT=180 AGENT_COMMIT=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --flavors) FLAVORS=$2; shift 2 ;;
@@ -24,12 +28,17 @@ while [ $# -gt 0 ]; do
     --rounds) ROUNDS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --label) LABEL=$2; shift 2 ;;
-    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    --agent-arg) OURS_ARGS+=("$2"); shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    --timeout) TIMEOUT=$2; shift 2 ;;
+    --agent-commit) AGENT_COMMIT=$2; shift 2 ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "bench-grpc.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
 BIN=$(readlink -f "${BIN:-$ROOT/target/release/work-agent}")
-commit=$(git -C "$ROOT" rev-parse --short HEAD)
+# The commit our binary was built from (--agent-commit when it is not this checkout's HEAD).
+commit=${AGENT_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD)}
 LABEL=${LABEL:-$commit}
 mkdir -p "$OUT"
 OUT=$(readlink -f "$OUT")
@@ -37,8 +46,7 @@ OUT=$(readlink -f "$OUT")
 cleanup() {
   local rc=$?
   ge_down
-  [ "$rc" = 0 ] && [ -n "$GE_DIR" ] && rm -rf "$GE_DIR"
-  [ "$rc" = 0 ] || ge_log "kept $GE_DIR"
+  if [ "$rc" = 0 ] && [ "$KEEP" = 0 ] && [ -n "$GE_DIR" ]; then rm -rf "$GE_DIR"; else ge_log "kept $GE_DIR"; fi
   exit "$rc"
 }
 trap cleanup EXIT INT TERM
@@ -53,19 +61,19 @@ runs=()
 for round in $(seq "$ROUNDS"); do
   for flavor in $FLAVORS; do
     case "$flavor" in
-      ours) bin=$BIN ;;
-      upstream) bin=$GE_BINS/work ;;
+      ours) bin=$BIN extra=("${OURS_ARGS[@]}") ;;
+      upstream) bin=$GE_BINS/work extra=() ;;
       *) ge_die "unknown flavor $flavor" ;;
     esac
     load0=$(loadavg)
-    ge_agent_start "$flavor" "$bin"
+    ge_agent_start "$flavor" "$bin" "${extra[@]}"
     # Connected and resynced: a first work goes through inside bench-grpc.py (its warm-up).
     sleep 3
     kill -0 "$GE_AGENT_PID" 2>/dev/null || { tail -20 "$GE_AGENT_LOG" >&2; ge_die "the $flavor agent exited"; }
     res=$GE_DIR/$flavor-$round.json
     ge_log "round $round: $flavor (load $load0)"
     python3 "$HERE/bench-grpc.py" --server "$hub_server" --ca "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
-      --namespace "$GE_CLUSTER" --bursts "$BURSTS" --agent-pid "$GE_AGENT_PID" --prefix "r$round-$flavor" >"$res" ||
+      --namespace "$GE_CLUSTER" --bursts "$BURSTS" --agent-pid "$GE_AGENT_PID" --prefix "r$round-$flavor" --timeout "$TIMEOUT" >"$res" ||
       { tail -20 "$GE_AGENT_LOG" >&2; ge_die "the benchmark of $flavor failed"; }
     load1=$(loadavg)
     ge_agent_stop

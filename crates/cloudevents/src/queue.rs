@@ -72,6 +72,25 @@ impl<T> LatestQueue<T> {
         None
     }
 
+    /// Whether an item for `key` waits.
+    pub fn contains(&self, key: &str) -> bool {
+        self.latest.contains_key(key)
+    }
+
+    /// The oldest item whose key `eligible` accepts (e.g. one not in flight already), skipping a
+    /// work's final status while its last one still waits here.
+    pub fn pop_first(&mut self, eligible: impl Fn(&str) -> bool) -> Option<(String, T)> {
+        let at = self.order.iter().position(|k| {
+            eligible(k) && goes_after(k).is_none_or(|b| !self.latest.contains_key(b))
+        })?;
+        let key = self.order.remove(at)?;
+        match self.latest.remove(&key) {
+            Some(item) => Some((key, item)),
+            // An order entry without an item cannot be made; skip it if it ever is.
+            None => self.pop_first(eligible),
+        }
+    }
+
     /// Puts an item the receiver refused for now back at the end, unless a newer one for the key
     /// is already queued.
     pub fn retry_later(&mut self, key: String, item: T) {
@@ -102,7 +121,7 @@ impl<T> LatestQueue<T> {
 pub fn event_key(event: &CloudEvent) -> String {
     if let Some(uid) = event.ext_string(types::EXT_RESOURCE_ID) {
         if is_final_status(event) {
-            return format!("{uid}/deleted");
+            return format!("{uid}{FINAL_SUFFIX}");
         }
         return uid;
     }
@@ -115,6 +134,15 @@ pub fn event_key(event: &CloudEvent) -> String {
         );
     }
     format!("event/{}", event.id)
+}
+
+/// Appended to a work's key for its final status.
+const FINAL_SUFFIX: &str = "/deleted";
+
+/// The key whose event must be delivered before the one of `key` may go: a work's last status
+/// before its final one.
+pub fn goes_after(key: &str) -> Option<&str> {
+    key.strip_suffix(FINAL_SUFFIX)
 }
 
 /// Whether `event` is a status with the condition `Deleted` = `True`.
@@ -177,6 +205,8 @@ mod tests {
                 .to_vec(),
         );
         assert_eq!(event_key(&not_yet), "w1");
+        assert_eq!(goes_after("w1/deleted"), Some("w1"));
+        assert_eq!(goes_after("w1"), None);
         let other = CloudEvent::new(EventType::StatusResyncRequest, "agent");
         assert_eq!(event_key(&other), format!("event/{}", other.id));
     }
@@ -205,6 +235,20 @@ mod tests {
             "the newer one stays, in its place"
         );
         assert_eq!(q.pop(), Some(("b".to_string(), 2)));
+        q.push("a".into(), 1, 10, 0).expect("room");
+        q.push("b".into(), 2, 10, 0).expect("room");
+        assert_eq!(q.pop_first(|k| k != "a"), Some(("b".to_string(), 2)));
+        assert!(q.contains("a") && !q.contains("b"));
+        assert_eq!(q.pop_first(|k| k != "a"), None);
+        assert_eq!(q.pop(), Some(("a".to_string(), 1)));
+        q.push("w/deleted".into(), 1, 10, 0).expect("room");
+        q.push("w".into(), 2, 10, 0).expect("room");
+        assert_eq!(
+            q.pop_first(|_| true),
+            Some(("w".to_string(), 2)),
+            "the last status before the final one, whatever their order"
+        );
+        assert_eq!(q.pop_first(|_| true), Some(("w/deleted".to_string(), 1)));
         q.push("x".into(), 1, 2, 1).expect("room for one");
         assert!(q.push("y".into(), 1, 2, 1).is_err(), "full");
         q.push("x".into(), 2, 2, 1)

@@ -145,6 +145,8 @@ struct State {
     heartbeats_sent: u64,
     publishes_to_refuse: u64,
     publishes_refused: u64,
+    /// Statuses of these resources are refused, so many times each.
+    refused_resources: BTreeMap<String, u64>,
     handshakes: Vec<Handshake>,
     failed_handshakes: Vec<String>,
     unauthenticated: u64,
@@ -321,6 +323,14 @@ impl GrpcSource {
     /// failing handler.
     pub fn refuse_publishes(&self, n: u64) {
         self.shared.lock().publishes_to_refuse = n;
+    }
+
+    /// Refuses the next `n` statuses of resource `id` (`FailedPrecondition`); 0 stops refusing.
+    pub fn refuse_resource(&self, id: &str, n: u64) {
+        self.shared
+            .lock()
+            .refused_resources
+            .insert(id.to_string(), n);
     }
 
     /// Publishes refused so far.
@@ -669,6 +679,13 @@ fn publish(shared: &Shared, request: PublishRequest) -> Result<(), Status> {
             Ok(())
         }
         EventType::StatusUpdate | EventType::StatusResyncResponse => {
+            let id = ev.ext_string(types::EXT_RESOURCE_ID).unwrap_or_default();
+            let for_resource = st.refused_resources.get_mut(&id).filter(|n| **n > 0);
+            if let Some(n) = for_resource {
+                *n -= 1;
+                st.publishes_refused += 1;
+                return Err(Status::failed_precondition("refused by the test"));
+            }
             if st.publishes_to_refuse > 0 {
                 st.publishes_to_refuse -= 1;
                 st.publishes_refused += 1;

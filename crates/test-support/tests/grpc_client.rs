@@ -358,6 +358,32 @@ async fn a_refused_status_is_tried_again_and_a_1_mib_bundle_arrives() {
             .all(|v| v.outcome == StatusOutcome::Accepted)
     );
     assert_eq!(client.publisher.stats().dropped, 0);
+
+    // A refused status waits for its retry alone: another work's status goes meanwhile.
+    let other = src.create(CLUSTER, bundle("other")).expect("create");
+    next_spec(&mut client).await;
+    src.refuse_resource(&id, u64::MAX);
+    client
+        .publisher
+        .publish(applied_status(&id, 1, sequence()))
+        .expect("queued");
+    src.wait_until(|s| s.publishes_refused() >= 4, WAIT)
+        .await
+        .expect("refused, tried again");
+    client
+        .publisher
+        .publish(applied_status(&other, 1, sequence()))
+        .expect("queued");
+    src.wait_until(
+        |s| s.condition_status(&other, "Applied").as_deref() == Some("True"),
+        WAIT,
+    )
+    .await
+    .expect("the other work's status goes while the first one is refused");
+    src.refuse_resource(&id, 0);
+    src.wait_until(|s| s.status_verdicts().len() == 3, WAIT)
+        .await
+        .expect("the refused one goes once accepted");
 }
 
 mod tls {

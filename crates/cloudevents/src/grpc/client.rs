@@ -14,6 +14,7 @@
 //! e.g. a conflict on its API server), unless the source called it malformed
 //! (`InvalidArgument`): then it is dropped and counted.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -36,7 +37,7 @@ use crate::config::{GrpcConfig, Pem};
 use crate::event::CloudEvent;
 use crate::grpc::binding;
 use crate::grpc::proto::{self, PublishRequest, SubscriptionRequest};
-use crate::queue::{LatestQueue, event_key, reconnect_backoff};
+use crate::queue::{LatestQueue, event_key, goes_after, reconnect_backoff};
 use crate::tls::ReloadingClientCert;
 use crate::types;
 
@@ -51,8 +52,13 @@ const PUBLISH_TIMEOUT: Duration = Duration::from_secs(30);
 const MIN_MESSAGE_SIZE: usize = 4 * 1024 * 1024;
 /// Shortest keepalive interval, as Go's gRPC client enforces.
 const MIN_KEEPALIVE: Duration = Duration::from_secs(10);
+/// First wait before an event the source refused is tried again; it doubles per refusal in a row.
+const REFUSED_DELAY: Duration = Duration::from_millis(100);
 /// Longest wait between tries of an event the source refused.
 const MAX_REFUSED_DELAY: Duration = Duration::from_secs(5);
+/// `Publish` calls at a time (of different works): a source that writes each status to an API
+/// server answers in milliseconds, and one call at a time would queue a burst behind them.
+const MAX_INFLIGHT: usize = 8;
 
 /// Options of the gRPC client.
 pub type GrpcClientOptions = ClientOptions<GrpcConfig>;
@@ -63,8 +69,13 @@ pub type GrpcSubscribedHook = Arc<dyn Fn(&GrpcPublisher) + Send + Sync>;
 #[derive(Default)]
 struct State {
     queue: LatestQueue<proto::CloudEvent>,
-    /// Events handed to a `Publish` call that has not returned.
-    inflight: usize,
+    /// Keys of the events handed to a `Publish` call that has not returned (one per key at a
+    /// time, so a work's statuses arrive in order).
+    inflight: HashSet<String>,
+    /// Events the source refused for now, by key, with when to try them again.
+    delayed: HashMap<String, (tokio::time::Instant, proto::CloudEvent)>,
+    /// Refusals in a row per key, for the retry delay.
+    refusals: HashMap<String, u32>,
     /// The channel of the current subscription, with its session number.
     channel: Option<(u64, Channel)>,
     stats: Stats,
@@ -72,7 +83,26 @@ struct State {
 
 impl State {
     fn depth(&self) -> usize {
-        self.queue.len() + self.inflight
+        self.queue.len() + self.inflight.len() + self.delayed.len()
+    }
+
+    /// Moves the refused events that are due back into the queue (unless a newer event of the
+    /// work is queued or on its way); returns when the next one is due.
+    fn promote_due(&mut self, now: tokio::time::Instant) -> Option<tokio::time::Instant> {
+        let due: Vec<String> = self
+            .delayed
+            .iter()
+            .filter(|(_, (at, _))| *at <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in due {
+            if let Some((_, pb)) = self.delayed.remove(&key)
+                && !self.inflight.contains(&key)
+            {
+                self.queue.retry_later(key, pb);
+            }
+        }
+        self.delayed.values().map(|(at, _)| *at).min()
     }
 }
 
@@ -121,8 +151,10 @@ impl GrpcPublisher {
         let key = event_key(&event);
         let pb = binding::to_proto(&event)?;
         let mut st = self.shared.lock();
-        let held = st.inflight;
-        st.queue.push(key, pb, self.shared.capacity, held)?;
+        let held = st.inflight.len() + st.delayed.len();
+        st.queue.push(key.clone(), pb, self.shared.capacity, held)?;
+        // A refused older event of the work waits no more: this one replaces it.
+        st.delayed.remove(&key);
         st.stats.queue_depth = st.depth();
         drop(st);
         self.shared.wake.notify_one();
@@ -580,49 +612,75 @@ fn connection_failure(code: Code) -> bool {
     )
 }
 
+/// Sends queued events, up to [`MAX_INFLIGHT`] at a time and one per work, while a subscription
+/// is up; refused events wait for their retry without holding up the others.
 async fn publish_loop(shared: Arc<Shared>, max_message: usize) {
-    let mut refused_in_a_row = 0u32;
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_INFLIGHT));
     loop {
-        let next = {
-            let mut st = shared.lock();
-            match st.channel.clone() {
-                Some((session, channel)) => st.queue.pop().map(|(key, pb)| {
-                    st.inflight += 1;
-                    (session, channel, key, pb)
-                }),
-                None => None,
-            }
+        let (next, due) = {
+            let mut guard = shared.lock();
+            let st = &mut *guard;
+            let due = st.promote_due(tokio::time::Instant::now());
+            let next = match (st.channel.clone(), slots.clone().try_acquire_owned()) {
+                (Some((session, channel)), Ok(slot)) => {
+                    let (inflight, delayed) = (&st.inflight, &st.delayed);
+                    // One call per work at a time, and a work's final status only once its
+                    // last one is through.
+                    let popped = st.queue.pop_first(|k| {
+                        !inflight.contains(k)
+                            && goes_after(k)
+                                .is_none_or(|b| !inflight.contains(b) && !delayed.contains_key(b))
+                    });
+                    popped.map(|(key, pb)| {
+                        st.inflight.insert(key.clone());
+                        (session, channel, key, pb, slot)
+                    })
+                }
+                _ => None,
+            };
+            (next, due)
         };
-        let Some((session, channel, key, pb)) = next else {
-            shared.wake.notified().await;
+        let Some((session, channel, key, pb, slot)) = next else {
+            // Woken by a new event, a finished call or a new subscription; or a retry is due.
+            match due {
+                Some(at) => {
+                    tokio::select! {
+                        _ = shared.wake.notified() => {}
+                        _ = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => shared.wake.notified().await,
+            }
             continue;
         };
-        let ty = pb.r#type.clone();
-        let mut grpc = tonic::client::Grpc::new(channel).max_encoding_message_size(max_message);
-        let request = shared.request(PublishRequest {
-            event: Some(pb.clone()),
-        });
-        let result = tokio::time::timeout(PUBLISH_TIMEOUT, async {
-            grpc.ready()
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let ty = pb.r#type.clone();
+            let mut grpc = tonic::client::Grpc::new(channel).max_encoding_message_size(max_message);
+            let request = shared.request(PublishRequest {
+                event: Some(pb.clone()),
+            });
+            let result = tokio::time::timeout(PUBLISH_TIMEOUT, async {
+                grpc.ready()
+                    .await
+                    .map_err(|e| Status::unavailable(flatten(&e)))?;
+                grpc.unary::<_, (), _>(
+                    request,
+                    PathAndQuery::from_static(proto::PUBLISH_PATH),
+                    ProstCodec::<PublishRequest, ()>::default(),
+                )
                 .await
-                .map_err(|e| Status::unavailable(flatten(&e)))?;
-            grpc.unary::<_, (), _>(
-                request,
-                PathAndQuery::from_static(proto::PUBLISH_PATH),
-                ProstCodec::<PublishRequest, ()>::default(),
-            )
+            })
             .await
-        })
-        .await
-        .unwrap_or_else(|_| Err(Status::deadline_exceeded("publish: no answer in time")));
-        let pause = settle(&shared, session, key, pb, ty, result, &mut refused_in_a_row);
-        if let Some(delay) = pause {
-            tokio::time::sleep(delay).await;
-        }
+            .unwrap_or_else(|_| Err(Status::deadline_exceeded("publish: no answer in time")));
+            settle(&shared, session, key, pb, ty, result);
+            drop(slot);
+            shared.wake.notify_one();
+        });
     }
 }
 
-/// Books the outcome of one `Publish`; returns how long to pause before the next one.
+/// Books the outcome of one `Publish`.
 fn settle(
     shared: &Shared,
     session: u64,
@@ -630,14 +688,12 @@ fn settle(
     pb: proto::CloudEvent,
     ty: String,
     result: Result<tonic::Response<()>, Status>,
-    refused_in_a_row: &mut u32,
-) -> Option<Duration> {
+) {
     let mut st = shared.lock();
-    st.inflight = st.inflight.saturating_sub(1);
-    let mut pause = None;
+    st.inflight.remove(&key);
     match result {
         Ok(_) => {
-            *refused_in_a_row = 0;
+            st.refusals.remove(&key);
             *st.stats.sent.entry(ty).or_default() += 1;
         }
         Err(status) if connection_failure(status.code()) => {
@@ -651,6 +707,7 @@ fn settle(
             }
         }
         Err(status) if status.code() == Code::InvalidArgument => {
+            st.refusals.remove(&key);
             st.stats.dropped += 1;
             tracing::error!(
                 event_type = %ty,
@@ -660,9 +717,10 @@ fn settle(
             );
         }
         Err(status) => {
-            *refused_in_a_row = refused_in_a_row.saturating_add(1);
-            let delay = Duration::from_millis(200)
-                .saturating_mul(*refused_in_a_row)
+            let refusals = st.refusals.entry(key.clone()).or_default();
+            *refusals = refusals.saturating_add(1);
+            let delay = REFUSED_DELAY
+                .saturating_mul(1 << (*refusals - 1).min(16))
                 .min(MAX_REFUSED_DELAY);
             tracing::warn!(
                 event_type = %ty,
@@ -671,13 +729,14 @@ fn settle(
                 ?delay,
                 "the gRPC source could not apply the event; trying again"
             );
-            // Behind what else waits, so one failing work does not hold up the others.
-            st.queue.retry_later(key, pb);
-            pause = Some(delay);
+            // Unless a newer event of the work came meanwhile: that one goes instead.
+            if !st.queue.contains(&key) {
+                st.delayed
+                    .insert(key, (tokio::time::Instant::now() + delay, pb));
+            }
         }
     }
     st.stats.queue_depth = st.depth();
-    pause
 }
 
 #[cfg(test)]

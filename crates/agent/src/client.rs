@@ -7,7 +7,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tower::limit::RateLimitLayer;
+use tokio::time::Instant;
+
 use tower::{Layer, Service};
 
 use crate::serve::metrics::{self, ApiRequestLabels};
@@ -37,9 +38,9 @@ impl ApiServer {
     }
 }
 
-/// Builds a client that sends at most `burst` requests per `burst / qps` seconds: on average
-/// `qps` requests per second, with bursts of up to `burst`. Requests other than watches fail
-/// after [`REQUEST_TIMEOUT`]. Every request is counted under `api`.
+/// Builds a client that sends on average `qps` requests per second, with bursts of up to
+/// `burst` (client-go's token bucket). Requests other than watches fail after
+/// [`REQUEST_TIMEOUT`]. Every request is counted under `api`.
 pub fn build(
     config: kube::Config,
     qps: f64,
@@ -57,10 +58,9 @@ pub fn build_with_timeout(
     timeout: Duration,
     api: ApiServer,
 ) -> Result<kube::Client, String> {
-    let (num, per) = rate_window(qps, burst);
     let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| e.to_string())?;
     Ok(builder
-        .with_layer(&RateLimitLayer::new(num, per))
+        .with_layer(&TokenBucketLayer { qps, burst })
         .with_layer(&RequestTimeoutLayer { timeout })
         .with_layer(&RequestCountLayer { api: api.label() })
         .build())
@@ -150,16 +150,107 @@ where
     }
 }
 
-/// The window of the token bucket: `burst` requests per `burst / qps` seconds.
-fn rate_window(qps: f64, burst: u32) -> (u64, Duration) {
-    let burst = u64::from(burst.max(1));
-    let qps = if qps.is_finite() && qps > 0.0 {
-        qps
-    } else {
-        1.0
-    };
-    let per = Duration::from_secs_f64((burst as f64 / qps).clamp(0.001, 3600.0));
-    (burst, per)
+/// client-go's rate limit: a bucket of `burst` tokens refilled at `qps` per second; each
+/// request takes one. Once a burst has emptied it, the next request waits 1/qps, not until a
+/// whole window of `burst / qps` seconds has passed (a fixed window held the 101st request of a
+/// burst of creates for 2 s at the defaults).
+#[derive(Clone, Debug)]
+struct TokenBucket {
+    qps: f64,
+    burst: f64,
+    tokens: f64,
+    last: Instant,
+}
+
+impl TokenBucket {
+    /// A full bucket; a QPS that is not a positive number counts as 1.
+    fn new(qps: f64, burst: u32, now: Instant) -> Self {
+        let qps = if qps.is_finite() && qps > 0.0 {
+            qps
+        } else {
+            1.0
+        };
+        let burst = f64::from(burst.max(1));
+        Self {
+            qps,
+            burst,
+            tokens: burst,
+            last: now,
+        }
+    }
+
+    /// Takes a token at `now`, or says how long until one is there.
+    fn take(&mut self, now: Instant) -> Result<(), Duration> {
+        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64(
+                ((1.0 - self.tokens) / self.qps).max(0.0005),
+            ))
+        }
+    }
+}
+
+/// Layer of [`TokenBucket`]: kube's client runs its stack behind one buffer, so one bucket
+/// limits every request of the client.
+struct TokenBucketLayer {
+    qps: f64,
+    burst: u32,
+}
+
+impl<S> Layer<S> for TokenBucketLayer {
+    type Service = TokenBucketService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        TokenBucketService {
+            inner,
+            bucket: TokenBucket::new(self.qps, self.burst, Instant::now()),
+            wait: None,
+            has_token: false,
+        }
+    }
+}
+
+/// Ready once it holds a token (and the inner service is ready); the call spends the token.
+struct TokenBucketService<S> {
+    inner: S,
+    bucket: TokenBucket,
+    wait: Option<Pin<Box<tokio::time::Sleep>>>,
+    has_token: bool,
+}
+
+impl<S, R> Service<R> for TokenBucketService<S>
+where
+    S: Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        while !self.has_token {
+            if let Some(wait) = self.wait.as_mut() {
+                if wait.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.wait = None;
+            }
+            match self.bucket.take(Instant::now()) {
+                Ok(()) => self.has_token = true,
+                Err(delay) => self.wait = Some(Box::pin(tokio::time::sleep(delay))),
+            }
+        }
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> Self::Future {
+        self.has_token = false;
+        self.inner.call(request)
+    }
 }
 
 /// Whether a request URI asks for a watch (`watch=true` or `watch=1`): a watch's response is
@@ -240,12 +331,56 @@ mod tests {
     use tokio::net::TcpListener;
 
     #[test]
-    fn window_gives_average_qps() {
-        let (n, per) = rate_window(50.0, 100);
-        assert_eq!(n, 100);
-        assert_eq!(per, Duration::from_secs(2));
-        let (n, per) = rate_window(0.0, 0);
-        assert_eq!((n, per), (1, Duration::from_secs(1)));
+    fn the_bucket_refills_at_qps_after_a_burst() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(50.0, 100, t0);
+        for _ in 0..100 {
+            assert_eq!(b.take(t0), Ok(()));
+        }
+        // Empty: the 101st waits one refill (20 ms at 50 QPS), not a 2 s window.
+        let wait = b.take(t0).expect_err("empty");
+        assert!(
+            wait > Duration::from_millis(19) && wait <= Duration::from_millis(20),
+            "{wait:?}"
+        );
+        let t1 = t0 + Duration::from_millis(20);
+        assert_eq!(b.take(t1), Ok(()));
+        assert!(b.take(t1).is_err());
+        // A long pause refills up to the burst, no more.
+        let t2 = t1 + Duration::from_secs(3600);
+        for _ in 0..100 {
+            assert_eq!(b.take(t2), Ok(()));
+        }
+        assert!(b.take(t2).is_err());
+        // Nonsense settings still give a working limit: 1 request per second.
+        let mut b = TokenBucket::new(0.0, 0, t0);
+        assert_eq!(b.take(t0), Ok(()));
+        let wait = b.take(t0).expect_err("empty");
+        assert!(wait > Duration::from_millis(990), "{wait:?}");
+    }
+
+    #[tokio::test]
+    async fn the_service_waits_for_a_token() {
+        use tower::ServiceExt;
+        let svc = tower::service_fn(|x: u32| async move { Ok::<u32, BoxError>(x) });
+        let mut svc = TokenBucketLayer {
+            qps: 20.0,
+            burst: 2,
+        }
+        .layer(svc);
+        let started = Instant::now();
+        for i in 0..4 {
+            let got = svc
+                .ready()
+                .await
+                .expect("ready")
+                .call(i)
+                .await
+                .expect("call");
+            assert_eq!(got, i);
+        }
+        // Two at once, then one per 50 ms: the last two cannot have gone sooner.
+        assert!(started.elapsed() >= Duration::from_millis(95));
     }
 
     #[test]

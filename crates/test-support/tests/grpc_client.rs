@@ -96,6 +96,20 @@ fn applied_status(uid: &str, generation: i64, sequence: u64) -> cloudevents::Clo
     .expect("status")
 }
 
+/// Publishes an `Applied` status of `id` and waits until the source accepted it.
+async fn publish_applied(src: &GrpcSource, client: &GrpcClient, id: &str, what: &str) {
+    client
+        .publisher
+        .publish(applied_status(id, 1, sequence()))
+        .expect("queued");
+    src.wait_until(
+        |s| s.condition_status(id, "Applied").as_deref() == Some("True"),
+        WAIT,
+    )
+    .await
+    .expect(what);
+}
+
 fn sequence() -> u64 {
     cloudevents::snowflake::Snowflake::new().next_id()
 }
@@ -118,16 +132,7 @@ async fn spec_in_status_out_and_a_resync_after_each_subscribe() {
     assert_eq!(spec.event_type, EventType::SpecCreate);
     assert!(spec.spec.is_some());
 
-    client
-        .publisher
-        .publish(applied_status(&id, 1, sequence()))
-        .expect("queued");
-    src.wait_until(
-        |s| s.condition_status(&id, "Applied").as_deref() == Some("True"),
-        WAIT,
-    )
-    .await
-    .expect("status accepted");
+    publish_applied(&src, &client, &id, "status accepted").await;
     src.wait_until(|s| s.heartbeats_sent() > 2, WAIT)
         .await
         .expect("heartbeats");
@@ -341,16 +346,7 @@ async fn a_refused_status_is_tried_again_and_a_1_mib_bundle_arrives() {
     assert!(serde_json::to_string(&manifests[0]).expect("json").len() > 1024 * 1024);
 
     src.refuse_publishes(2);
-    client
-        .publisher
-        .publish(applied_status(&id, 1, sequence()))
-        .expect("queued");
-    src.wait_until(
-        |s| s.condition_status(&id, "Applied").as_deref() == Some("True"),
-        WAIT,
-    )
-    .await
-    .expect("accepted after two refusals");
+    publish_applied(&src, &client, &id, "accepted after two refusals").await;
     assert_eq!(src.publishes_refused(), 2);
     assert!(
         src.status_verdicts()
@@ -370,16 +366,13 @@ async fn a_refused_status_is_tried_again_and_a_1_mib_bundle_arrives() {
     src.wait_until(|s| s.publishes_refused() >= 4, WAIT)
         .await
         .expect("refused, tried again");
-    client
-        .publisher
-        .publish(applied_status(&other, 1, sequence()))
-        .expect("queued");
-    src.wait_until(
-        |s| s.condition_status(&other, "Applied").as_deref() == Some("True"),
-        WAIT,
+    publish_applied(
+        &src,
+        &client,
+        &other,
+        "the other work's status goes while the first one is refused",
     )
-    .await
-    .expect("the other work's status goes while the first one is refused");
+    .await;
     src.refuse_resource(&id, 0);
     src.wait_until(|s| s.status_verdicts().len() == 3, WAIT)
         .await
@@ -521,16 +514,7 @@ mod tls {
         }
         let id = src.create(CLUSTER, bundle("tls")).expect("create");
         assert_eq!(next_spec(&mut client).await.uid, id);
-        client
-            .publisher
-            .publish(applied_status(&id, 1, sequence()))
-            .expect("queued");
-        src.wait_until(
-            |s| s.condition_status(&id, "Applied").as_deref() == Some("True"),
-            WAIT,
-        )
-        .await
-        .expect("status over TLS");
+        publish_applied(&src, &client, &id, "status over TLS").await;
     }
 
     #[tokio::test]

@@ -8,10 +8,10 @@
 # server releases its finalizer on the agent's Deleted status), agent RSS and CPU (bench-grpc.py).
 # Writes DIR/grpc-<label>.{json,md} (default DIR target/bench; `make bench-grpc` writes docs/bench)
 # with the load average before and after each agent. Needs OCM_MIRROR (or cached OCM binaries);
-# --agent-bin defaults to target/release/work-agent; --agent-arg adds an argument to our agent's
-# command line (e.g. --log-level=debug); --timeout bounds each burst's wait for statuses and for
-# deletes (default 180 s; what is missing then is counted); --keep leaves the temp dir (logs). CI
-# never runs it.
+# --agent-bin defaults to a release build of this checkout (built first); --agent-arg adds an
+# argument to our agent's command line (e.g. --log-level=debug); --timeout bounds each burst's wait
+# for statuses and for deletes (default 180 s; what is missing then is counted); --keep leaves the
+# temp dir (logs). CI never runs it.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -36,7 +36,12 @@ while [ $# -gt 0 ]; do
     *) echo "bench-grpc.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
-BIN=$(readlink -f "${BIN:-$ROOT/target/release/work-agent}")
+if [ -z "$BIN" ]; then
+  ge_log "building work-agent (release)"
+  (cd "$ROOT" && "${CARGO:-cargo}" build --release -p work-agent --bin work-agent)
+  BIN=$ROOT/target/release/work-agent
+fi
+BIN=$(readlink -f "$BIN")
 # The commit our binary was built from (--agent-commit when it is not this checkout's HEAD).
 commit=${AGENT_COMMIT:-$(git -C "$ROOT" rev-parse --short HEAD)}
 LABEL=${LABEL:-$commit}

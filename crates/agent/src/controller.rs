@@ -19,6 +19,11 @@ use crate::serve::metrics::ControllerLabels;
 use crate::work::stored_work::StoredWork;
 use crate::work::{reconcile, triggers};
 
+/// How long a spoke change waits before it asks for a reconcile (with the hub's debounce).
+const SPOKE_DEBOUNCE: Duration = Duration::from_millis(50);
+/// Spoke changes waiting out [`SPOKE_DEBOUNCE`] at once; beyond, the trigger channel holds them.
+const MAX_DELAYED_TRIGGERS: usize = 1024;
+
 type Queue = std::pin::Pin<
     Box<dyn Stream<Item = Result<ReconcileRequest<StoredWork>, watcher::Error>> + Send>,
 >;
@@ -100,20 +105,34 @@ pub async fn run_controller(
 
     let ns = namespace.clone();
     let depth = ctx.metrics.trigger_queue_depth.clone();
-    let external: Queue = futures::stream::unfold(triggers, move |mut rx| {
+    let external = futures::stream::unfold(triggers, move |mut rx| {
         let depth = depth.clone();
         async move {
             triggers::Triggers::receive(&mut rx, &depth)
                 .await
                 .map(|name| (name, rx))
         }
-    })
-    .map(move |name| {
-        Ok(ReconcileRequest::from(
-            ObjectRef::<StoredWork>::new(&name).within(&ns),
-        ))
-    })
-    .boxed();
+    });
+    // A spoke change waits out the spoke debounce before it asks for a reconcile, whatever the
+    // hub's own debounce is: a hub event that arrives with it (the work deleted just after its
+    // object was edited) is acted on first, as with a hub that debounces everything. Deadlines
+    // are taken as triggers arrive, so they wait side by side, not one after another.
+    let delay = SPOKE_DEBOUNCE.saturating_sub(ctx.hub.reconcile_debounce());
+    let external: Queue = external
+        .map(move |name| {
+            let due = tokio::time::Instant::now() + delay;
+            async move {
+                tokio::time::sleep_until(due).await;
+                name
+            }
+        })
+        .buffered(MAX_DELAYED_TRIGGERS)
+        .map(move |name| {
+            Ok(ReconcileRequest::from(
+                ObjectRef::<StoredWork>::new(&name).within(&ns),
+            ))
+        })
+        .boxed();
 
     let config = ctx.config.clone();
     let observed = ctx.clone();

@@ -301,15 +301,21 @@ impl Bench {
     }
 
     fn sample_memory(&mut self, at: &str) {
-        if let Some((rss, hwm)) = self.pid().and_then(system::memory_mib) {
+        let Some(pid) = self.pid() else { return };
+        if let Some((rss, hwm)) = system::memory_mib(pid) {
+            // RssFile is mostly the binary's own code pages; RssAnon is the heap and stacks.
+            let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let anon = system::status_mib(&status, "RssAnon");
             self.progress(&format!(
-                "memory {at}: VmRSS {rss:.1} MiB, VmHWM {hwm:.1} MiB"
+                "memory {at}: VmRSS {rss:.1} MiB (anonymous {:.1} MiB), VmHWM {hwm:.1} MiB",
+                anon.unwrap_or_default()
             ));
             self.memory.push(MemorySample {
                 at: at.into(),
                 works: self.live.len(),
                 rss_mib: rss,
                 hwm_mib: hwm,
+                rss_anon_mib: anon,
             });
         }
     }

@@ -163,6 +163,9 @@ pub struct MemorySample {
     pub rss_mib: f64,
     /// VmHWM (peak RSS so far) in MiB.
     pub hwm_mib: f64,
+    /// RssAnon (heap and stacks; VmRSS less the mapped binary and libraries) in MiB.
+    #[serde(default)]
+    pub rss_anon_mib: Option<f64>,
 }
 
 /// Deleting every work left at the end.
@@ -403,12 +406,16 @@ impl Report {
             self.cpu_seconds_total, self.cpu_seconds_idle
         );
 
-        md.push_str("\n## Memory\n\n| Moment | Works | VmRSS | VmHWM |\n|---|---:|---:|---:|\n");
+        md.push_str("\n## Memory\n\n| Moment | Works | VmRSS | of which RssAnon | VmHWM |\n|---|---:|---:|---:|---:|\n");
         for m in &self.memory {
             let _ = writeln!(
                 md,
-                "| {} | {} | {:.1} MiB | {:.1} MiB |",
-                m.at, m.works, m.rss_mib, m.hwm_mib
+                "| {} | {} | {:.1} MiB | {} | {:.1} MiB |",
+                m.at,
+                m.works,
+                m.rss_mib,
+                mib(m.rss_anon_mib),
+                m.hwm_mib
             );
         }
 
@@ -546,6 +553,14 @@ impl Report {
             fmt_ratio(ratio),
             met(ratio.map(|r| r <= TARGET_RSS_RATIO))
         );
+        let anon = |r: &Report| r.memory_at("idle end").and_then(|m| m.rss_anon_mib);
+        let _ = writeln!(
+            md,
+            "| RssAnon at idle end (RSS less mapped files) | {} | {} | {} | | |",
+            mib(anon(self)),
+            mib(anon(go)),
+            fmt_ratio(self::ratio(anon(self), anon(go))),
+        );
         let _ = writeln!(
             md,
             "| Agent CPU, whole run / idle window | {:.1} s / {:.2} s | {:.1} s / {:.2} s | {} | | |",
@@ -595,6 +610,10 @@ fn p50_p99_max(s: Option<&Summary>) -> String {
             )
         },
     )
+}
+
+fn mib(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".into(), |a| format!("{a:.1} MiB"))
 }
 
 fn rss_pair(r: &Report) -> String {
@@ -749,6 +768,7 @@ mod tests {
                 works: 1000,
                 rss_mib: rss,
                 hwm_mib: rss,
+                rss_anon_mib: Some(rss / 2.0),
             }],
             cpu_seconds_total: 10.0,
             cpu_seconds_idle: 0.1,

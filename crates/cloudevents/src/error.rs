@@ -71,3 +71,18 @@ impl Error {
         }
     }
 }
+
+/// An error and its sources on one line, each source once (for logs and start-up errors).
+pub fn one_line(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out.replace('\n', " ")
+}

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use cloudevents::error::one_line;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use std::sync::Arc;
@@ -485,12 +486,12 @@ fn spoke_path_for_errors(path: Option<&Path>) -> String {
 /// Reads a kubeconfig file; returns the client config and the server URL as written in the file
 /// (the hub hash is computed from that string, like upstream does).
 async fn load_kubeconfig(path: &Path) -> Result<(kube::Config, String), String> {
-    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| flatten(&e))?;
+    let kubeconfig = Kubeconfig::read_from(path).map_err(|e| one_line(&e))?;
     let server = agent::hub::credentials::current_server(&kubeconfig)
         .ok_or_else(|| "no server URL for the current context".to_string())?;
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .map_err(|e| flatten(&e))?;
+        .map_err(|e| one_line(&e))?;
     Ok((config, server))
 }
 
@@ -514,24 +515,9 @@ async fn load_spoke_config(path: Option<&Path>) -> Result<(kube::Config, bool), 
         .await
         .map_err(|e| SetupError::SpokeKubeconfig {
             path: spoke_path_for_errors(None),
-            reason: flatten(&e),
+            reason: one_line(&e),
         })?;
     Ok((config, false))
-}
-
-/// An error and its sources on one line.
-fn flatten(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out.replace('\n', " ")
 }
 
 fn init_logging(format: LogFormat, level: &str) -> Result<(), SetupError> {

@@ -34,6 +34,7 @@ use crate::Error;
 use crate::client::{ClientOptions, Stats};
 use crate::codec::{Decoder, Incoming};
 use crate::config::{GrpcConfig, Pem};
+use crate::error::one_line;
 use crate::event::CloudEvent;
 use crate::grpc::binding;
 use crate::grpc::proto::{self, PublishRequest, SubscriptionRequest};
@@ -242,7 +243,7 @@ impl Dialer {
 
     async fn connect(&self) -> Result<Channel, String> {
         let Some((config, name)) = &self.tls else {
-            return self.endpoint.connect().await.map_err(|e| flatten(&e));
+            return self.endpoint.connect().await.map_err(|e| one_line(&e));
         };
         let connector = TlsConnector::from(config.clone());
         let (host, port, name) = (self.host.clone(), self.port, name.clone());
@@ -258,7 +259,7 @@ impl Dialer {
         self.endpoint
             .connect_with_connector(dial)
             .await
-            .map_err(|e| flatten(&e))
+            .map_err(|e| one_line(&e))
     }
 }
 
@@ -269,21 +270,6 @@ fn split_url(url: &str) -> Result<(String, u16), Error> {
         .and_then(|(h, p)| Some((h.trim_matches(['[', ']']).to_string(), p.parse().ok()?)))
         .filter(|(h, _)| !h.is_empty() && !h.contains('/'))
         .ok_or_else(|| Error::config("url", format!("{url:?} is not host:port")))
-}
-
-/// An error and its sources on one line.
-fn flatten(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
 }
 
 /// The bearer token of the config, read once at start as upstream does (surrounding whitespace,
@@ -485,7 +471,7 @@ async fn run_session(
     let response = tokio::time::timeout(CONNECT_TIMEOUT, async {
         grpc.ready()
             .await
-            .map_err(|e| Status::unavailable(flatten(&e)))?;
+            .map_err(|e| Status::unavailable(one_line(&e)))?;
         grpc.server_streaming(
             request,
             PathAndQuery::from_static(proto::SUBSCRIBE_PATH),
@@ -595,7 +581,7 @@ fn describe(status: &Status) -> String {
     let mut out = format!("{:?}: {}", status.code(), status.message());
     if let Some(source) = std::error::Error::source(status) {
         out.push_str(": ");
-        out.push_str(&flatten(source));
+        out.push_str(&one_line(source));
     }
     out
 }
@@ -663,7 +649,7 @@ async fn publish_loop(shared: Arc<Shared>, max_message: usize) {
             let result = tokio::time::timeout(PUBLISH_TIMEOUT, async {
                 grpc.ready()
                     .await
-                    .map_err(|e| Status::unavailable(flatten(&e)))?;
+                    .map_err(|e| Status::unavailable(one_line(&e)))?;
                 grpc.unary::<_, (), _>(
                     request,
                     PathAndQuery::from_static(proto::PUBLISH_PATH),

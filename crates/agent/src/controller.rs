@@ -19,10 +19,9 @@ use crate::serve::metrics::ControllerLabels;
 use crate::work::stored_work::StoredWork;
 use crate::work::{reconcile, triggers};
 
-/// How long a spoke change waits before it asks for a reconcile (with the hub's debounce).
+/// How long a work's spoke changes must be quiet before they ask for a reconcile (counting the
+/// hub's debounce, which also holds them).
 const SPOKE_DEBOUNCE: Duration = Duration::from_millis(50);
-/// Spoke changes waiting out [`SPOKE_DEBOUNCE`] at once; beyond, the trigger channel holds them.
-const MAX_DELAYED_TRIGGERS: usize = 1024;
 
 type Queue = std::pin::Pin<
     Box<dyn Stream<Item = Result<ReconcileRequest<StoredWork>, watcher::Error>> + Send>,
@@ -105,28 +104,12 @@ pub async fn run_controller(
 
     let ns = namespace.clone();
     let depth = ctx.metrics.trigger_queue_depth.clone();
-    let external = futures::stream::unfold(triggers, move |mut rx| {
-        let depth = depth.clone();
-        async move {
-            triggers::Triggers::receive(&mut rx, &depth)
-                .await
-                .map(|name| (name, rx))
-        }
-    });
-    // A spoke change waits out the spoke debounce before it asks for a reconcile, whatever the
-    // hub's own debounce is: a hub event that arrives with it (the work deleted just after its
-    // object was edited) is acted on first, as with a hub that debounces everything. Deadlines
-    // are taken as triggers arrive, so they wait side by side, not one after another.
+    // A spoke change asks for a reconcile once no other change of the same work came for the
+    // spoke debounce, whatever the hub's own debounce is: a hub event that arrives with it (the
+    // work deleted or updated just after its objects were edited) is acted on first, and a burst
+    // of edits (finalizers taken off one object after another) is answered once, after it.
     let delay = SPOKE_DEBOUNCE.saturating_sub(ctx.hub.reconcile_debounce());
-    let external: Queue = external
-        .map(move |name| {
-            let due = tokio::time::Instant::now() + delay;
-            async move {
-                tokio::time::sleep_until(due).await;
-                name
-            }
-        })
-        .buffered(MAX_DELAYED_TRIGGERS)
+    let external: Queue = triggers::debounced(triggers, depth, delay)
         .map(move |name| {
             Ok(ReconcileRequest::from(
                 ObjectRef::<StoredWork>::new(&name).within(&ns),

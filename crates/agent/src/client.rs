@@ -4,6 +4,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -60,7 +61,7 @@ pub fn build_with_timeout(
 ) -> Result<kube::Client, String> {
     let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| e.to_string())?;
     Ok(builder
-        .with_layer(&TokenBucketLayer { qps, burst })
+        .with_layer(&TokenBucketLayer::<kube::client::Body>::new(qps, burst))
         .with_layer(&RequestTimeoutLayer { timeout })
         .with_layer(&RequestCountLayer { api: api.label() })
         .build())
@@ -153,7 +154,8 @@ where
 /// client-go's rate limit: a bucket of `burst` tokens refilled at `qps` per second; each
 /// request takes one. Once a burst has emptied it, the next request waits 1/qps, not until a
 /// whole window of `burst / qps` seconds has passed (a fixed window held the 101st request of a
-/// burst of creates for 2 s at the defaults).
+/// burst of creates for 2 s at the defaults). A request reserves its token when it is made, so
+/// waiting requests go in the order they came, as with client-go's limiter.
 #[derive(Clone, Debug)]
 struct TokenBucket {
     qps: f64,
@@ -179,77 +181,140 @@ impl TokenBucket {
         }
     }
 
-    /// Takes a token at `now`, or says how long until one is there.
-    fn take(&mut self, now: Instant) -> Result<(), Duration> {
+    /// Reserves a token at `now`: how long the request waits for it (zero when one is there).
+    fn reserve(&mut self, now: Instant) -> Duration {
         let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
         self.tokens = (self.tokens + elapsed * self.qps).min(self.burst);
         self.last = now;
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
-            Ok(())
+        self.tokens -= 1.0;
+        if self.tokens >= 0.0 {
+            Duration::ZERO
         } else {
-            Err(Duration::from_secs_f64(
-                ((1.0 - self.tokens) / self.qps).max(0.0005),
-            ))
+            Duration::from_secs_f64(-self.tokens / self.qps)
         }
     }
 }
 
-/// Layer of [`TokenBucket`]: kube's client runs its stack behind one buffer, so one bucket
-/// limits every request of the client.
-struct TokenBucketLayer {
+/// Which of upstream's API clients a request would go through. Upstream's agent builds one
+/// client per API (client-go gives each its own rate limiter): AppliedManifestWorks and
+/// ManifestWorks, its own checks (access reviews, leases, events), and the applied manifests
+/// (the dynamic client). The agent keeps one bucket for each, so `--kube-api-qps` and
+/// `--kube-api-burst` allow what they allow upstream, and a burst of applies does not wait behind
+/// the AppliedManifestWork writes of the works before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RateBudget {
+    /// `work.open-cluster-management.io`.
+    Works,
+    /// Access reviews, leases and events.
+    Own,
+    /// Everything else: the manifests and discovery.
+    Manifests,
+}
+
+impl RateBudget {
+    fn of(path: &str) -> Self {
+        const OWN: [&str; 3] = [
+            "/apis/authorization.k8s.io/",
+            "/apis/coordination.k8s.io/",
+            "/apis/events.k8s.io/",
+        ];
+        if path.starts_with("/apis/work.open-cluster-management.io/") {
+            Self::Works
+        } else if OWN.iter().any(|p| path.starts_with(p))
+            || (path.starts_with("/api/v1/namespaces/") && path.split('/').nth(5) == Some("events"))
+        {
+            Self::Own
+        } else {
+            Self::Manifests
+        }
+    }
+
+    fn index(self) -> usize {
+        match self {
+            Self::Works => 0,
+            Self::Own => 1,
+            Self::Manifests => 2,
+        }
+    }
+}
+
+/// Layer of [`TokenBucketService`] for requests with bodies of type `B`: one bucket per
+/// [`RateBudget`], shared by every clone of the service.
+struct TokenBucketLayer<B> {
     qps: f64,
     burst: u32,
+    body: std::marker::PhantomData<fn(B)>,
 }
 
-impl<S> Layer<S> for TokenBucketLayer {
-    type Service = TokenBucketService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        TokenBucketService {
-            inner,
-            bucket: TokenBucket::new(self.qps, self.burst, Instant::now()),
-            wait: None,
-            has_token: false,
+impl<B> TokenBucketLayer<B> {
+    fn new(qps: f64, burst: u32) -> Self {
+        Self {
+            qps,
+            burst,
+            body: std::marker::PhantomData,
         }
     }
 }
 
-/// Ready once it holds a token (and the inner service is ready); the call spends the token.
-struct TokenBucketService<S> {
-    inner: S,
-    bucket: TokenBucket,
-    wait: Option<Pin<Box<tokio::time::Sleep>>>,
-    has_token: bool,
+/// Requests a client's stack takes at once from the rate limit: kube's own buffer in front of
+/// the stack holds the rest.
+const LIMITED_IN_FLIGHT: usize = 1024;
+
+impl<S, B> Layer<S> for TokenBucketLayer<B>
+where
+    S: Service<hyper::Request<B>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError> + Send + Sync,
+    B: Send + 'static,
+{
+    type Service = TokenBucketService<tower::buffer::Buffer<hyper::Request<B>, S::Future>>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        let now = Instant::now();
+        let bucket = TokenBucket::new(self.qps, self.burst, now);
+        TokenBucketService {
+            // A request waits for its token without holding up the others (the stack's
+            // service is not `Clone`; the buffer gives each request its own handle).
+            inner: tower::buffer::Buffer::new(inner, LIMITED_IN_FLIGHT),
+            buckets: Arc::new(Mutex::new([bucket.clone(), bucket.clone(), bucket])),
+        }
+    }
 }
 
-impl<S, R> Service<R> for TokenBucketService<S>
+/// Reserves a token of the request's budget, waits for it, then sends the request.
+#[derive(Clone)]
+struct TokenBucketService<S> {
+    inner: S,
+    buckets: Arc<Mutex<[TokenBucket; 3]>>,
+}
+
+impl<S, B> Service<hyper::Request<B>> for TokenBucketService<S>
 where
-    S: Service<R>,
+    S: Service<hyper::Request<B>> + Clone + Send + 'static,
+    S::Future: Send,
+    B: Send + 'static,
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        while !self.has_token {
-            if let Some(wait) = self.wait.as_mut() {
-                if wait.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                self.wait = None;
-            }
-            match self.bucket.take(Instant::now()) {
-                Ok(()) => self.has_token = true,
-                Err(delay) => self.wait = Some(Box::pin(tokio::time::sleep(delay))),
-            }
-        }
-        self.inner.poll_ready(cx)
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // Readiness is the inner service's, awaited once the token is there.
+        Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: R) -> Self::Future {
-        self.has_token = false;
-        self.inner.call(request)
+    fn call(&mut self, request: hyper::Request<B>) -> Self::Future {
+        use tower::ServiceExt;
+        let budget = RateBudget::of(request.uri().path());
+        let wait = self.buckets.lock().unwrap_or_else(PoisonError::into_inner)[budget.index()]
+            .reserve(Instant::now());
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            inner.oneshot(request).await
+        })
     }
 }
 
@@ -335,52 +400,96 @@ mod tests {
         let t0 = Instant::now();
         let mut b = TokenBucket::new(50.0, 100, t0);
         for _ in 0..100 {
-            assert_eq!(b.take(t0), Ok(()));
+            assert_eq!(b.reserve(t0), Duration::ZERO);
         }
-        // Empty: the 101st waits one refill (20 ms at 50 QPS), not a 2 s window.
-        let wait = b.take(t0).expect_err("empty");
+        // Empty: the 101st waits one refill (20 ms at 50 QPS), not a 2 s window; the 102nd
+        // waits behind it.
+        let wait = b.reserve(t0);
         assert!(
             wait > Duration::from_millis(19) && wait <= Duration::from_millis(20),
             "{wait:?}"
         );
-        let t1 = t0 + Duration::from_millis(20);
-        assert_eq!(b.take(t1), Ok(()));
-        assert!(b.take(t1).is_err());
+        let wait = b.reserve(t0);
+        assert!(
+            wait > Duration::from_millis(39) && wait <= Duration::from_millis(40),
+            "{wait:?}"
+        );
+        // Both reserved tokens are paid back by t0 + 40 ms: the next one waits one refill.
+        let t1 = t0 + Duration::from_millis(40);
+        let wait = b.reserve(t1);
+        assert!(wait > Duration::from_millis(19), "{wait:?}");
         // A long pause refills up to the burst, no more.
         let t2 = t1 + Duration::from_secs(3600);
         for _ in 0..100 {
-            assert_eq!(b.take(t2), Ok(()));
+            assert_eq!(b.reserve(t2), Duration::ZERO);
         }
-        assert!(b.take(t2).is_err());
+        assert!(b.reserve(t2) > Duration::ZERO);
         // Nonsense settings still give a working limit: 1 request per second.
         let mut b = TokenBucket::new(0.0, 0, t0);
-        assert_eq!(b.take(t0), Ok(()));
-        let wait = b.take(t0).expect_err("empty");
-        assert!(wait > Duration::from_millis(990), "{wait:?}");
+        assert_eq!(b.reserve(t0), Duration::ZERO);
+        assert!(b.reserve(t0) > Duration::from_millis(990));
     }
 
-    #[tokio::test]
-    async fn the_service_waits_for_a_token() {
-        use tower::ServiceExt;
-        let svc = tower::service_fn(|x: u32| async move { Ok::<u32, BoxError>(x) });
-        let mut svc = TokenBucketLayer {
-            qps: 20.0,
-            burst: 2,
+    #[test]
+    fn requests_are_budgeted_per_upstream_client() {
+        use RateBudget::*;
+        for (path, want) in [
+            (
+                "/apis/work.open-cluster-management.io/v1/appliedmanifestworks/h-w",
+                Works,
+            ),
+            (
+                "/apis/work.open-cluster-management.io/v1/namespaces/c1/manifestworks",
+                Works,
+            ),
+            ("/apis/authorization.k8s.io/v1/subjectaccessreviews", Own),
+            ("/apis/coordination.k8s.io/v1/namespaces/ns/leases/l", Own),
+            ("/api/v1/namespaces/ns/events", Own),
+            ("/api/v1/namespaces/ns/configmaps/events", Manifests),
+            ("/api/v1/namespaces/events", Manifests),
+            ("/api/v1/namespaces/ns/configmaps", Manifests),
+            ("/apis/apps/v1/namespaces/ns/deployments/d", Manifests),
+            ("/apis", Manifests),
+        ] {
+            assert_eq!(RateBudget::of(path), want, "{path}");
         }
-        .layer(svc);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_service_waits_for_a_token_of_its_budget() {
+        use tower::ServiceExt;
+        let svc = tower::service_fn(|r: hyper::Request<()>| async move {
+            Ok::<String, BoxError>(r.uri().path().to_string())
+        });
+        let svc = TokenBucketLayer::<()>::new(20.0, 2).layer(svc);
+        let request = |path: &str| {
+            hyper::Request::builder()
+                .uri(path)
+                .body(())
+                .expect("test request")
+        };
         let started = Instant::now();
-        for i in 0..4 {
+        for _ in 0..4 {
             let got = svc
-                .ready()
-                .await
-                .expect("ready")
-                .call(i)
+                .clone()
+                .oneshot(request("/api/v1/namespaces/n/configmaps"))
                 .await
                 .expect("call");
-            assert_eq!(got, i);
+            assert_eq!(got, "/api/v1/namespaces/n/configmaps");
         }
-        // Two at once, then one per 50 ms: the last two cannot have gone sooner.
-        assert!(started.elapsed() >= Duration::from_millis(95));
+        // Two at once, then one per 50 ms (the clock is paused: only the waits move it).
+        assert_eq!(started.elapsed(), Duration::from_millis(100));
+        // Another budget's burst is untouched by the manifests'.
+        let started = Instant::now();
+        for _ in 0..2 {
+            svc.clone()
+                .oneshot(request(
+                    "/apis/work.open-cluster-management.io/v1/appliedmanifestworks",
+                ))
+                .await
+                .expect("call");
+        }
+        assert_eq!(started.elapsed(), Duration::ZERO);
     }
 
     #[test]

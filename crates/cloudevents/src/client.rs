@@ -35,6 +35,11 @@ use crate::types::{self, EventType};
 /// Room for a ~1 MiB bundle plus attributes (rumqttc's default is 10 KiB).
 pub const MAX_PACKET: u32 = 2 * 1024 * 1024;
 
+/// Publishes awaiting their PUBACK at most (fewer when the broker's Receive Maximum is lower:
+/// mosquitto's default is 20). rumqttc keeps a slot per possible packet in flight from the
+/// start, and its default (65,535 slots) held 14 MiB before the first publish.
+pub const MAX_INFLIGHT: u16 = 256;
+
 /// What a client needs besides the config file (`C`: [`MqttConfig`], or the gRPC config for
 /// [`crate::grpc::GrpcClient`]).
 #[derive(Clone, Debug)]
@@ -233,7 +238,8 @@ impl MqttClient {
         mo.set_clean_start(true)
             .set_keep_alive(cfg.keep_alive.max(Duration::from_secs(1)))
             .set_connection_timeout(cfg.dial_timeout.as_secs().max(1))
-            .set_max_packet_size(Some(MAX_PACKET));
+            .set_max_packet_size(Some(MAX_PACKET))
+            .set_outgoing_inflight_upper_limit(MAX_INFLIGHT);
         if let (Some(u), p) = (&cfg.username, &cfg.password) {
             mo.set_credentials(u.clone(), p.clone().unwrap_or_default());
         }

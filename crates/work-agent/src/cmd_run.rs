@@ -196,6 +196,7 @@ pub fn main(mut args: RunArgs) -> ExitCode {
         eprintln!("work-agent run: {e}");
         return ExitCode::from(2);
     }
+    crate::malloc_arenas::limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // Rule evaluation runs on the blocking pool: a small bound keeps a burst of works from

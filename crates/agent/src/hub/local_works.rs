@@ -2,6 +2,10 @@
 //! for a missing work, 409 for a stale version, finalizer list or UID, and a watch that re-lists
 //! after a gap. The in-memory hub of tests and the hub behind a message broker (whose source keeps
 //! the works; the agent keeps its copy here, as upstream's agent does) both stand on it.
+//!
+//! A work is kept as the watch store keeps it ([`StoredWork`]: compact JSON text) and decoded
+//! when read; the watch events share that text with the store, so a work costs its text once,
+//! not a decoded copy (manifests as `serde_json::Value` maps weigh several times their text).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -17,8 +21,10 @@ use work_api::{ManifestWork, ManifestWorkStatus};
 use super::seam::{WorkEvent, WorkEvents};
 use crate::work::stored_work::StoredWork;
 
-/// Changes a watcher may fall behind by before it re-lists.
-const WATCH_BUFFER: usize = 1024;
+/// Changes a watcher may fall behind by before it re-lists. The channel keeps the last this many
+/// events (each a work's text) after every watcher has read them, so it is small; a watcher
+/// that falls further behind re-lists, which costs no copy of the works' text.
+const WATCH_BUFFER: usize = 64;
 
 /// An API error as the Kubernetes API server words it.
 pub fn api_error(code: u16, reason: &str, message: String) -> kube::Error {
@@ -45,6 +51,16 @@ fn stored(work: &ManifestWork) -> Option<StoredWork> {
         .and_then(StoredWork::from_value)
 }
 
+/// The work `stored` holds; it was encoded here, so it decodes (logged if it ever does not).
+fn decoded(stored: &StoredWork) -> Option<ManifestWork> {
+    stored
+        .decode()
+        .inspect_err(|e| {
+            tracing::error!(work = ?stored.metadata.name, error = %e, "a kept work does not decode")
+        })
+        .ok()
+}
+
 /// What a finalizer write did.
 #[derive(Debug)]
 pub struct FinalizersWritten {
@@ -66,7 +82,7 @@ pub enum Deletion {
 /// The works, by name, behind a lock, with their watchers.
 #[derive(Clone)]
 pub struct LocalWorks {
-    state: Arc<Mutex<BTreeMap<String, ManifestWork>>>,
+    state: Arc<Mutex<BTreeMap<String, StoredWork>>>,
     resource_version: Arc<std::sync::atomic::AtomicU64>,
     changes: broadcast::Sender<WorkEvent>,
 }
@@ -83,17 +99,28 @@ impl Default for LocalWorks {
 
 /// The works under the lock: read them, then commit or remove under the same lock.
 pub struct Locked<'a> {
-    works: MutexGuard<'a, BTreeMap<String, ManifestWork>>,
+    works: MutexGuard<'a, BTreeMap<String, StoredWork>>,
     owner: &'a LocalWorks,
 }
 
 impl Locked<'_> {
-    /// Every work, by name.
-    pub fn works(&self) -> &BTreeMap<String, ManifestWork> {
+    /// Every work as kept (metadata and text), by name.
+    pub fn works(&self) -> &BTreeMap<String, StoredWork> {
         &self.works
     }
 
-    /// Stores `work` at a new resourceVersion and tells the watchers.
+    /// Work `name`, decoded.
+    pub fn get(&self, name: &str) -> Option<ManifestWork> {
+        self.works.get(name).and_then(decoded)
+    }
+
+    /// Every work, decoded, in name order.
+    pub fn decoded(&self) -> Vec<ManifestWork> {
+        self.works.values().filter_map(decoded).collect()
+    }
+
+    /// Stores `work` at a new resourceVersion and tells the watchers; returns the work as stored
+    /// (as an API server's answer, times to the second).
     pub fn commit(&mut self, mut work: ManifestWork) -> ManifestWork {
         let rv = 1 + self
             .owner
@@ -101,20 +128,30 @@ impl Locked<'_> {
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         work.metadata.resource_version = Some(rv.to_string());
         let name = work.metadata.name.clone().unwrap_or_default();
-        self.works.insert(name, work.clone());
-        if let Some(s) = stored(&work) {
-            let _ = self.owner.changes.send(watcher::Event::Apply(s));
+        match stored(&work) {
+            Some(s) => {
+                if let Some(as_stored) = decoded(&s) {
+                    work = as_stored;
+                }
+                self.works.insert(name, s.clone());
+                let _ = self.owner.changes.send(watcher::Event::Apply(s));
+            }
+            None => {
+                // A work that does not encode cannot be kept; the one before it goes too, so
+                // that nothing acts on a version the hub has replaced.
+                tracing::error!(work = %name, "the work cannot be encoded; dropped");
+                self.remove(&name);
+            }
         }
         work
     }
 
     /// Removes work `name` and tells the watchers; returns it.
     pub fn remove(&mut self, name: &str) -> Option<ManifestWork> {
-        let work = self.works.remove(name)?;
-        if let Some(s) = stored(&work) {
-            let _ = self.owner.changes.send(watcher::Event::Delete(s));
-        }
-        Some(work)
+        let s = self.works.remove(name)?;
+        let work = decoded(&s);
+        let _ = self.owner.changes.send(watcher::Event::Delete(s));
+        work
     }
 }
 
@@ -129,7 +166,7 @@ impl LocalWorks {
 
     /// Work `name` now.
     pub fn get(&self, name: &str) -> Option<ManifestWork> {
-        self.lock().works.get(name).cloned()
+        self.lock().get(name)
     }
 
     /// The full list as a watch starts it.
@@ -140,7 +177,7 @@ impl LocalWorks {
             locked
                 .works
                 .values()
-                .filter_map(stored)
+                .cloned()
                 .map(watcher::Event::InitApply),
         );
         events.push(watcher::Event::InitDone);
@@ -180,7 +217,7 @@ impl LocalWorks {
         deliver: impl FnOnce(&ManifestWork) -> Result<(), kube::Error>,
     ) -> Result<ManifestWork, kube::Error> {
         let mut locked = self.lock();
-        match locked.works.get(name).cloned() {
+        match locked.get(name) {
             None => Err(not_found(name)),
             Some(current)
                 if resource_version
@@ -207,7 +244,7 @@ impl LocalWorks {
     ) -> Result<FinalizersWritten, kube::Error> {
         let name = work.metadata.name.clone().unwrap_or_default();
         let mut locked = self.lock();
-        match locked.works.get(&name).cloned() {
+        match locked.get(&name) {
             None => Err(not_found(&name)),
             Some(current)
                 if current.metadata.finalizers.clone().unwrap_or_default()
@@ -246,7 +283,7 @@ impl LocalWorks {
         deliver_removal: impl FnOnce(&ManifestWork) -> Result<(), kube::Error>,
     ) -> Result<Option<Deletion>, kube::Error> {
         let mut locked = self.lock();
-        let Some(mut work) = locked.works.get(name).cloned() else {
+        let Some(mut work) = locked.get(name) else {
             return Ok(None);
         };
         if work.metadata.finalizers.as_ref().is_none_or(Vec::is_empty) {

@@ -74,7 +74,7 @@ impl MemoryHub {
         let name = work.metadata.name.clone().unwrap_or_default();
         work.metadata.namespace = Some(self.namespace.clone());
         let mut locked = self.works.lock();
-        match locked.works().get(&name).cloned() {
+        match locked.get(&name) {
             Some(mut current) => {
                 let spec_changed = serde_json::to_value(&current.spec).ok()
                     != serde_json::to_value(&work.spec).ok();

@@ -135,12 +135,6 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
     let mut now_applied = outcome.applied.clone();
     now_applied.extend(not_pruned.iter().cloned());
     let now_applied = manifests::normalize_applied(now_applied);
-    if manifests::normalize_applied(before) != now_applied {
-        ctx.applied
-            .write_resources(&applied, &now_applied)
-            .await
-            .map_err(Error::Spoke)?;
-    }
 
     let generation = work.metadata.generation;
     let desired = DesiredStatus {
@@ -159,6 +153,17 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
             status::differs(current.status.as_ref(), &new).then_some(new)
         })
         .await?;
+    // The status goes first, as upstream's agent writes it before its AppliedManifestWork
+    // controller records the resources: the record is for cleanup (prune, deletion, eviction),
+    // and a status waiting behind it is what a burst of new works would see. Should the agent
+    // stop in between, the next reconcile writes the record; the resources are owned by the
+    // AppliedManifestWork meanwhile, so the garbage collector still removes them with it.
+    if manifests::normalize_applied(before) != now_applied {
+        ctx.applied
+            .write_resources(&applied, &now_applied)
+            .await
+            .map_err(Error::Spoke)?;
+    }
     let current_status = written
         .as_ref()
         .and_then(|w| w.status.as_ref())

@@ -157,7 +157,7 @@ impl BrokerHub {
 
     /// The works as the agent holds them now.
     pub fn works(&self) -> Vec<ManifestWork> {
-        self.inner.works.lock().works().values().cloned().collect()
+        self.inner.works.lock().decoded()
     }
 
     fn outbox(&self) -> Result<&Arc<dyn Outbox>, kube::Error> {
@@ -197,7 +197,7 @@ impl BrokerHub {
     fn request_spec_resync(&self, outbox: &dyn Outbox) {
         let versions = {
             let locked = self.inner.works.lock();
-            status::resource_versions(locked.works().values())
+            status::resource_versions(locked.works().values().map(|w| &w.metadata))
         };
         let count = versions.len();
         match codec::encode_spec_resync_request(
@@ -230,9 +230,10 @@ impl BrokerHub {
         let mut locked = self.inner.works.lock();
         let existing = locked
             .works()
-            .values()
-            .find(|w| w.metadata.uid.as_deref() == Some(update.uid.as_str()))
-            .cloned();
+            .iter()
+            .find(|(_, w)| w.metadata.uid.as_deref() == Some(update.uid.as_str()))
+            .map(|(name, _)| name.clone())
+            .and_then(|name| locked.get(&name));
         match spec::apply_spec(existing.as_ref(), update) {
             SpecChange::Put(work) => {
                 locked.commit(work);

@@ -4,7 +4,7 @@
 
 use cloudevents::codec::{self, ResourceStatusHashList, ResourceVersion, StatusReport};
 use cloudevents::{CloudEvent, EventType};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use work_api::{ManifestWork, ManifestWorkStatus};
 
@@ -88,16 +88,16 @@ pub fn resync_answer<'a>(
         .collect()
 }
 
-/// The (UID, generation) pairs a spec resync request lists.
+/// The (UID, generation) pairs a spec resync request lists, from the works' metadata.
 pub fn resource_versions<'a>(
-    works: impl IntoIterator<Item = &'a ManifestWork>,
+    works: impl IntoIterator<Item = &'a ObjectMeta>,
 ) -> Vec<ResourceVersion> {
     works
         .into_iter()
-        .filter_map(|w| {
+        .filter_map(|meta| {
             Some(ResourceVersion {
-                resource_id: w.metadata.uid.clone()?,
-                resource_version: w.metadata.generation.unwrap_or(0),
+                resource_id: meta.uid.clone()?,
+                resource_version: meta.generation.unwrap_or(0),
             })
         })
         .collect()
@@ -212,7 +212,7 @@ mod tests {
     #[test]
     fn a_spec_resync_lists_uids_and_generations() {
         let works = [work("a", 1, true), work("b", 4, false)];
-        let versions = resource_versions(&works);
+        let versions = resource_versions(works.iter().map(|w| &w.metadata));
         assert_eq!(versions.len(), 2);
         assert_eq!(versions[1].resource_id, "b");
         assert_eq!(versions[1].resource_version, 4);

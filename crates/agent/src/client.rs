@@ -156,7 +156,7 @@ where
 /// whole window of `burst / qps` seconds has passed (a fixed window held the 101st request of a
 /// burst of creates for 2 s at the defaults). A request reserves its token when it is made, so
 /// waiting requests go in the order they came, as with client-go's limiter.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug)]
 struct TokenBucket {
     qps: f64,
     burst: f64,
@@ -204,12 +204,15 @@ impl TokenBucket {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RateBudget {
     /// `work.open-cluster-management.io`.
-    Works,
+    Works = 0,
     /// Access reviews, leases and events.
-    Own,
+    Own = 1,
     /// Everything else: the manifests and discovery.
-    Manifests,
+    Manifests = 2,
 }
+
+/// How many [`RateBudget`]s there are: the buckets a client keeps.
+const BUDGETS: usize = 3;
 
 impl RateBudget {
     fn of(path: &str) -> Self {
@@ -226,14 +229,6 @@ impl RateBudget {
             Self::Own
         } else {
             Self::Manifests
-        }
-    }
-
-    fn index(self) -> usize {
-        match self {
-            Self::Works => 0,
-            Self::Own => 1,
-            Self::Manifests => 2,
         }
     }
 }
@@ -276,7 +271,7 @@ where
             // A request waits for its token without holding up the others (the stack's
             // service is not `Clone`; the buffer gives each request its own handle).
             inner: tower::buffer::Buffer::new(inner, LIMITED_IN_FLIGHT),
-            buckets: Arc::new(Mutex::new([bucket.clone(), bucket.clone(), bucket])),
+            buckets: Arc::new(Mutex::new([bucket; BUDGETS])),
         }
     }
 }
@@ -285,7 +280,7 @@ where
 #[derive(Clone)]
 struct TokenBucketService<S> {
     inner: S,
-    buckets: Arc<Mutex<[TokenBucket; 3]>>,
+    buckets: Arc<Mutex<[TokenBucket; BUDGETS]>>,
 }
 
 impl<S, B> Service<hyper::Request<B>> for TokenBucketService<S>
@@ -306,7 +301,7 @@ where
     fn call(&mut self, request: hyper::Request<B>) -> Self::Future {
         use tower::ServiceExt;
         let budget = RateBudget::of(request.uri().path());
-        let wait = self.buckets.lock().unwrap_or_else(PoisonError::into_inner)[budget.index()]
+        let wait = self.buckets.lock().unwrap_or_else(PoisonError::into_inner)[budget as usize]
             .reserve(Instant::now());
         let inner = self.inner.clone();
         Box::pin(async move {

@@ -177,7 +177,12 @@ async fn create_update_delete_round_trip() {
         .get(&env.amw_name(&id))
         .await
         .expect("AppliedManifestWork");
-    assert_eq!(amw.spec.agent_id, work_api::hub_hash(&env.source.url()));
+    // No --agent-id and no agent-name file: generated from hub hash and cluster, not the hub
+    // hash every agent of this broker shares.
+    assert_eq!(
+        amw.spec.agent_id,
+        agent::config::generated_agent_id(&work_api::hub_hash(&env.source.url()), &env.cluster)
+    );
 
     env.source
         .update(&id, bundle(&env.ns, "crud", json!({"v": "2"})))

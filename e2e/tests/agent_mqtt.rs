@@ -156,7 +156,12 @@ async fn create_update_delete_round_trip_and_a_stale_generation() {
     let applied: Api<AppliedManifestWork> = Api::all(env.spoke.client.clone());
     let amw_name = format!("{}-{id}", hub_hash(&env.broker.address()));
     let amw = applied.get(&amw_name).await.expect("AppliedManifestWork");
-    assert_eq!(amw.spec.agent_id, hub_hash(&env.broker.address()));
+    // No --agent-id and no agent-name file: generated from hub hash and consumer, not the hub
+    // hash every agent of this broker shares.
+    assert_eq!(
+        amw.spec.agent_id,
+        agent::config::generated_agent_id(&hub_hash(&env.broker.address()), &env.consumer)
+    );
 
     env.source
         .update(&id, bundle(&env.ns, "crud", json!({"v": "2"})))

@@ -673,7 +673,7 @@ async fn shared_resource_is_deleted_only_when_the_last_owner_lets_go() {
         let meta = env.meta(&name, &uid_of(&first));
         let out = env
             .applier
-            .delete_owned(&meta, &a.uid, PropagationPolicy::Foreground, None)
+            .delete_owned(&meta, &a.uid, PropagationPolicy::Foreground)
             .await
             .expect("delete for a");
         assert_eq!(out, DeleteOutcome::OwnerRemoved, "{name}");
@@ -684,14 +684,14 @@ async fn shared_resource_is_deleted_only_when_the_last_owner_lets_go() {
         // a no longer owns it: a second delete for a touches nothing.
         let again = env
             .applier
-            .delete_owned(&meta, &a.uid, PropagationPolicy::Foreground, None)
+            .delete_owned(&meta, &a.uid, PropagationPolicy::Foreground)
             .await
             .expect("delete for a again");
         assert_eq!(again, DeleteOutcome::NotOwned);
 
         let out = env
             .applier
-            .delete_owned(&meta, &b.uid, PropagationPolicy::Background, None)
+            .delete_owned(&meta, &b.uid, PropagationPolicy::Background)
             .await
             .expect("delete for b");
         assert_eq!(out, DeleteOutcome::Deleted, "{name}");
@@ -701,7 +701,7 @@ async fn shared_resource_is_deleted_only_when_the_last_owner_lets_go() {
         .await;
         let gone = env
             .applier
-            .delete_owned(&meta, &b.uid, PropagationPolicy::Background, None)
+            .delete_owned(&meta, &b.uid, PropagationPolicy::Background)
             .await
             .expect("delete gone");
         assert_eq!(gone, DeleteOutcome::AlreadyGone);
@@ -724,7 +724,7 @@ async fn delete_refuses_a_stale_uid_and_objects_we_do_not_own() {
     let stale = env.meta("guarded", "00000000-0000-0000-0000-000000000000");
     let out = env
         .applier
-        .delete_owned(&stale, &owner.uid, PropagationPolicy::Background, None)
+        .delete_owned(&stale, &owner.uid, PropagationPolicy::Background)
         .await
         .expect("delete with stale uid");
     assert_eq!(out, DeleteOutcome::NotOwned);
@@ -749,7 +749,7 @@ async fn delete_refuses_a_stale_uid_and_objects_we_do_not_own() {
     let meta = env.meta("theirs", theirs.metadata.uid.as_deref().unwrap_or_default());
     let out = env
         .applier
-        .delete_owned(&meta, &owner.uid, PropagationPolicy::Background, None)
+        .delete_owned(&meta, &owner.uid, PropagationPolicy::Background)
         .await
         .expect("delete not ours");
     assert_eq!(out, DeleteOutcome::NotOwned);
@@ -758,7 +758,7 @@ async fn delete_refuses_a_stale_uid_and_objects_we_do_not_own() {
     // Release keeps the object and drops only our reference.
     let meta = env.meta("guarded", &uid_of(&applied));
     env.applier
-        .release(&meta, &owner.uid, None)
+        .release(&meta, &owner.uid)
         .await
         .expect("release");
     let live = env.live_cm("guarded").await.expect("kept");

@@ -10,6 +10,10 @@ pub struct AgentConfig {
     pub cluster_name: String,
     /// Recorded in each AppliedManifestWork's `spec.agentID`.
     pub agent_id: String,
+    /// Whether `agent_id` was generated (no `--agent-id`, no `agent-name` file): AppliedManifestWorks
+    /// recorded with the hub hash as their ID are then this agent's too, as they are for upstream's
+    /// agent in that case (its ID is then the hub hash).
+    pub agent_id_generated: bool,
     /// `work_api::hub_hash` of the hub server URL.
     pub hub_hash: String,
     /// Value of `applier::AGENT_LABEL` on every object this agent writes.
@@ -41,6 +45,10 @@ pub struct AgentConfig {
     pub gates: FeatureGates,
     /// Longest JSON text a `RawFeedbackJsonString` feedback value may have.
     pub max_json_raw_length: usize,
+    /// How long reconcile requests of one work are held to fold those that follow (hub echoes of
+    /// the agent's own writes, bursts of spoke changes); `None`: the hub's and the spoke's
+    /// defaults. Efficiency only: every decision holds with zero, which the tests run with.
+    pub reconcile_debounce: Option<Duration>,
 }
 
 /// The feature gates of `--feature-gates` that change what the agent does.
@@ -54,6 +62,12 @@ pub struct FeatureGates {
     pub executor_validating_caches: bool,
 }
 
+/// The agent ID generated when none is given: 24 hex digits of a SHA-256 of hub hash and cluster
+/// name (the agent label's value, which names the same pair).
+pub fn generated_agent_id(hub_hash: &str, cluster_name: &str) -> String {
+    applier::agent_label_value(hub_hash, cluster_name)
+}
+
 /// A grace period this long (100 years) or longer disables eviction, as upstream.
 pub const EVICTION_DISABLED_AT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
@@ -65,6 +79,7 @@ impl AgentConfig {
         Self {
             cluster_name,
             agent_id,
+            agent_id_generated: false,
             hub_hash,
             label_value,
             workers: 10,
@@ -80,7 +95,26 @@ impl AgentConfig {
             ttl_deletion_events: false,
             gates: FeatureGates::default(),
             max_json_raw_length: crate::spoke::feedback::MAX_JSON_RAW,
+            reconcile_debounce: None,
         }
+    }
+
+    /// Sets the reconcile debounce of hub and spoke events (`None`: their defaults).
+    pub fn with_reconcile_debounce(mut self, debounce: Option<Duration>) -> Self {
+        self.reconcile_debounce = debounce;
+        self
+    }
+
+    /// Marks the agent ID as generated (see [`AgentConfig::agent_id_generated`]).
+    pub fn with_generated_agent_id(mut self, generated: bool) -> Self {
+        self.agent_id_generated = generated;
+        self
+    }
+
+    /// Whether an AppliedManifestWork recorded with `agent_id` is this agent's to evict: its own
+    /// ID, or, when that was generated, the hub hash (upstream's agent's ID in that case).
+    pub fn is_own_agent_id(&self, agent_id: &str) -> bool {
+        agent_id == self.agent_id || (self.agent_id_generated && agent_id == self.hub_hash)
     }
 
     /// Sets the feature gates.

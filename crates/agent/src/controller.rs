@@ -23,6 +23,15 @@ use crate::work::{reconcile, triggers};
 /// hub's debounce, which also holds them).
 const SPOKE_DEBOUNCE: Duration = Duration::from_millis(50);
 
+/// The controller's debounce and the spoke changes' debounce: both the configured one when set
+/// (zero turns both off), else the hub's and [`SPOKE_DEBOUNCE`].
+fn debounces(configured: Option<Duration>, hub_default: Duration) -> (Duration, Duration) {
+    match configured {
+        Some(d) => (d, d),
+        None => (hub_default, SPOKE_DEBOUNCE),
+    }
+}
+
 type Queue = std::pin::Pin<
     Box<dyn Stream<Item = Result<ReconcileRequest<StoredWork>, watcher::Error>> + Send>,
 >;
@@ -108,7 +117,9 @@ pub async fn run_controller(
     // spoke debounce, whatever the hub's own debounce is: a hub event that arrives with it (the
     // work deleted or updated just after its objects were edited) is acted on first, and a burst
     // of edits (finalizers taken off one object after another) is answered once, after it.
-    let delay = SPOKE_DEBOUNCE.saturating_sub(ctx.hub.reconcile_debounce());
+    let (hub_debounce, spoke_debounce) =
+        debounces(ctx.config.reconcile_debounce, ctx.hub.reconcile_debounce());
+    let delay = spoke_debounce.saturating_sub(hub_debounce);
     let external: Queue = triggers::debounced(triggers, depth, delay)
         .map(move |name| {
             Ok(ReconcileRequest::from(
@@ -170,7 +181,7 @@ pub async fn run_controller(
     let queue = futures::stream::select_all([own, external, applied]);
     let controller_config = controller::Config::default()
         .concurrency(ctx.config.workers)
-        .debounce(ctx.hub.reconcile_debounce());
+        .debounce(hub_debounce);
     controller::applier(
         |work, ctx| {
             let task = tokio::spawn(reconcile::reconcile_stored(work, ctx));
@@ -215,4 +226,21 @@ fn error_policy(work: Arc<StoredWork>, error: &Error, ctx: Arc<Context>) -> Acti
     }
     tracing::warn!(work = %name, error = %error, "reconcile failed");
     Action::requeue(Duration::from_secs(5))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configured_debounce_replaces_both_defaults() {
+        let hub = Duration::from_millis(50);
+        assert_eq!(debounces(None, hub), (hub, SPOKE_DEBOUNCE));
+        assert_eq!(
+            debounces(Some(Duration::ZERO), hub),
+            (Duration::ZERO, Duration::ZERO)
+        );
+        let d = Duration::from_millis(7);
+        assert_eq!(debounces(Some(d), Duration::ZERO), (d, d));
+    }
 }

@@ -269,6 +269,19 @@ pub enum DeleteOutcome {
     AlreadyGone,
 }
 
+impl DeleteOutcome {
+    /// What happened, as a log line says it.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Self::Deleted => "deleted",
+            Self::Terminating => "started deleting",
+            Self::OwnerRemoved => "released (another owner keeps it)",
+            Self::NotOwned => "left alone (not ours)",
+            Self::AlreadyGone => "found gone",
+        }
+    }
+}
+
 /// Applies manifests to the spoke and deletes what the agent applied.
 #[derive(Clone)]
 pub struct Applier {
@@ -344,21 +357,21 @@ impl Applier {
     /// the live UID when `meta.uid` is empty) and the given propagation. Never deletes an object
     /// without our ownerReference, nor one whose UID differs from `meta.uid`.
     ///
-    /// `cached` is what the caller's watch cache says about the object (as in
-    /// [`ApplyRequest::cached`]): the first decision uses it, a retry after a conflict reads.
+    /// The decision is made on the object read from the API server, never on a watch cache: a
+    /// cache can lag behind another work's apply that just added its ownerReference. Both writes
+    /// carry the read's resourceVersion as a precondition, so a change between the read and the
+    /// write is a conflict, answered by a fresh read and a new decision.
     pub async fn delete_owned(
         &self,
         meta: &AppliedManifestResourceMeta,
         owner_uid: &str,
         propagation: PropagationPolicy,
-        cached: Option<Option<&Value>>,
     ) -> Result<DeleteOutcome, ApplyError> {
         let Some((api, target)) = self.api_for_meta(meta).await? else {
             return Ok(DeleteOutcome::AlreadyGone);
         };
-        let source = LiveSource::new(cached);
         let attempt = || async {
-            let Some(live) = source.read(&api, &target).await? else {
+            let Some(live) = get_value(&api, &target).await? else {
                 return Ok(DeleteOutcome::AlreadyGone);
             };
             let Some(share) = OurShare::of(&live, meta, owner_uid)? else {
@@ -395,20 +408,19 @@ impl Applier {
     }
 
     /// Orphans an applied resource: removes our ownerReference and keeps the object. Does nothing
-    /// when the object is gone, has another UID, or carries no reference of ours.
-    /// `cached` as in [`Applier::delete_owned`].
+    /// when the object is gone, has another UID, or carries no reference of ours. Decided on the
+    /// object read from the API server, written with its resourceVersion as a precondition (a
+    /// conflict is a fresh read), as [`Applier::delete_owned`].
     pub async fn release(
         &self,
         meta: &AppliedManifestResourceMeta,
         owner_uid: &str,
-        cached: Option<Option<&Value>>,
     ) -> Result<(), ApplyError> {
         let Some((api, target)) = self.api_for_meta(meta).await? else {
             return Ok(());
         };
-        let source = LiveSource::new(cached);
         let attempt = || async {
-            let Some(live) = source.read(&api, &target).await? else {
+            let Some(live) = get_value(&api, &target).await? else {
                 return Ok(());
             };
             match OurShare::of(&live, meta, owner_uid)? {

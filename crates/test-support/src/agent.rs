@@ -227,9 +227,15 @@ where
     for var in HARNESS_ENV {
         cmd.env_remove(var);
     }
+    // Debouncing is for efficiency only: every test runs without it, so that no ordering or
+    // ownership decision can rest on it. A test may still set it through `envs`.
+    cmd.env(RECONCILE_DEBOUNCE_ENV, "0s");
     cmd.args(args).envs(envs);
     cmd
 }
+
+/// The agent's reconcile debounce variable (`--reconcile-debounce`).
+const RECONCILE_DEBOUNCE_ENV: &str = "WORK_AGENT_RECONCILE_DEBOUNCE";
 
 fn agent_bin() -> Result<PathBuf, Error> {
     match std::env::var_os(AGENT_BIN_ENV) {

@@ -46,7 +46,8 @@ pub struct RunArgs {
         visible_alias = "kubeconfig"
     )]
     pub spoke_kubeconfig: Option<PathBuf>,
-    /// Identity recorded in each AppliedManifestWork (default: the hub hash, as upstream).
+    /// Identity recorded in each AppliedManifestWork (default: the `agent-name` file of
+    /// `--hub-kubeconfig-dir`, else generated from the hub hash and the cluster name).
     #[arg(long, env = "WORK_AGENT_AGENT_ID")]
     pub agent_id: Option<String>,
     /// ManifestWorks reconciled at the same time.
@@ -87,6 +88,11 @@ pub struct RunArgs {
     /// nothing changed).
     #[arg(long, env = "WORK_AGENT_STATUS_SYNC_PERIOD", visible_alias = "status-sync-interval", default_value = "5m", value_parser = parse_duration)]
     pub status_sync_period: Duration,
+    /// How long reconcile requests of one work are held to fold the ones that follow (default:
+    /// 50 ms on a Kubernetes hub, none behind a broker). Efficiency only: `0s` turns it off and
+    /// every decision still holds (the integration tests run with `0s`).
+    #[arg(long, env = "WORK_AGENT_RECONCILE_DEBOUNCE", value_parser = crate::upstream_flags::parse_go_duration)]
+    pub reconcile_debounce: Option<Duration>,
     /// Address of the HTTPS endpoint for `/healthz` and `/readyz` (upstream's probes), with a
     /// self-signed certificate made at start; `off` disables it.
     #[arg(long, env = "WORK_AGENT_HEALTH_ADDRESS", visible_alias = "listen", default_value = "0.0.0.0:8443", value_parser = parse_optional_address)]
@@ -118,6 +124,10 @@ pub struct UpstreamArgs {
     /// events; the MQTT client id is `<id>-client`.
     #[arg(long)]
     pub cloudevents_client_id: Option<String>,
+    /// The mount path of the hub kubeconfig Secret: its `agent-name` file gives the agent ID when
+    /// `--agent-id` is not set (as upstream's).
+    #[arg(long, default_value = "/spoke/hub-kubeconfig")]
+    pub hub_kubeconfig_dir: PathBuf,
     /// Accepted and ignored, as upstream (the ManifestBundle codec is the only one).
     #[arg(long, value_delimiter = ',')]
     pub cloudevents_client_codecs: Vec<String>,
@@ -337,37 +347,40 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, HubChoice, kube::Client
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| DEFAULT_LEASE_NAMESPACE.to_string())
     });
-    // No agent ID given: the hub hash, as upstream's agent (so AppliedManifestWorks it made are
-    // recognised as this agent's, and evicted when their work is gone).
-    let config = AgentConfig::new(
-        args.spoke_cluster_name.clone(),
-        args.agent_id
-            .clone()
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| work_api::hub_hash(&hub_server)),
-        &hub_server,
-    )
-    .with_workers(args.workers)
-    .with_http_address(args.http_address)
-    .with_leader_election(
-        !upstream.disable_leader_election && args.leader_elect.unwrap_or(in_cluster),
-        lease_namespace,
-    )
-    .with_leader_timing(leader_timing)
-    .with_periods(args.readonly_resync, args.status_sync_period)
-    .with_health(args.health_address.0, health_tls)
-    .with_eviction_grace_period(args.appliedmanifestwork_eviction_grace_period)
-    .with_max_json_raw_length(max_json_raw_length as usize)
-    .with_ttl_deletion_events(args.ttl_deletion_events)
-    .with_gates(agent::config::FeatureGates {
-        raw_feedback_json,
-        executor_validating_caches: gates
-            .get("ExecutorValidatingCaches")
-            .copied()
-            .unwrap_or(false),
-    });
+    let agent_name_file = crate::agent_id::read_agent_name_file(&upstream.hub_kubeconfig_dir);
+    let (agent_id, agent_id_source) = crate::agent_id::choose(
+        args.agent_id.as_deref(),
+        agent_name_file
+            .as_ref()
+            .map(|(path, content)| (path.as_path(), content.as_str())),
+        &work_api::hub_hash(&hub_server),
+        &args.spoke_cluster_name,
+    );
+    let config = AgentConfig::new(args.spoke_cluster_name.clone(), agent_id, &hub_server)
+        .with_generated_agent_id(agent_id_source == crate::agent_id::AgentIdSource::Generated)
+        .with_workers(args.workers)
+        .with_http_address(args.http_address)
+        .with_leader_election(
+            !upstream.disable_leader_election && args.leader_elect.unwrap_or(in_cluster),
+            lease_namespace,
+        )
+        .with_leader_timing(leader_timing)
+        .with_periods(args.readonly_resync, args.status_sync_period)
+        .with_reconcile_debounce(args.reconcile_debounce)
+        .with_health(args.health_address.0, health_tls)
+        .with_eviction_grace_period(args.appliedmanifestwork_eviction_grace_period)
+        .with_max_json_raw_length(max_json_raw_length as usize)
+        .with_ttl_deletion_events(args.ttl_deletion_events)
+        .with_gates(agent::config::FeatureGates {
+            raw_feedback_json,
+            executor_validating_caches: gates
+                .get("ExecutorValidatingCaches")
+                .copied()
+                .unwrap_or(false),
+        });
     // Logged once setup succeeded, so that a startup error stays the only line on stderr.
     tracing::info!(?gates, "feature gates (see docs/operations.md)");
+    tracing::info!(agent_id = %config.agent_id, from = %agent_id_source, "agent ID");
     if upstream.maestro_command_line {
         tracing::info!(
             max_json_raw_length,

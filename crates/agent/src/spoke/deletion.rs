@@ -147,7 +147,7 @@ pub async fn cleanup_applied(
             }
         };
         if orphan {
-            match ctx.applier.release(res, &owner_uid, cached.hint()).await {
+            match ctx.applier.release(res, &owner_uid).await {
                 Ok(()) => going(),
                 Err(e) if e.is_not_found() => {}
                 Err(e) => {
@@ -173,12 +173,7 @@ pub async fn cleanup_applied(
         }
         match ctx
             .applier
-            .delete_owned(
-                res,
-                &owner_uid,
-                PropagationPolicy::Background,
-                cached.hint(),
-            )
+            .delete_owned(res, &owner_uid, PropagationPolicy::Background)
             .await
         {
             // Gone at once: nothing to wait for.

@@ -59,7 +59,7 @@ pub fn decide(
     config: &AgentConfig,
     now: Timestamp,
 ) -> EvictionStep {
-    if amw.spec.agent_id != config.agent_id {
+    if !config.is_own_agent_id(&amw.spec.agent_id) {
         return EvictionStep::Nothing;
     }
     let unmanaged = !hub_has_work || !amw.name_any().starts_with(config.hub_hash.as_str());
@@ -279,6 +279,28 @@ mod tests {
         let c = config(Duration::from_secs(60));
         let other = amw(&c, "agent-2", Some("2020-01-01T00:00:00Z"));
         assert_eq!(decide(&other, false, &c, ts(NOW)), EvictionStep::Nothing);
+    }
+
+    #[test]
+    fn the_hub_hash_is_an_own_id_only_when_the_agent_id_was_generated() {
+        let given = config(Duration::from_secs(60));
+        let upstream_default = amw(&given, &given.hub_hash, None);
+        assert_eq!(
+            decide(&upstream_default, false, &given, ts(NOW)),
+            EvictionStep::Nothing,
+            "--agent-id given: only that ID, as upstream"
+        );
+        let generated = config(Duration::from_secs(60)).with_generated_agent_id(true);
+        assert_eq!(
+            decide(&upstream_default, false, &generated, ts(NOW)),
+            EvictionStep::Start,
+            "no ID given: upstream's agent would have had the hub hash"
+        );
+        let other = amw(&generated, "agent-2", None);
+        assert_eq!(
+            decide(&other, false, &generated, ts(NOW)),
+            EvictionStep::Nothing
+        );
     }
 
     #[test]

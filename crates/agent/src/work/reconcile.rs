@@ -255,7 +255,8 @@ async fn prune(
     for res in manifests::removed_resources(before, now) {
         let orphan =
             manifests::is_orphaned(option, &res.group, &res.resource, &res.namespace, &res.name);
-        // Absence is no proof here: the store may not have seen a resource applied moments ago.
+        // Whether our deletion is still under way: the cache may say so (then the work waits);
+        // whether to delete at all is decided on the live object by the applier.
         let cached = deletion::cached_of(ctx, &res).await.doubting_absence();
         if !orphan && deletion::still_terminating(&res, &owner_uid, &cached) {
             deletion::watch_for_gone(ctx, &work.name_any(), &res);
@@ -264,31 +265,24 @@ async fn prune(
         }
         let result = if orphan {
             ctx.applier
-                .release(&res, &owner_uid, cached.hint())
+                .release(&res, &owner_uid)
                 .await
-                .map(|_| "released")
+                .map(|()| "released")
         } else {
-            match ctx
-                .applier
-                .delete_owned(
-                    &res,
-                    &owner_uid,
-                    PropagationPolicy::Background,
-                    cached.hint(),
-                )
+            ctx.applier
+                .delete_owned(&res, &owner_uid, PropagationPolicy::Background)
                 .await
-            {
-                Ok(applier::DeleteOutcome::Terminating) => {
-                    deletion::watch_for_gone(ctx, &work.name_any(), &res);
-                    failed.push(res.clone());
-                    Ok("started deleting")
-                }
-                other => other.map(|_| "deleted"),
-            }
+                .map(|outcome| {
+                    if outcome == applier::DeleteOutcome::Terminating {
+                        deletion::watch_for_gone(ctx, &work.name_any(), &res);
+                        failed.push(res.clone());
+                    }
+                    outcome.describe()
+                })
         };
         match result {
             Ok(what) => tracing::info!(work = %work.name_any(), resource = %res.resource,
-                namespace = %res.namespace, name = %res.name, "{what} a resource no longer in the work"),
+                namespace = %res.namespace, name = %res.name, "{what}: a resource no longer in the work"),
             Err(e) if e.is_not_found() => {}
             Err(e) => {
                 tracing::warn!(work = %work.name_any(), resource = %res.resource,

@@ -195,3 +195,47 @@ async fn the_work_shows_deleting_while_resources_wait_on_a_finalizer() {
             .is_none()
     );
 }
+
+/// A finalizer taken off an applied object on the spoke stays off (upstream's Update strategy
+/// keeps the live finalizers): the agent once put the manifest's finalizer back within
+/// milliseconds, racing whoever removed it, and the object's later deletion then waited for ever
+/// on the finalizer the agent had restored.
+#[tokio::test]
+async fn a_finalizer_removed_on_the_spoke_is_not_put_back_and_deletion_completes() {
+    let env = Env::start("finalizer-off").await;
+    let name = env.work_name("fin");
+    let mut cm = configmap(&env.ns, "unheld", json!({"k": "v"}));
+    cm["metadata"]["finalizers"] = json!(["example.com/hold"]);
+    env.create_work(&name, json!({"workload": {"manifests": [cm]}}))
+        .await;
+    env.wait_work(&name, "Applied", |w| work_is(w, "Applied", "True"))
+        .await;
+    let cms = env.configmaps();
+    let created = env.wait_object(&cms, "unheld", "applied", |_| true).await;
+    assert_eq!(
+        created.metadata.finalizers,
+        Some(vec!["example.com/hold".to_string()]),
+        "the manifest's finalizer is set at creation"
+    );
+    // One edit takes the finalizer off and drifts the data: the agent's answer to it (the data
+    // restored) proves it re-applied after the edit.
+    cms.patch(
+        "unheld",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"finalizers": null}, "data": {"k": "drift"}})),
+    )
+    .await
+    .expect("edit the object");
+    let restored = env
+        .wait_object(&cms, "unheld", "data restored", |o| {
+            data(o).get("k").map(String::as_str) == Some("v")
+        })
+        .await;
+    assert_eq!(
+        restored.metadata.finalizers, None,
+        "the finalizer removed on the spoke stays off"
+    );
+    env.delete_work(&name).await;
+    env.wait_work_gone(&name).await;
+    env.wait_object_gone(&cms, "unheld").await;
+}

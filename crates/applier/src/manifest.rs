@@ -137,8 +137,8 @@ pub(crate) struct UpdatePlan {
 /// The update of `live` under the Update strategy: the live object with the manifest laid over it
 /// (objects merged key by key, lists and scalars replaced), minus the fields of `previous` (the
 /// fields an earlier write set, as JSON pointers) this manifest no longer sets; labels,
-/// annotations, ownerReferences and finalizers of others are kept; the live resourceVersion
-/// gives optimistic locking.
+/// annotations and ownerReferences of others are kept, finalizers are the live object's (the
+/// manifest's are set at creation only); the live resourceVersion gives optimistic locking.
 ///
 /// Starting from the live object keeps what the server generated or defaulted (a Job's selector
 /// and template labels, a Service's clusterIP): a PUT without them is refused or changes them.
@@ -179,18 +179,16 @@ pub(crate) fn update_body(
     if let Some(owner) = owner {
         refs = merge_owner_references(&refs, owner);
     }
-    let mut finalizers: Vec<Value> = live_meta
+    // Finalizers are the manifest's at creation only; an update keeps the live ones as they are,
+    // as upstream's Update strategy does. Whoever removes a finalizer on the spoke (a controller
+    // that finished its cleanup, a user unblocking a deletion) is not undone: restoring it would
+    // be a write racing that actor, and it would block the object's deletion for good.
+    let finalizers: Vec<Value> = live_meta
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
-    if let Some(Value::Array(theirs)) = ours_meta.remove("finalizers") {
-        for f in theirs {
-            if !finalizers.contains(&f) {
-                finalizers.push(f);
-            }
-        }
-    }
+    ours_meta.remove("finalizers");
     ours_meta.remove("ownerReferences");
 
     overlay(&mut body, &ours);
@@ -669,6 +667,28 @@ mod tests {
         let refs = owner_references_of(&body).unwrap_or_default();
         assert_eq!(refs, vec![owner("theirs"), owner("ours")]);
         assert!(body["metadata"].get("annotations").is_none());
+    }
+
+    #[test]
+    fn an_update_keeps_the_live_finalizers_whatever_the_manifest_says() {
+        let mut manifest = deployment();
+        manifest["metadata"]["finalizers"] = json!(["ours/finalizer"]);
+        let created = create_body(&manifest, true, &BTreeMap::new(), None).unwrap_or_default();
+        assert_eq!(created["metadata"]["finalizers"], json!(["ours/finalizer"]));
+
+        let mut live = live_deployment();
+        let removed = update_body(&manifest, &live, true, &BTreeMap::new(), None, &[])
+            .map(|p| p.body)
+            .unwrap_or_default();
+        assert!(
+            removed["metadata"].get("finalizers").is_none(),
+            "a finalizer removed on the spoke is not put back"
+        );
+        live["metadata"]["finalizers"] = json!(["theirs/finalizer"]);
+        let kept = update_body(&manifest, &live, true, &BTreeMap::new(), None, &[])
+            .map(|p| p.body)
+            .unwrap_or_default();
+        assert_eq!(kept["metadata"]["finalizers"], json!(["theirs/finalizer"]));
     }
 
     #[test]

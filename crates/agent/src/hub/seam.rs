@@ -70,4 +70,11 @@ pub trait Hub: Send + Sync + 'static {
     fn reconcile_debounce(&self) -> Duration {
         Duration::from_millis(50)
     }
+
+    /// Whether a work's status comes back from the hub after an agent restart (a Kubernetes hub
+    /// keeps it). A hub that does not (a broker: spec events carry no status) has the agent keep
+    /// what completion needs on the spoke (`work::completion_memory`).
+    fn keeps_status(&self) -> bool {
+        true
+    }
 }

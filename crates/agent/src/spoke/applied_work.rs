@@ -206,6 +206,31 @@ impl AppliedWorks {
     }
 }
 
+impl AppliedWorks {
+    /// Keeps `remembered` in the AppliedManifestWork's completion annotation (UID precondition:
+    /// never on another object of that name).
+    pub async fn remember_completion(
+        &self,
+        applied: &AppliedManifestWork,
+        remembered: &crate::work::completion_memory::Remembered,
+    ) -> Result<(), kube::Error> {
+        let name = applied.name_any();
+        let text = serde_json::to_string(remembered).map_err(kube::Error::SerdeError)?;
+        let patch = json!({
+            "metadata": {
+                "uid": applied.metadata.uid,
+                "annotations": {crate::work::completion_memory::ANNOTATION: text},
+            },
+        });
+        let written = self
+            .api
+            .patch(&name, &params::patch(), &Patch::Merge(&patch))
+            .await?;
+        self.latest.record(&name, written);
+        Ok(())
+    }
+}
+
 /// The merge patch that gives an AppliedManifestWork the work's labels and this agent's spec,
 /// if it lacks either (with its UID and resourceVersion, so a stale view writes nothing).
 pub fn identity_patch(

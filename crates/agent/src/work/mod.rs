@@ -2,6 +2,7 @@
 //! status, evaluate rules, and decide when to come back (triggers, backoff, TTL).
 
 pub mod backoff;
+pub mod completion_memory;
 pub mod evaluate;
 pub mod latest;
 pub mod outcome;

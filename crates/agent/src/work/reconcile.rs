@@ -20,6 +20,7 @@ use crate::finalizer_patch::with_finalizer;
 use crate::serve::metrics::ControllerLabels;
 use crate::spoke::applied_work::AppliedState;
 use crate::spoke::watches::ObjectKey;
+use crate::work::completion_memory::{self, Remembered};
 use crate::work::latest::is_newer;
 use crate::work::status::{self, DesiredStatus};
 use crate::work::stored_work::StoredWork;
@@ -118,7 +119,20 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
             return Ok(Action::requeue(Duration::from_secs(1)));
         }
     };
+    // Behind a hub that does not give the status back after a restart, the completion kept on
+    // the spoke is laid over the work first: nothing completed is applied again.
+    let remembered = (!ctx.hub.keeps_status())
+        .then(|| Remembered::from_annotations(applied.metadata.annotations.as_ref()))
+        .flatten();
+    let restored = remembered
+        .as_ref()
+        .and_then(|r| completion_memory::restore(&work, r));
+    let hub_copy = work;
+    let work = restored.map_or_else(|| hub_copy.clone(), Arc::new);
     if manifests::work_is_complete(work.status.as_ref()) {
+        if let Some(remembered) = &remembered {
+            republish_completion(&hub_copy, remembered, ctx).await?;
+        }
         // Nothing of a completed work is written again; only its TTL is watched.
         ctx.states.set(&ctx.metrics, &name, Some("complete"));
         ctx.backoff.clear(&name);
@@ -168,6 +182,15 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         .as_ref()
         .and_then(|w| w.status.as_ref())
         .or(work.status.as_ref());
+    if !ctx.hub.keeps_status() {
+        let now = Remembered::of_status(current_status);
+        if now.adds_to(&remembered.unwrap_or_default()) {
+            ctx.applied
+                .remember_completion(&applied, &now)
+                .await
+                .map_err(Error::Spoke)?;
+        }
+    }
     ctx.states.set(
         &ctx.metrics,
         &name,
@@ -210,6 +233,22 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         next = next.min(ctx.config.readonly_resync);
     }
     Ok(Action::requeue(next))
+}
+
+/// Gives a hub that lost the work's status (a restarted agent behind a broker) the completion
+/// kept on the spoke, with its original times (the TTL counts from them). `work` is the hub's
+/// copy, without what was restored.
+async fn republish_completion(
+    work: &ManifestWork,
+    remembered: &Remembered,
+    ctx: &Context,
+) -> Result<(), Error> {
+    ctx.status
+        .write(work, |current| {
+            completion_memory::restore(current, remembered).and_then(|restored| restored.status)
+        })
+        .await?;
+    Ok(())
 }
 
 /// The safety-net resync period plus a per-work spread of up to 10 %, so that works created

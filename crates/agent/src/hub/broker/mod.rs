@@ -278,6 +278,11 @@ impl Hub for BrokerHub {
         std::time::Duration::ZERO
     }
 
+    /// No: a source's spec events carry no status, and a restarted agent starts with none.
+    fn keeps_status(&self) -> bool {
+        false
+    }
+
     fn get_work<'a>(&'a self, name: &'a str) -> HubResult<'a, Option<ManifestWork>> {
         let work = self.inner.works.get(name);
         Box::pin(async move { Ok(work) })

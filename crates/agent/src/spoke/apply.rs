@@ -480,7 +480,7 @@ fn read_feedback(
     resolved: &applier::ResolvedResource,
     object: &Value,
 ) -> Feedback {
-    let (values, error) = feedback::collect(
+    let (values, errors) = feedback::collect(
         &settings.feedback_rules,
         &resolved.group,
         &resolved.version,
@@ -491,7 +491,7 @@ fn read_feedback(
             .raw_feedback_json
             .then_some(ctx.config.max_json_raw_length),
     );
-    Feedback::Read(values, error)
+    Feedback::Read(values, feedback::joined(&errors))
 }
 
 /// The live object of a manifest that was not written: from the watch cache, else read.

@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use agent::spoke::feedback::{MAX_JSON_RAW, collect};
+use agent::spoke::feedback::{MAX_JSON_RAW, collect, joined};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Map, Value};
@@ -147,8 +147,9 @@ fn random_paths_on_random_objects_give_values_or_errors() {
         .run(
             &(rules(), object(), kinds),
             |(rules, object, (group, kind))| {
-                let (values, error) =
+                let (values, errors) =
                     collect(&rules, group, "v1", kind, &object, Some(MAX_JSON_RAW));
+                let error = joined(&errors);
                 let mut names = std::collections::BTreeSet::new();
                 for v in &values {
                     prop_assert!(names.insert(v.name.clone()), "{} reported twice", v.name);

@@ -13,32 +13,44 @@ use serde_json::Value;
 use work_api::{IgnoreField, IgnoreFieldsCondition};
 
 use crate::ApplyError;
-use crate::json_path::{self, Segment, Step};
+use crate::json_path::{JsonPath, Node, Step};
 use crate::manifest::{annotation, content_hash, set_annotation};
 
 /// Annotation holding a hash of the manifest as last applied, without its `OnSpokePresent`
 /// fields; written on objects whose manifest has `ignoreFields` (the key other OCM agents use).
 pub const CONFIG_SPEC_HASH_ANNOTATION: &str = "open-cluster-management.io/config-spec-hash";
 
-/// Parses a Kubernetes JSONPath naming fields (see [`json_path::parse`]); filters, which
-/// select rather than name a field, are refused.
-pub fn parse_json_path(path: &str) -> Result<Vec<Segment>, ApplyError> {
+/// Parses a Kubernetes JSONPath naming fields (see [`JsonPath::parse_field_path`]): keys,
+/// non-negative indexes and wildcards. Filters, recursive descent, slices, unions and literals
+/// select rather than name fields, and are refused.
+pub fn parse_json_path(path: &str) -> Result<JsonPath, ApplyError> {
     let invalid = |reason: String| ApplyError::InvalidIgnoreField {
         path: path.to_string(),
         reason,
     };
-    let segments = json_path::parse(path).map_err(invalid)?;
-    if segments.iter().any(|s| matches!(s, Segment::Filter { .. })) {
-        return Err(invalid("filters are not supported in ignoreFields".into()));
-    }
-    if segments.is_empty() {
+    let parsed = JsonPath::parse_field_path(path).map_err(invalid)?;
+    if parsed.nodes().is_empty() {
         return Err(invalid("the path names no field".into()));
     }
-    Ok(segments)
+    for node in parsed.nodes() {
+        let refused = match node {
+            Node::Field(key) if key.is_empty() => "empty key",
+            Node::Field(_) | Node::Wildcard => continue,
+            Node::Slice(s) if s.is_all() || s.index().is_some_and(|i| i >= 0) => continue,
+            Node::Slice(_) => "only non-negative indexes and [*] are supported in ignoreFields",
+            Node::Filter(_) => "filters are not supported in ignoreFields",
+            Node::Recursive => "recursive descent (..) is not supported in ignoreFields",
+            Node::Union(_) => "unions are not supported in ignoreFields",
+            Node::Text(_) | Node::Constant(_) => "literals name no field",
+        };
+        return Err(invalid(refused.into()));
+    }
+    Ok(parsed)
 }
 
-/// Parses an RFC 6901 JSON pointer (`/spec/replicas`, `~1` for `/`, `~0` for `~`).
-pub fn parse_json_pointer(pointer: &str) -> Result<Vec<Segment>, ApplyError> {
+/// Parses an RFC 6901 JSON pointer (`/spec/replicas`, `~1` for `/`, `~0` for `~`) into its
+/// reference tokens.
+pub fn parse_json_pointer(pointer: &str) -> Result<Vec<String>, ApplyError> {
     let invalid = |reason: &str| ApplyError::InvalidIgnoreField {
         path: pointer.to_string(),
         reason: reason.to_string(),
@@ -61,7 +73,7 @@ pub fn parse_json_pointer(pointer: &str) -> Result<Vec<Segment>, ApplyError> {
                     out.push(c);
                 }
             }
-            Ok(Segment::Key(out))
+            Ok(out)
         })
         .collect()
 }
@@ -74,12 +86,35 @@ pub fn check_jq_path(expression: &str) -> Result<(), ApplyError> {
     })
 }
 
-/// Every concrete path in `doc` that `pattern` matches.
-fn expand(pattern: &[Segment], doc: &Value) -> Vec<Vec<Step>> {
-    json_path::walk(pattern, doc)
+/// Every concrete path in `doc` that `path` names (a field path's walk cannot fail).
+fn expand(path: &JsonPath, doc: &Value) -> Vec<Vec<Step>> {
+    path.walk(doc)
+        .unwrap_or_default()
         .into_iter()
-        .map(|(path, _)| path)
+        .map(|(steps, _)| steps)
         .collect()
+}
+
+/// The concrete path a JSON pointer names in `doc`, if it names one: a token is a key of an
+/// object or a decimal index of a list.
+fn pointer_path(tokens: &[String], doc: &Value) -> Option<Vec<Step>> {
+    let mut node = doc;
+    let mut steps = Vec::with_capacity(tokens.len());
+    for token in tokens {
+        match node {
+            Value::Object(m) => {
+                node = m.get(token)?;
+                steps.push(Step::Key(token.clone()));
+            }
+            Value::Array(a) => {
+                let i: usize = token.parse().ok()?;
+                node = a.get(i)?;
+                steps.push(Step::Index(i));
+            }
+            _ => return None,
+        }
+    }
+    Some(steps)
 }
 
 fn get<'a>(doc: &'a Value, path: &[Step]) -> Option<&'a Value> {
@@ -110,8 +145,10 @@ fn remove(doc: &mut Value, path: &[Step]) {
 
 /// One path pattern of an ignoreFields entry.
 enum Pattern<'a> {
-    /// A JSONPath or JSON pointer, parsed.
-    Segments(Vec<Segment>),
+    /// A JSONPath, parsed.
+    JsonPath(JsonPath),
+    /// A JSON pointer's reference tokens.
+    Pointer(Vec<String>),
     /// A jq path expression, as written.
     Jq(&'a str),
 }
@@ -120,7 +157,8 @@ impl Pattern<'_> {
     /// The concrete paths the pattern names in `doc`; `bound_by` bounds a jq expression's work.
     fn paths(&self, doc: &Value, bound_by: &[&Value]) -> Result<Vec<Vec<Step>>, ApplyError> {
         match self {
-            Self::Segments(pattern) => Ok(expand(pattern, doc)),
+            Self::JsonPath(path) => Ok(expand(path, doc)),
+            Self::Pointer(tokens) => Ok(pointer_path(tokens, doc).into_iter().collect()),
             Self::Jq(expression) => crate::jq::paths(expression, doc, bound_by).map_err(|reason| {
                 ApplyError::InvalidIgnoreField {
                     path: expression.to_string(),
@@ -135,10 +173,10 @@ impl Pattern<'_> {
 fn patterns_of(field: &IgnoreField) -> Result<Vec<Pattern<'_>>, ApplyError> {
     let mut out = Vec::new();
     for p in &field.json_paths {
-        out.push(Pattern::Segments(parse_json_path(p)?));
+        out.push(Pattern::JsonPath(parse_json_path(p)?));
     }
     for p in &field.json_pointers {
-        out.push(Pattern::Segments(parse_json_pointer(p)?));
+        out.push(Pattern::Pointer(parse_json_pointer(p)?));
     }
     for p in &field.jq_path_expressions {
         out.push(Pattern::Jq(p));
@@ -213,7 +251,7 @@ pub fn plan_ignore_fields(
         for (field, pattern, paths) in &resolved {
             if keeps_present(&field.condition) {
                 let on_spoke = match pattern {
-                    Pattern::Segments(_) => None,
+                    Pattern::JsonPath(_) | Pattern::Pointer(_) => None,
                     // Where the expression cannot run on the live object, fall back to
                     // "the same path exists there".
                     Pattern::Jq(_) => pattern.paths(live, &bound_by).ok(),
@@ -271,8 +309,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn key(k: &str) -> Segment {
-        Segment::Key(k.into())
+    fn key(k: &str) -> Step {
+        Step::Key(k.into())
+    }
+
+    /// The concrete paths a field path names in `doc`.
+    fn named(path: &str, doc: &Value) -> Option<Vec<Vec<Step>>> {
+        parse_json_path(path).ok().map(|p| expand(&p, doc))
     }
 
     fn field(condition: IgnoreFieldsCondition, paths: &[&str], pointers: &[&str]) -> IgnoreField {
@@ -291,45 +334,38 @@ mod tests {
     }
 
     #[test]
-    fn json_paths_parse() {
+    fn json_paths_name_fields() {
+        let doc = json!({"spec": {"replicas": 1, "containers": [{"image": "a"}, {"image": "b"}]},
+                         "metadata": {"annotations": {"a.b/c": "x", "a": {"b/c": "y"}}}});
+        let replicas = Some(vec![vec![key("spec"), key("replicas")]]);
+        assert_eq!(named(".spec.replicas", &doc), replicas);
+        assert_eq!(named("{.spec.replicas}", &doc), replicas);
+        assert_eq!(named("$.spec.replicas", &doc), replicas);
+        let dotted = Some(vec![vec![
+            key("metadata"),
+            key("annotations"),
+            key("a.b/c"),
+        ]]);
+        // A quoted key is one key here (client-go would read `['a.b/c']` as `.a.b/c`).
+        assert_eq!(named(".metadata.annotations['a.b/c']", &doc), dotted);
+        assert_eq!(named(r#".metadata.annotations["a.b/c"]"#, &doc), dotted);
+        assert_eq!(named(r".metadata.annotations.a\.b/c", &doc), dotted);
+        let image = |i| vec![key("spec"), key("containers"), Step::Index(i), key("image")];
         assert_eq!(
-            parse_json_path(".spec.replicas").ok(),
-            Some(vec![key("spec"), key("replicas")])
+            named(".spec.containers[0].image", &doc),
+            Some(vec![image(0)])
         );
         assert_eq!(
-            parse_json_path("{.spec.replicas}").ok(),
-            Some(vec![key("spec"), key("replicas")])
+            named(".spec.containers[*].image", &doc),
+            Some(vec![image(0), image(1)])
         );
         assert_eq!(
-            parse_json_path("$.spec.replicas").ok(),
-            Some(vec![key("spec"), key("replicas")])
+            named(".spec.containers.*.image", &doc),
+            Some(vec![image(0), image(1)])
         );
-        assert_eq!(
-            parse_json_path(".metadata.annotations['a.b/c']").ok(),
-            Some(vec![key("metadata"), key("annotations"), key("a.b/c")])
-        );
-        assert_eq!(
-            parse_json_path(r".metadata.annotations.a\.b/c").ok(),
-            Some(vec![key("metadata"), key("annotations"), key("a.b/c")])
-        );
-        assert_eq!(
-            parse_json_path(".spec.containers[0].image").ok(),
-            Some(vec![
-                key("spec"),
-                key("containers"),
-                Segment::Index(0),
-                key("image")
-            ])
-        );
-        assert_eq!(
-            parse_json_path(".spec.containers[*].image").ok(),
-            Some(vec![
-                key("spec"),
-                key("containers"),
-                Segment::Any,
-                key("image")
-            ])
-        );
+        // Out of range or into what is not a list: nothing to ignore, not an error.
+        assert_eq!(named(".spec.containers[5].image", &doc), Some(vec![]));
+        assert_eq!(named(".spec.replicas[0]", &doc), Some(vec![]));
     }
 
     #[test]
@@ -342,6 +378,11 @@ mod tests {
             ".spec..x",
             ".spec[?(@.x)]",
             ".a[x]",
+            ".a[-1]",
+            ".a[0:2]",
+            ".a[0,1]",
+            ".a{",
+            "{.a}{.b}",
         ] {
             let err = parse_json_path(bad)
                 .err()
@@ -358,12 +399,24 @@ mod tests {
     fn json_pointers_parse_with_escapes() {
         assert_eq!(
             parse_json_pointer("/spec/replicas").ok(),
-            Some(vec![key("spec"), key("replicas")])
+            Some(vec!["spec".to_string(), "replicas".to_string()])
         );
         assert_eq!(
             parse_json_pointer("/metadata/annotations/a~1b~0c").ok(),
-            Some(vec![key("metadata"), key("annotations"), key("a/b~c")])
+            Some(vec![
+                "metadata".to_string(),
+                "annotations".to_string(),
+                "a/b~c".to_string()
+            ])
         );
+        let doc = json!({"l": [{"k": 1}]});
+        let tokens = |p: &str| parse_json_pointer(p).unwrap_or_default();
+        assert_eq!(
+            pointer_path(&tokens("/l/0/k"), &doc),
+            Some(vec![key("l"), Step::Index(0), key("k")])
+        );
+        assert_eq!(pointer_path(&tokens("/l/1/k"), &doc), None);
+        assert_eq!(pointer_path(&tokens("/l/k"), &doc), None);
         assert!(parse_json_pointer("spec/replicas").is_err());
         assert!(parse_json_pointer("").is_err());
         assert!(parse_json_pointer("/a~2").is_err());

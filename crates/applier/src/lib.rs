@@ -81,7 +81,7 @@ pub use ignore::{
     CONFIG_SPEC_HASH_ANNOTATION, IgnorePlan, check_jq_path, parse_json_path, parse_json_pointer,
     plan_ignore_fields,
 };
-pub use json_path::Segment;
+pub use json_path::JsonPath;
 pub use kube::api::PropagationPolicy;
 pub use manifest::{content_hash, is_noop_update};
 pub use order::apply_order;

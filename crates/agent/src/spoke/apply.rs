@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use serde_json::Value;
 use work_api::{
     AppliedManifestResourceMeta, AppliedManifestWork, ManifestResourceMeta, ManifestWork,
-    UpdateStrategyType,
+    ManifestWorkStatus, UpdateStrategyType,
 };
 
 use crate::context::Context;
@@ -442,7 +442,8 @@ impl WorkScope<'_> {
                     && let Live::Found(object) = &outcome.live
                 {
                     // Feedback reads whatever is there, as upstream.
-                    outcome.feedback = read_feedback(self.ctx, settings, resolved, object);
+                    outcome.feedback =
+                        self.read_feedback(&outcome.meta, settings, resolved, object);
                 }
                 return outcome;
             }
@@ -461,7 +462,7 @@ impl WorkScope<'_> {
         let feedback = if settings.feedback_rules.is_empty() {
             Feedback::NoRules
         } else {
-            read_feedback(self.ctx, settings, resolved, object)
+            self.read_feedback(&meta, settings, resolved, object)
         };
         ManifestOutcome {
             meta,
@@ -474,24 +475,81 @@ impl WorkScope<'_> {
     }
 }
 
-fn read_feedback(
-    ctx: &Context,
-    settings: &ManifestSettings,
-    resolved: &applier::ResolvedResource,
-    object: &Value,
-) -> Feedback {
-    let (values, error) = feedback::collect(
-        &settings.feedback_rules,
-        &resolved.group,
-        &resolved.version,
-        &resolved.kind,
-        object,
-        ctx.config
-            .gates
-            .raw_feedback_json
-            .then_some(ctx.config.max_json_raw_length),
-    );
-    Feedback::Read(values, error)
+impl WorkScope<'_> {
+    /// Reads a manifest's feedback. A failing rule is logged when the work's status does not
+    /// already report the same error, so once per change and not on every resync.
+    fn read_feedback(
+        &self,
+        meta: &ManifestResourceMeta,
+        settings: &ManifestSettings,
+        resolved: &applier::ResolvedResource,
+        object: &Value,
+    ) -> Feedback {
+        let ctx = self.ctx;
+        let (values, errors) = feedback::collect(
+            &settings.feedback_rules,
+            &resolved.group,
+            &resolved.version,
+            &resolved.kind,
+            object,
+            ctx.config
+                .gates
+                .raw_feedback_json
+                .then_some(ctx.config.max_json_raw_length),
+        );
+        let error = feedback::joined(&errors);
+        if let Some(message) = &error
+            && !feedback_already_reported(self.work.status.as_ref(), meta, message)
+        {
+            for e in &errors {
+                tracing::warn!(
+                    work = %self.name,
+                    manifest = %describe(meta),
+                    rule = %e.rule,
+                    error = %e.error,
+                    "status feedback rule failed"
+                );
+            }
+        }
+        Feedback::Read(values, error)
+    }
+}
+
+/// A manifest as logs name it: `group/kind namespace/name` (`kind name` where there are none).
+fn describe(meta: &ManifestResourceMeta) -> String {
+    let kind = if meta.group.is_empty() {
+        meta.kind.clone()
+    } else {
+        format!("{}/{}", meta.group, meta.kind)
+    };
+    if meta.namespace.is_empty() {
+        format!("{kind} {}", meta.name)
+    } else {
+        format!("{kind} {}/{}", meta.namespace, meta.name)
+    }
+}
+
+/// Whether `status` already reports this feedback error for the manifest: its
+/// `StatusFeedbackSynced` condition is False with the message the error gives.
+fn feedback_already_reported(
+    status: Option<&ManifestWorkStatus>,
+    meta: &ManifestResourceMeta,
+    error: &str,
+) -> bool {
+    let expected = conditions::feedback_condition(Err(error));
+    status
+        .and_then(|s| s.resource_status.as_ref())
+        .and_then(|r| {
+            r.manifests.iter().find(|m| {
+                let m = &m.resource_meta;
+                m.ordinal == meta.ordinal
+                    && m.kind == meta.kind
+                    && m.namespace == meta.namespace
+                    && m.name == meta.name
+            })
+        })
+        .and_then(|m| m.conditions.iter().find(|c| c.type_ == expected.type_))
+        .is_some_and(|c| c.status == expected.status.as_str() && c.message == expected.message)
 }
 
 /// The live object of a manifest that was not written: from the watch cache, else read.
@@ -561,6 +619,68 @@ fn outcome_label(o: &applier::ApplyOutcome) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_feedback_error_is_new_until_the_status_reports_it() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+        use k8s_openapi::jiff::Timestamp;
+        use work_api::{ManifestCondition, ManifestResourceStatus};
+        let meta = ManifestResourceMeta {
+            ordinal: 1,
+            kind: "Deployment".into(),
+            namespace: "default".into(),
+            name: "nginx".into(),
+            ..Default::default()
+        };
+        let reported = conditions::feedback_condition(Err("resource: bad"));
+        let status =
+            |meta: &ManifestResourceMeta, status: &str, message: &str| ManifestWorkStatus {
+                resource_status: Some(ManifestResourceStatus {
+                    manifests: vec![ManifestCondition {
+                        resource_meta: meta.clone(),
+                        status_feedback: None,
+                        conditions: vec![Condition {
+                            type_: reported.type_.clone(),
+                            status: status.into(),
+                            reason: reported.reason.clone(),
+                            message: message.into(),
+                            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+                            observed_generation: None,
+                        }],
+                    }],
+                }),
+                ..Default::default()
+            };
+        let same = status(&meta, "False", &reported.message);
+        assert!(feedback_already_reported(
+            Some(&same),
+            &meta,
+            "resource: bad"
+        ));
+        // A different error, a synced condition, another manifest or no status: log it.
+        assert!(!feedback_already_reported(
+            Some(&same),
+            &meta,
+            "resource: worse"
+        ));
+        let synced = status(&meta, "True", &reported.message);
+        assert!(!feedback_already_reported(
+            Some(&synced),
+            &meta,
+            "resource: bad"
+        ));
+        let other = ManifestResourceMeta {
+            ordinal: 0,
+            ..meta.clone()
+        };
+        assert!(!feedback_already_reported(
+            Some(&same),
+            &other,
+            "resource: bad"
+        ));
+        assert!(!feedback_already_reported(None, &meta, "resource: bad"));
+        assert_eq!(describe(&meta), "Deployment default/nginx");
+    }
 
     #[test]
     fn plurals_are_guessed_like_kubernetes() {

@@ -1,11 +1,15 @@
 //! Status feedback (`feedbackRules`): values read from the live object with JSON paths, reported
 //! in `status.resourceStatus.manifests[].statusFeedback`. Pure.
 //!
-//! Paths are the subset of Kubernetes JSONPath that feedback rules use in practice: fields
-//! (`.status.readyReplicas`, `.metadata.labels['app']`), indexes (`.spec.containers[0].image`) and
-//! equality filters (`.status.conditions[?(@.type=="Ready")].status`). A path that finds nothing
-//! yields no value (not an error), as upstream.
+//! A path is read as upstream reads it: client-go's jsonpath on `{path}` with missing keys
+//! allowed (see [`applier::JsonPath`] for the forms), the first value reported, or with the
+//! `RawFeedbackJsonString` gate all the values as JSON text. A path that finds nothing yields no
+//! value (not an error); a path client-go fails to walk (an index out of range, a comparison of
+//! different types) is an error of its rule, as upstream.
 
+use std::borrow::Cow;
+
+use applier::JsonPath as Path;
 use serde_json::Value;
 use work_api::{FeedbackRule, FeedbackType, FeedbackValue, FieldValue, JsonPath, ValueType};
 
@@ -44,10 +48,30 @@ fn well_known_paths(group: &str, kind: &str) -> &'static [(&'static str, &'stati
     }
 }
 
-/// The values the rules give on `object`, and the errors met (joined) if any. With `raw_json`
-/// (the `RawFeedbackJsonString` gate, with the longest JSON text allowed) a path reaching a
-/// structure or several values reports them as JSON text; without it a path reports its first
-/// value, and a structure is an error.
+/// A feedback rule that gave no value because of an error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleError {
+    /// The path's name, or the rule type where the rule as a whole failed.
+    pub rule: String,
+    /// Why.
+    pub error: String,
+}
+
+/// The errors as one status message (`rule: error; ...`); None without errors.
+pub fn joined(errors: &[RuleError]) -> Option<String> {
+    (!errors.is_empty()).then(|| {
+        errors
+            .iter()
+            .map(|e| format!("{}: {}", e.rule, e.error))
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+/// The values the rules give on `object`, and the errors met. With `raw_json` (the
+/// `RawFeedbackJsonString` gate, with the longest JSON text allowed) a path reaching a structure
+/// or several values reports them as JSON text; without it a path reports its first value, and a
+/// structure is an error.
 pub fn collect(
     rules: &[FeedbackRule],
     group: &str,
@@ -55,7 +79,7 @@ pub fn collect(
     kind: &str,
     object: &Value,
     raw_json: Option<usize>,
-) -> (Vec<FeedbackValue>, Option<String>) {
+) -> (Vec<FeedbackValue>, Vec<RuleError>) {
     let mut values = Vec::new();
     let mut errors = Vec::new();
     for rule in rules {
@@ -63,9 +87,10 @@ pub fn collect(
             FeedbackType::WellKnownStatus => {
                 let paths = well_known_paths(group, kind);
                 if paths.is_empty() {
-                    errors.push(format!(
-                        "no well-known status for kind {kind} in group {group:?}"
-                    ));
+                    errors.push(RuleError {
+                        rule: "WellKnownStatus".into(),
+                        error: format!("no well-known status for kind {kind} in group {group:?}"),
+                    });
                 }
                 for (name, path) in paths {
                     read_one(name, path, object, raw_json, &mut values, &mut errors);
@@ -82,20 +107,25 @@ pub fn collect(
                         .as_deref()
                         .is_some_and(|v| !v.is_empty() && v != version)
                     {
-                        errors.push(format!("version of path {name} does not match {version}"));
+                        errors.push(RuleError {
+                            rule: name.clone(),
+                            error: format!("the version of the path does not match {version}"),
+                        });
                         continue;
                     }
                     read_one(name, path, object, raw_json, &mut values, &mut errors);
                 }
             }
-            other => errors.push(format!("unknown feedback rule type {:?}", other.as_str())),
+            other => errors.push(RuleError {
+                rule: other.as_str().to_string(),
+                error: "unknown feedback rule type".into(),
+            }),
         }
     }
     // One value per name: the first rule that produced it wins.
     let mut seen = std::collections::BTreeSet::new();
     values.retain(|v: &FeedbackValue| seen.insert(v.name.clone()));
-    let error = (!errors.is_empty()).then(|| errors.join("; "));
-    (values, error)
+    (values, errors)
 }
 
 fn read_one(
@@ -104,41 +134,51 @@ fn read_one(
     object: &Value,
     raw_json: Option<usize>,
     values: &mut Vec<FeedbackValue>,
-    errors: &mut Vec<String>,
+    errors: &mut Vec<RuleError>,
 ) {
-    match evaluate(path, object) {
-        Ok(found) => match to_field_value(found, raw_json) {
-            Ok(Some(field_value)) => values.push(FeedbackValue {
-                name: name.to_string(),
-                field_value,
-            }),
-            Ok(None) => {}
-            Err(e) => errors.push(format!("{name}: {e}")),
-        },
-        Err(e) => errors.push(format!("{name}: invalid path {path:?}: {e}")),
+    let found = Path::parse(path)
+        .map_err(|e| format!("invalid path {path:?}: {e}"))
+        .and_then(|p| {
+            p.select(object)
+                .map_err(|e| format!("path {path:?} failed: {e}"))
+        });
+    match found.and_then(|found| to_field_value(found, raw_json)) {
+        Ok(Some(field_value)) => values.push(FeedbackValue {
+            name: name.to_string(),
+            field_value,
+        }),
+        Ok(None) => {}
+        Err(error) => errors.push(RuleError {
+            rule: name.to_string(),
+            error,
+        }),
     }
 }
 
 fn to_field_value(
-    found: Vec<&Value>,
+    found: Vec<Cow<'_, Value>>,
     raw_json: Option<usize>,
 ) -> Result<Option<FieldValue>, String> {
-    let value = match found.as_slice() {
+    let many;
+    let value: &Value = match found.as_slice() {
         [] => return Ok(None),
-        [one, ..] if raw_json.is_none() => (*one).clone(),
-        [one] => (*one).clone(),
-        many => Value::Array(many.iter().map(|v| (*v).clone()).collect()),
+        [one, ..] if raw_json.is_none() => one,
+        [one] => one,
+        all => {
+            many = Value::Array(all.iter().map(|v| v.as_ref().clone()).collect());
+            &many
+        }
     };
     let mut fv = FieldValue::default();
     match value {
         Value::Null => return Ok(None),
         Value::Bool(b) => {
             fv.type_ = ValueType::Boolean;
-            fv.boolean = Some(b);
+            fv.boolean = Some(*b);
         }
         Value::String(s) => {
             fv.type_ = ValueType::String;
-            fv.string = Some(s);
+            fv.string = Some(s.clone());
         }
         Value::Number(n) if n.is_i64() => {
             fv.type_ = ValueType::Integer;
@@ -148,11 +188,11 @@ fn to_field_value(
             return Err(format!(
                 "the value is {}, not a string, integer or boolean (structures are reported \
                  with the RawFeedbackJsonString feature gate)",
-                json_kind(&other)
+                applier::json_path::kind_of(other)
             ));
         }
         other => {
-            let raw = serde_json::to_string(&other).map_err(|e| e.to_string())?;
+            let raw = serde_json::to_string(other).map_err(|e| e.to_string())?;
             let limit = raw_json.unwrap_or(MAX_JSON_RAW);
             if raw.len() > limit {
                 return Err(format!("value longer than {limit} characters"));
@@ -164,28 +204,23 @@ fn to_field_value(
     Ok(Some(fv))
 }
 
-/// What a JSON value is, for messages.
-fn json_kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
-}
-
-/// Every value the path reaches (missing keys reach nothing).
-fn evaluate<'a>(path: &str, object: &'a Value) -> Result<Vec<&'a Value>, String> {
-    let pattern = applier::json_path::parse(path)?;
-    Ok(applier::json_path::select(&pattern, object))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `collect` with the errors as the status message.
+    fn collect_joined(
+        rules: &[FeedbackRule],
+        group: &str,
+        version: &str,
+        kind: &str,
+        object: &Value,
+        raw_json: Option<usize>,
+    ) -> (Vec<FeedbackValue>, Option<String>) {
+        let (values, errors) = collect(rules, group, version, kind, object, raw_json);
+        (values, joined(&errors))
+    }
 
     fn job() -> Value {
         json!({"status": {"succeeded": 1, "conditions": [
@@ -198,14 +233,14 @@ mod tests {
             type_: FeedbackType::WellKnownStatus,
             json_paths: vec![],
         }];
-        let (values, err) = collect(&rules, "batch", "v1", "Job", &job(), None);
+        let (values, err) = collect_joined(&rules, "batch", "v1", "Job", &job(), None);
         assert_eq!(err, None);
         assert_eq!(values.len(), 2);
         assert_eq!(values[0].name, "JobComplete");
         assert_eq!(values[0].field_value.string.as_deref(), Some("True"));
         assert_eq!(values[1].field_value.type_, ValueType::Integer);
         assert_eq!(values[1].field_value.integer, Some(1));
-        let (none, err) = collect(&rules, "", "v1", "ConfigMap", &json!({}), None);
+        let (none, err) = collect_joined(&rules, "", "v1", "ConfigMap", &json!({}), None);
         assert!(none.is_empty());
         assert!(err.is_some_and(|e| e.contains("ConfigMap")));
     }
@@ -225,7 +260,9 @@ mod tests {
         let rules = vec![FeedbackRule {
             type_: FeedbackType::JsonPaths,
             json_paths: vec![
-                path("label", ".metadata.labels['app.kubernetes.io/name']"),
+                path("label", r".metadata.labels.app\.kubernetes\.io/name"),
+                // As client-go: `['a.b']` is `.a.b`, so this names no label.
+                path("dotted", ".metadata.labels['app.kubernetes.io/name']"),
                 path("ok", ".spec.ok"),
                 path("first", ".spec.list[0].a"),
                 path("all", ".spec.list[*].a"),
@@ -233,10 +270,11 @@ mod tests {
                 path("missing", ".spec.nothing.here"),
             ],
         }];
-        let (values, err) = collect(&rules, "", "v1", "Thing", &obj, Some(MAX_JSON_RAW));
+        let (values, err) = collect_joined(&rules, "", "v1", "Thing", &obj, Some(MAX_JSON_RAW));
         assert_eq!(err, None);
         let by = |n: &str| values.iter().find(|v| v.name == n).map(|v| &v.field_value);
         assert_eq!(by("label").and_then(|v| v.string.as_deref()), Some("x"));
+        assert!(by("dotted").is_none());
         assert_eq!(by("ok").and_then(|v| v.boolean), Some(true));
         assert_eq!(by("first").and_then(|v| v.integer), Some(1));
         assert_eq!(by("all").and_then(|v| v.json_raw.as_deref()), Some("[1,2]"));
@@ -258,13 +296,69 @@ mod tests {
                 path("n", ".spec.n"),
             ],
         }];
-        let (values, err) = collect(&rules, "", "v1", "Thing", &obj, None);
+        let (values, err) = collect_joined(&rules, "", "v1", "Thing", &obj, None);
         let by = |n: &str| values.iter().find(|v| v.name == n).map(|v| &v.field_value);
         assert_eq!(by("all").and_then(|v| v.integer), Some(1));
         assert!(by("obj").is_none());
         assert_eq!(by("n").and_then(|v| v.integer), Some(3));
         let err = err.expect("the structure is an error");
         assert!(err.contains("obj: the value is an object"), "{err}");
+    }
+
+    #[test]
+    fn the_whole_object_as_maestro_reads_it() {
+        // Maestro's e2e suite: `{name: resource, path: "@"}` on a Deployment, with the
+        // RawFeedbackJsonString gate Maestro's agent turns on.
+        let deploy = json!({"kind": "Deployment", "metadata": {"name": "nginx"},
+            "status": {"readyReplicas": 1, "replicas": 1}});
+        let rules = vec![FeedbackRule {
+            type_: FeedbackType::JsonPaths,
+            json_paths: vec![path("resource", "@"), path("root", "{$}")],
+        }];
+        let (values, err) =
+            collect_joined(&rules, "apps", "v1", "Deployment", &deploy, Some(1 << 20));
+        assert_eq!(err, None);
+        for v in &values {
+            let raw = v.field_value.json_raw.as_deref().unwrap_or_default();
+            assert_eq!(
+                serde_json::from_str::<Value>(raw).ok(),
+                Some(deploy.clone()),
+                "{}",
+                v.name
+            );
+        }
+        assert_eq!(values.len(), 2);
+        // Without the gate a structure is an error of that rule, as upstream.
+        let (values, err) = collect_joined(&rules, "apps", "v1", "Deployment", &deploy, None);
+        assert!(values.is_empty());
+        assert!(err.is_some_and(|e| e.contains("resource: the value is an object")));
+    }
+
+    #[test]
+    fn client_go_forms_and_walk_errors() {
+        let pod = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "n": 2}]}});
+        let rules = vec![FeedbackRule {
+            type_: FeedbackType::JsonPaths,
+            json_paths: vec![
+                path("last", ".spec.containers[-1].image"),
+                path("names", "..name"),
+                path("count", ".status.conditions[?(@.n>1)].n"),
+                path("out", ".spec.containers[5].image"),
+            ],
+        }];
+        let (values, errors) = collect(&rules, "", "v1", "Pod", &pod, Some(MAX_JSON_RAW));
+        let by = |n: &str| values.iter().find(|v| v.name == n).map(|v| &v.field_value);
+        assert_eq!(by("last").and_then(|v| v.string.as_deref()), Some("y"));
+        assert_eq!(
+            by("names").and_then(|v| v.json_raw.as_deref()),
+            Some(r#"["a","b"]"#)
+        );
+        assert_eq!(by("count").and_then(|v| v.integer), Some(2));
+        // client-go fails on an index out of range; the rule reports it, the others still count.
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].rule, "out");
+        assert!(errors[0].error.contains("out of bounds"), "{:?}", errors[0]);
     }
 
     #[test]
@@ -275,7 +369,7 @@ mod tests {
         }];
         let ds = json!({"status": {"numberReady": 2, "desiredNumberScheduled": 3,
             "numberAvailable": 1}});
-        let (values, err) = collect(&rules, "apps", "v1", "DaemonSet", &ds, None);
+        let (values, err) = collect_joined(&rules, "apps", "v1", "DaemonSet", &ds, None);
         assert_eq!(err, None);
         let names: Vec<&str> = values.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(
@@ -302,11 +396,16 @@ mod tests {
                 JsonPath {
                     name: "c".into(),
                     version: None,
+                    path: "{range .spec}{end}".into(),
+                },
+                JsonPath {
+                    name: "d".into(),
+                    version: None,
                     path: "[?(@.x>1)]".into(),
                 },
             ],
         }];
-        let (values, err) = collect(
+        let (values, err) = collect_joined(
             &rules,
             "",
             "v1",
@@ -318,8 +417,9 @@ mod tests {
         let err = err.expect("errors");
         assert!(
             err.contains("a: invalid path")
-                && err.contains("version of path b")
-                && err.contains("c: invalid path"),
+                && err.contains("b: the version of the path does not match v1")
+                && err.contains("c: invalid path")
+                && err.contains("d: path \"[?(@.x>1)]\" failed"),
             "{err}"
         );
     }

@@ -93,6 +93,8 @@ pub struct Tally {
     pub ttl_unverified: u64,
     /// Driver operations that failed (e.g. while the hub was down), retried later.
     pub op_errors: u64,
+    /// Behind a broker: what the wire faults did, as the source counted it.
+    pub wire: Vec<(&'static str, u64)>,
 }
 
 /// Everything shared.

@@ -564,3 +564,68 @@ fn as_work(name: &str, r: &StoredResource) -> ManifestWork {
     });
     serde_json::from_value(value).unwrap_or_else(|_| ManifestWork::new(name, Default::default()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(status: Option<Value>) -> StoredResource {
+        StoredResource {
+            id: "4717d8e0".into(),
+            consumer: "c1".into(),
+            version: 3,
+            metadata: json!({"name": "4717d8e0"}),
+            bundle: json!({"manifests": []}),
+            deleted_at: None,
+            status,
+            status_hash: None,
+            sequence_id: None,
+            statuses_accepted: 1,
+            spec_events_sent: 3,
+            ordinal: 1,
+        }
+    }
+
+    #[test]
+    fn a_resource_is_shown_as_the_work_it_stands_for() {
+        let status = json!({
+            "conditions": [{"type": "Applied", "status": "True", "reason": "r", "message": "",
+                            "lastTransitionTime": "2026-11-27T01:00:00Z", "observedGeneration": 3}],
+            "resourceStatus": [{"resourceMeta": {"ordinal": 0, "group": "", "version": "v1",
+                                "kind": "ConfigMap", "resource": "configmaps", "name": "a",
+                                "namespace": "ns"}, "conditions": []}]
+        });
+        let w = as_work("w7", &stored(Some(status)));
+        assert_eq!(w.metadata.name.as_deref(), Some("w7"));
+        assert_eq!(w.metadata.generation, Some(3));
+        assert_eq!(w.metadata.uid.as_deref(), Some("4717d8e0"));
+        assert!(w.metadata.deletion_timestamp.is_none());
+        let st = w.status.expect("status");
+        assert_eq!(st.conditions[0].observed_generation, Some(3));
+        let manifests = st.resource_status.expect("resource status").manifests;
+        assert_eq!(manifests.len(), 1);
+
+        let mut deleting = stored(None);
+        deleting.deleted_at = Some("2026-11-27T01:02:03Z".parse().expect("time"));
+        let w = as_work("w8", &deleting);
+        assert!(w.status.is_none());
+        assert_eq!(
+            w.metadata.deletion_timestamp.map(|t| t.0.as_second()),
+            Some(1_795_741_323)
+        );
+    }
+
+    #[test]
+    fn a_bundle_carries_the_specs_manifests_and_options() {
+        let spec = json!({"workload": {"manifests": [{"kind": "ConfigMap"}]},
+                          "manifestConfigs": [{"x": 1}],
+                          "deleteOption": {"propagationPolicy": "Orphan"}});
+        assert_eq!(
+            bundle(&spec),
+            json!({"manifests": [{"kind": "ConfigMap"}], "manifestConfigs": [{"x": 1}],
+                   "deleteOption": {"propagationPolicy": "Orphan"}})
+        );
+        let bare = json!({"workload": {"manifests": []}});
+        assert_eq!(bundle(&bare), json!({"manifests": []}));
+    }
+}

@@ -17,7 +17,7 @@ use crate::broker::BrokerHub;
 use crate::hub::Hub;
 use crate::kubeops::{agent_fingerprint, api, api_all, condition, obj_ref};
 use crate::workload::{Phase, RUN_LABEL};
-use crate::world::{Completion, Shared};
+use crate::world::{Completion, Shared, WriteAfterComplete};
 
 /// Pause after a watch error before the watcher retries.
 const RETRY: std::time::Duration = std::time::Duration::from_millis(500);
@@ -195,11 +195,20 @@ async fn watch_spoke(
                         continue;
                     };
                     if print.written_since(&before) && o.metadata.deletion_timestamp.is_none() {
-                        w.counts.writes_after_complete += 1;
-                        w.violation(format!(
+                        let line = format!(
                             "{} of completed work {name} written: {before:?} -> {print:?}",
                             obj.describe()
-                        ));
+                        );
+                        if let Some(deferred) = w.deferred_writes.as_mut() {
+                            deferred.push(WriteAfterComplete {
+                                work: name.clone(),
+                                at: print.latest(),
+                                line,
+                            });
+                        } else {
+                            w.counts.writes_after_complete += 1;
+                            w.violation(line);
+                        }
                     }
                     // The new baseline, also after fields were only taken away (the driver's
                     // forced edit): an agent write giving them back is then a gain.

@@ -74,6 +74,13 @@ impl Source {
         }
     }
 
+    fn received(&self) -> Vec<CloudEvent> {
+        match self {
+            Source::Mqtt { source, .. } => source.events(),
+            Source::Grpc(s) => s.events(),
+        }
+    }
+
     fn resend(&self, consumer: &str, ev: CloudEvent) -> Result<(), String> {
         match self {
             Source::Mqtt { source, .. } => source
@@ -326,6 +333,44 @@ impl BrokerHub {
         let source = self.source.lock().await;
         source.arm(WireFaults::disarm);
         while source.release_held() {}
+    }
+
+    /// The wire history of work `name`, for a violation's report: its resource id, every spec
+    /// event the source sent for it (type, version, deleting, time) and every status it received.
+    pub async fn history(&self, name: &str) -> String {
+        let Some(id) = self.id_of(name) else {
+            return "no resource".into();
+        };
+        let source = self.source.lock().await;
+        let line = |ev: &CloudEvent| {
+            let ty = ev.type_.rsplit('.').next().unwrap_or_default().to_string();
+            let version = ev
+                .ext_integer(cloudevents::types::EXT_RESOURCE_VERSION)
+                .ok()
+                .flatten()
+                .unwrap_or(-1);
+            let deleting = ev
+                .extensions
+                .contains_key(cloudevents::types::EXT_DELETION_TIMESTAMP);
+            let time = ev.time.map(|t| t.format("%H:%M:%S%.3f").to_string());
+            format!(
+                "{ty} v{version}{} {}",
+                if deleting { " deleting" } else { "" },
+                time.unwrap_or_default()
+            )
+        };
+        let of_id = |ev: &&CloudEvent| {
+            ev.ext_string(cloudevents::types::EXT_RESOURCE_ID)
+                .as_deref()
+                == Some(id.as_str())
+        };
+        let sent: Vec<String> = source.sent().iter().filter(of_id).map(line).collect();
+        let received: Vec<String> = source.received().iter().filter(of_id).map(line).collect();
+        format!(
+            "resource {id}; sent: [{}]; received: [{}]",
+            sent.join(", "),
+            received.join(", ")
+        )
     }
 
     /// What the wire faults injected.

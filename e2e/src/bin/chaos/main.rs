@@ -492,12 +492,17 @@ async fn run(plan: Plan) -> Result<bool, String> {
     {
         let mut w = shared.lock();
         w.counts.works_stuck = pending.len() as u64;
-        for (work, why) in &pending {
-            w.violation(format!(
-                "work {work} not converged {:?} after the last fault: {why}",
-                plan.converge_bound
-            ));
-        }
+    }
+    for (work, why) in &pending {
+        // Behind a broker, what went over the wire for the work says where it stopped.
+        let wire = match &hub {
+            Hub::Broker(b) => format!(" ({})", b.history(work).await),
+            Hub::Kube { .. } => String::new(),
+        };
+        shared.lock().violation(format!(
+            "work {work} not converged {:?} after the last fault: {why}{wire}",
+            plan.converge_bound
+        ));
     }
     let dups = checks::duplicates(&shared, &hub, &spoke.client).await;
     let lost = checks::survivors(&shared, &spoke.client).await;

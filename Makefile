@@ -56,11 +56,11 @@ test: lint unit ## everything: lint, unit tests, then integration tests and a sh
 	e2e/scripts/with-cluster.sh e2e/scripts/run-suite.sh
 
 .PHONY: chaos
-chaos: ## fault injection, a few minutes (report in docs/reliability.md; CHAOS_ARGS="--seed N" reproduces)
+chaos: ## fault injection on the Kubernetes hub, then behind MQTT and gRPC, about 10 min (docs/reliability.md; CHAOS_ARGS="--hub mqtt --seed N" reproduces one)
 	CHAOS_UPDATE_DOCS=1 e2e/scripts/with-cluster.sh e2e/scripts/chaos.sh $(CHAOS_ARGS)
 
 .PHONY: chaos-long
-chaos-long: ## fault injection and churn for an hour, with RSS samples (docs/reliability.md, docs/soak-rss-long.*)
+chaos-long: ## fault injection and churn for an hour on the Kubernetes hub (RSS in docs/soak-rss-long.*), then 20 min behind MQTT and 20 behind gRPC (docs/reliability.md)
 	CHAOS_UPDATE_DOCS=1 e2e/scripts/with-cluster.sh e2e/scripts/chaos.sh --long $(CHAOS_ARGS)
 
 .PHONY: soak

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# chaos.sh [CHAOS_ARGS...]   (see `chaos --help`: --seed N, --duration S, --long, --soak, ...)
+# chaos.sh [CHAOS_ARGS...]   (see `chaos --help`: --hub H, --seed N, --duration S, --long, --soak)
 # Builds the agent and the fault-injection driver, then runs the driver against the control planes
-# named by WORK_AGENT_{HUB,SPOKE}_KUBECONFIG (or $RUN_ROOT/clusters.env). The driver restarts and
-# stops the hub's and spoke's kube-apiservers through controlplane.sh, so run it on control planes
-# of its own (`make chaos` starts fresh ones with with-cluster.sh).
+# named by WORK_AGENT_{HUB,SPOKE}_KUBECONFIG (or $RUN_ROOT/clusters.env), once per hub: the
+# Kubernetes hub, then a Maestro-shaped source over MQTT (a private mosquitto), then a gRPC source
+# (both in the driver's process, on free ports). `--hub kube|mqtt|grpc` in the arguments runs that
+# one only; `--soak` runs on the Kubernetes hub only. The driver restarts and stops the hub's and
+# spoke's kube-apiservers through controlplane.sh, so run it on control planes of its own
+# (`make chaos` starts fresh ones with with-cluster.sh).
+#   CHAOS_HUBS="kube mqtt grpc"  the hubs when no --hub is given
+#   CHAOS_BROKER_SECONDS=S  length of the fault phase behind a broker (default: the driver's,
+#                           120 s, or 1200 s with --long; a --duration in the arguments otherwise)
 #   CHAOS_PROFILE=release   agent built with --release (default: debug, as the integration suite)
-#   CHAOS_UPDATE_DOCS=1     write the report into docs/reliability.md (and, for --long/--soak runs,
-#                           the RSS curve to docs/soak-rss.{csv,svg})
-# Exits with the driver's code: 0 when every invariant count is 0.
+#   CHAOS_UPDATE_DOCS=1     write each report into docs/reliability.md (and, for --long/--soak runs
+#                           on the Kubernetes hub, the RSS curve to docs/soak-rss-<mode>.{csv,svg})
+# Exits 0 when every run's invariant counts are all 0, else with the last failing run's code.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -40,18 +46,49 @@ cp "$TARGET_DIR/debug/chaos" "$RUN_ROOT/bin/chaos"
 export WORK_AGENT_BIN=$RUN_ROOT/bin/work-agent
 export WORK_AGENT_RUN_DIR=$RUN_ROOT
 
-mode=default
-for a in "$@"; do case "$a" in --long) mode=long ;; --soak) mode=soak ;; esac; done
-out=$RUN_ROOT/chaos-$mode
-mkdir -p "$out"
-args=(--report "$out/report.md" --csv "$out/samples.csv" --svg "$out/rss.svg")
-set +e
-"$RUN_ROOT/bin/chaos" "${args[@]}" "$@"
-rc=$?
-set -e
-log "report: $out/report.md (exit $rc)"
+base=default hub_arg="" prev=""
+for a in "$@"; do
+  case "$a" in --long) base=long ;; --soak) base=soak ;; esac
+  [ "$prev" = --hub ] && hub_arg=$a
+  prev=$a
+done
+if [ -n "$hub_arg" ]; then
+  hubs=$hub_arg
+elif [ "$base" = soak ]; then
+  hubs=kube
+else
+  hubs=${CHAOS_HUBS:-kube mqtt grpc}
+fi
 
-if [ "${CHAOS_UPDATE_DOCS:-0}" = 1 ] && [ -f "$out/report.md" ]; then
+# One run of the driver on hub $1; its mode names the report directory and the docs block.
+run_one() {
+  local hub=$1 mode out rc
+  shift
+  local args=("$@")
+  case "$hub:$base" in
+    kube:*) mode=$base ;;
+    *:long) mode=$hub-long ;;
+    *) mode=$hub ;;
+  esac
+  if [ "$hub" != kube ]; then
+    [ -n "$hub_arg" ] || args+=(--hub "$hub")
+    [ -z "${CHAOS_BROKER_SECONDS:-}" ] || args+=(--duration "$CHAOS_BROKER_SECONDS")
+  fi
+  out=$RUN_ROOT/chaos-$mode
+  mkdir -p "$out"
+  set +e
+  "$RUN_ROOT/bin/chaos" --report "$out/report.md" --csv "$out/samples.csv" --svg "$out/rss.svg" "${args[@]}"
+  rc=$?
+  set -e
+  log "$hub: report $out/report.md (exit $rc)"
+  if [ "${CHAOS_UPDATE_DOCS:-0}" = 1 ] && [ -f "$out/report.md" ]; then
+    update_docs "$mode" "$out"
+  fi
+  return "$rc"
+}
+
+update_docs() {
+  local mode=$1 out=$2
   python3 - "$ROOT/docs/reliability.md" "$mode" "$out/report.md" "$PROFILE" <<'PY'
 import datetime, re, sys
 doc, mode, report, profile = sys.argv[1:]
@@ -64,13 +101,19 @@ if not pattern.search(text):
     sys.exit(f"{doc} has no chaos-{mode} markers")
 open(doc, "w").write(pattern.sub(lambda _: block, text))
 PY
-  if [ "$mode" != default ]; then
+  if [ "$mode" = long ] || [ "$mode" = soak ]; then
     cp "$out/samples.csv" "$ROOT/docs/soak-rss-$mode.csv"
     cp "$out/rss.svg" "$ROOT/docs/soak-rss-$mode.svg"
     # A PNG as well when matplotlib is there (optional: the SVG needs nothing).
     python3 "$HERE/plot-soak.py" "$out/samples.csv" "$ROOT/docs/soak-rss-$mode.png" \
       "work-agent, chaos --$mode" || true
   fi
-  log "docs/reliability.md updated"
-fi
-exit "$rc"
+  log "docs/reliability.md updated ($mode)"
+}
+
+# Every hub runs, also after a failed one: each report says what held.
+status=0
+for hub in $hubs; do
+  run_one "$hub" "$@" || status=$?
+done
+exit "$status"

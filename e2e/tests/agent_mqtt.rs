@@ -548,3 +548,45 @@ async fn maestros_command_line_reports_raw_json_feedback_as_maestros_agent_does(
     })
     .await;
 }
+
+/// Known limit of the broker path (docs/reliability.md, "Behind a broker"; found by
+/// `chaos --hub mqtt`): spec events carry no status and the agent keeps its works in memory, so
+/// a restarted agent no longer knows a work is Complete and applies its manifests once more
+/// before it finds the work Complete again; an edit made after completion then reaches the
+/// spoke. Ignored until the completion is kept on the spoke; `--ignored` shows it failing.
+#[tokio::test]
+#[ignore = "known limit: a restarted agent re-applies a completed work (docs/reliability.md)"]
+async fn a_restarted_agent_does_not_apply_an_edit_to_a_completed_work() {
+    let mut env = MqttEnv::start("mqtt-done").await;
+    let bundle = |v: &str| {
+        json!({
+            "manifests": [job(&env.ns, "once"), configmap(&env.ns, "side", json!({"v": v}))],
+            "manifestConfigs": [job_complete_config(&env.ns, "once")],
+        })
+    };
+    let id = env
+        .source
+        .create(&env.consumer, bundle("1"))
+        .expect("create");
+    env.wait_source("Complete=True at the source", |s| {
+        s.condition_status(&id, "Complete").as_deref() == Some("True")
+    })
+    .await;
+    env.wait_data("side", "v", "1").await;
+    env.source.update(&id, bundle("2")).expect("edit");
+    env.stop_agent();
+    env.start_agent();
+    // The new process finds the work Complete only after its reconcile, apply included.
+    wait_for(
+        "the restarted agent finds the work Complete",
+        TIMEOUT,
+        || async { env.log().contains("work is Complete").then_some(()) },
+    )
+    .await;
+    let side = env.configmaps().get("side").await.expect("side ConfigMap");
+    assert_eq!(
+        side.data.unwrap_or_default().get("v").map(String::as_str),
+        Some("1"),
+        "an edit made after Complete reached the spoke"
+    );
+}

@@ -22,6 +22,9 @@
 //! The store survives [`GrpcSource::stop`] and [`GrpcSource::restart`] (same port), like a
 //! server backed by a database; spec events sent while no agent is subscribed are lost, as with
 //! the real broker, so the agent's resync after its next subscribe is what brings them.
+//!
+//! For chaos runs it injects faults into its traffic ([`GrpcSource::arm_faults`], see
+//! [`crate::wire_faults`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -47,8 +50,10 @@ use tonic::{Request, Response, Status};
 use tonic_prost::ProstCodec;
 
 use crate::mqtt_source::{
-    SourceCounters, StatusOutcome, StatusVerdict, StoredResource, apply_status, spec_event,
+    HardDeletion, SourceCounters, StatusOutcome, StatusVerdict, StoredResource, apply_status,
+    spec_event,
 };
+use crate::wire_faults::{Addressed, WireFaults};
 
 /// How often [`GrpcSource::wait_until`] re-evaluates its condition.
 pub const WAIT_POLL: Duration = Duration::from_millis(50);
@@ -136,6 +141,8 @@ struct Subscriber {
 struct State {
     resources: BTreeMap<String, StoredResource>,
     hard_deleted: BTreeSet<String>,
+    deletions: Vec<HardDeletion>,
+    faults: WireFaults,
     subscribers: BTreeMap<String, Subscriber>,
     counters: SourceCounters,
     events: Vec<CloudEvent>,
@@ -187,9 +194,24 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sends `ev` to every subscriber of `cluster` (none subscribed: lost, as with the broker);
-    /// called with the state locked so that the wire order is the store's order.
+    /// Sends `ev` to every subscriber of `cluster` (none subscribed: lost, as with the broker),
+    /// through the armed wire faults; called with the state locked so that the wire order is
+    /// the store's order.
     fn send(&self, st: &mut State, cluster: &str, ev: CloudEvent) -> Result<(), Error> {
+        let out = st.faults.outgoing(cluster, ev);
+        self.send_all(st, out)
+    }
+
+    /// Sends events as they are (the wire faults already applied).
+    fn send_all(&self, st: &mut State, out: Vec<Addressed>) -> Result<(), Error> {
+        for (cluster, ev) in out {
+            self.wire(st, &cluster, ev)?;
+        }
+        Ok(())
+    }
+
+    /// Sends one event to the subscribers of `cluster` and records it.
+    fn wire(&self, st: &mut State, cluster: &str, ev: CloudEvent) -> Result<(), Error> {
         let pb = to_proto(&ev)?;
         st.subscribers
             .retain(|_, s| s.cluster != cluster || s.tx.send(Ok(pb.clone())).is_ok());
@@ -331,6 +353,32 @@ impl GrpcSource {
             .lock()
             .refused_resources
             .insert(id.to_string(), n);
+    }
+
+    /// Arms or reads the wire faults (see [`WireFaults`]); armed faults apply to the events
+    /// sent from now on. A lost status is a `Publish` that fails with `Unavailable` unapplied (the
+    /// connection broke).
+    pub fn faults<R>(&self, f: impl FnOnce(&mut WireFaults) -> R) -> R {
+        f(&mut self.shared.lock().faults)
+    }
+
+    /// Sends the oldest batch of spec events the wire faults hold back; false when none.
+    pub fn release_held(&self) -> Result<bool, Error> {
+        let mut st = self.shared.lock();
+        let batch = st.faults.release();
+        let any = !batch.is_empty();
+        self.shared.send_all(&mut st, batch)?;
+        Ok(any)
+    }
+
+    /// Every resource forgotten after a `Deleted` status, in order.
+    pub fn hard_deletions(&self) -> Vec<HardDeletion> {
+        self.shared.lock().deletions.clone()
+    }
+
+    /// Copies of every stored resource, in creation order.
+    pub fn resources(&self) -> Vec<StoredResource> {
+        crate::mqtt_source::in_creation_order(&self.shared.lock().resources)
     }
 
     /// Publishes refused so far.
@@ -670,12 +718,11 @@ fn publish(shared: &Shared, request: PublishRequest) -> Result<(), Status> {
                 &request,
                 Utc::now(),
             );
-            for ev in answer {
-                st.counters.spec_resync_responses += 1;
-                shared
-                    .send(&mut st, &cluster, ev)
-                    .map_err(|e| Status::failed_precondition(e.to_string()))?;
-            }
+            st.counters.spec_resync_responses += answer.len() as u64;
+            let now = st.faults.answer(&cluster, answer);
+            shared
+                .send_all(&mut st, now)
+                .map_err(|e| Status::failed_precondition(e.to_string()))?;
             Ok(())
         }
         EventType::StatusUpdate | EventType::StatusResyncResponse => {
@@ -686,13 +733,17 @@ fn publish(shared: &Shared, request: PublishRequest) -> Result<(), Status> {
                 st.publishes_refused += 1;
                 return Err(Status::failed_precondition("refused by the test"));
             }
+            if st.faults.lose_status() {
+                // As a connection that broke before the call was answered: nothing applied.
+                return Err(Status::unavailable("lost in flight (test fault)"));
+            }
             if st.publishes_to_refuse > 0 {
                 st.publishes_to_refuse -= 1;
                 st.publishes_refused += 1;
                 return Err(Status::failed_precondition("refused by the test"));
             }
             *st.counters.status_events_by_type.entry(ty).or_default() += 1;
-            let (outcome, _unrequested) = apply_status(&mut st.resources, &shared.source_id, &ev);
+            let (outcome, unrequested) = apply_status(&mut st.resources, &shared.source_id, &ev);
             let id = ev.ext_string(types::EXT_RESOURCE_ID).unwrap_or_default();
             match &outcome {
                 StatusOutcome::Accepted => st.counters.accepted += 1,
@@ -701,6 +752,17 @@ fn publish(shared: &Shared, request: PublishRequest) -> Result<(), Status> {
                 StatusOutcome::Deleted => {
                     st.counters.deleted += 1;
                     st.hard_deleted.insert(id.clone());
+                    let status = ev
+                        .data
+                        .as_deref()
+                        .and_then(|d| serde_json::from_slice::<Value>(d).ok())
+                        .unwrap_or(Value::Null);
+                    st.deletions.push(HardDeletion {
+                        id: id.clone(),
+                        at: Utc::now(),
+                        requested: !unrequested,
+                        status,
+                    });
                 }
                 StatusOutcome::UnknownResource => st.counters.unknown_resource += 1,
                 _ => st.counters.ignored += 1,

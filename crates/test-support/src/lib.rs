@@ -17,6 +17,7 @@ pub mod mosquitto;
 pub mod mqtt_source;
 mod paths;
 mod wait;
+pub mod wire_faults;
 
 pub use agent::{AGENT_BIN_ENV, AgentProcess};
 pub use apply::{apply_yaml, apply_yaml_in, parse_yaml_documents};

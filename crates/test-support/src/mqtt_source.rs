@@ -20,6 +20,10 @@
 //! [`spec_resync_answer`]). Everything the source decides is counted ([`SourceCounters`]) and
 //! every agent event is kept ([`MaestroSource::events`]) for wire assertions; every status event
 //! is also kept with its arrival time ([`MaestroSource::status_arrivals`]) for the benchmark.
+//!
+//! For chaos runs the source can restart as a crashed Maestro server would
+//! ([`MaestroSource::restart`]: a new connection, then Maestro's status resync request), and
+//! inject faults into its traffic ([`MaestroSource::arm_faults`], see [`crate::wire_faults`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -37,6 +41,8 @@ use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+use crate::wire_faults::{Addressed, WireFaults};
 
 /// Largest MQTT packet the source accepts (and asks the broker for): 8 MiB.
 pub const MAX_PACKET: u32 = 8 * 1024 * 1024;
@@ -153,6 +159,19 @@ pub enum StatusOutcome {
     UnknownResource,
     /// A required extension or the status data is missing or malformed.
     Malformed(String),
+}
+
+/// A resource the source forgot after the agent's `Deleted=True` status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HardDeletion {
+    /// The resource id.
+    pub id: String,
+    /// When the source took the `Deleted` status.
+    pub at: DateTime<Utc>,
+    /// Whether the source had asked for the deletion (false: the agent's TTL collection).
+    pub requested: bool,
+    /// The status that carried `Deleted=True` (the work's last conditions).
+    pub status: Value,
 }
 
 /// One judged status event: which event, about which resource, and the decision.
@@ -442,6 +461,13 @@ pub fn apply_status(
     (StatusOutcome::Accepted, false)
 }
 
+/// Copies of the resources of a store, in creation order.
+pub fn in_creation_order(resources: &BTreeMap<String, StoredResource>) -> Vec<StoredResource> {
+    let mut all: Vec<_> = resources.values().cloned().collect();
+    all.sort_by_key(|r| r.ordinal);
+    all
+}
+
 /// How to create a resource ([`MaestroSource::create_with`]).
 #[derive(Clone, Debug, Default)]
 pub struct CreateOptions {
@@ -462,6 +488,8 @@ struct Outgoing {
 struct State {
     resources: BTreeMap<String, StoredResource>,
     hard_deleted: BTreeSet<String>,
+    deletions: Vec<HardDeletion>,
+    faults: WireFaults,
     counters: SourceCounters,
     events: Vec<CloudEvent>,
     sent: Vec<CloudEvent>,
@@ -475,7 +503,8 @@ struct State {
 struct Shared {
     source_id: String,
     state: Mutex<State>,
-    tx: mpsc::UnboundedSender<Outgoing>,
+    /// The publishing task's queue; replaced when the source restarts.
+    tx: Mutex<mpsc::UnboundedSender<Outgoing>>,
 }
 
 impl Shared {
@@ -484,11 +513,27 @@ impl Shared {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Queues `ev` for `consumer` in binary mode; called with the state locked so the wire
-    /// order is the store's order.
+    /// Queues `ev` for `consumer` in binary mode, through the armed wire faults; called with
+    /// the state locked so the wire order is the store's order.
     fn send(&self, st: &mut State, consumer: &str, ev: CloudEvent) -> Result<(), Error> {
+        let out = st.faults.outgoing(consumer, ev);
+        self.send_all(st, out)
+    }
+
+    /// Queues events as they are (the wire faults already applied).
+    fn send_all(&self, st: &mut State, out: Vec<Addressed>) -> Result<(), Error> {
+        for (consumer, ev) in out {
+            self.wire(st, &consumer, ev)?;
+        }
+        Ok(())
+    }
+
+    /// Queues one event for `consumer`'s topic and records it.
+    fn wire(&self, st: &mut State, consumer: &str, ev: CloudEvent) -> Result<(), Error> {
         let message = mqtt::to_binary(&ev);
         self.tx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
             .send(Outgoing {
                 topic: source_events_topic(&self.source_id, consumer),
                 message,
@@ -546,8 +591,27 @@ impl MaestroSource {
             .filter(|(h, _)| !h.is_empty())
             .ok_or_else(|| Error::BadBroker(broker.to_string()))?;
         check_name(source_id)?;
+        let (tx, _) = mpsc::unbounded_channel();
+        let shared = Arc::new(Shared {
+            source_id: source_id.to_string(),
+            state: Mutex::new(State::default()),
+            tx: Mutex::new(tx),
+        });
+        let mut source = Self {
+            shared,
+            broker: broker.to_string(),
+            tasks: Vec::new(),
+        };
+        source.tasks = source.spawn_client(host, port);
+        source.wait_subscribed().await?;
+        Ok(source)
+    }
+
+    /// A new MQTT client (new client id, clean start) with its event loop and publishing task.
+    fn spawn_client(&self, host: String, port: u16) -> Vec<JoinHandle<()>> {
         let client_id = format!(
-            "{source_id}-source-{}",
+            "{}-source-{}",
+            self.shared.source_id,
             &uuid::Uuid::new_v4().simple().to_string()[..8]
         );
         let mut mo = MqttOptions::new(client_id, host, port);
@@ -557,20 +621,44 @@ impl MaestroSource {
             .set_max_packet_size(Some(MAX_PACKET));
         let (client, eventloop) = AsyncClient::new(mo, 256);
         let (tx, rx) = mpsc::unbounded_channel();
-        let shared = Arc::new(Shared {
-            source_id: source_id.to_string(),
-            state: Mutex::new(State::default()),
-            tx,
-        });
-        let tasks = vec![
-            tokio::spawn(event_loop(eventloop, client.clone(), shared.clone())),
+        *self.shared.tx.lock().unwrap_or_else(|e| e.into_inner()) = tx;
+        vec![
+            tokio::spawn(event_loop(eventloop, client.clone(), self.shared.clone())),
             tokio::spawn(publish_loop(client, rx)),
-        ];
-        let source = Self {
-            shared,
-            broker: broker.to_string(),
-            tasks,
-        };
+        ]
+    }
+
+    /// Restarts the source as a crashed and restarted Maestro server would: the connection and
+    /// everything queued on it are dropped (spec events not yet on the wire and status events
+    /// the broker had not delivered are lost), the store stays (it is a database), a new client
+    /// subscribes; then, as Maestro does when its subscription comes up, it asks every consumer
+    /// it holds resources of for a status resync with the hashes it has, `batch` hashes per
+    /// request (Maestro: 1,000).
+    pub async fn restart(&mut self, batch: usize) -> Result<(), Error> {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        self.shared.lock().subscribed = false;
+        let (host, port) = self
+            .broker
+            .rsplit_once(':')
+            .and_then(|(h, p)| Some((h.to_string(), p.parse::<u16>().ok()?)))
+            .ok_or_else(|| Error::BadBroker(self.broker.clone()))?;
+        self.tasks = self.spawn_client(host, port);
+        self.wait_subscribed().await?;
+        let consumers: BTreeSet<String> =
+            self.resources().into_iter().map(|r| r.consumer).collect();
+        for consumer in consumers {
+            let hashes = self.status_hashes(&consumer);
+            for chunk in hashes.chunks(batch.max(1)) {
+                self.request_status_resync(&consumer, chunk.to_vec())?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn wait_subscribed(&self) -> Result<(), Error> {
+        let source = self;
         let deadline = tokio::time::Instant::now() + SUBSCRIBE_TIMEOUT;
         while !source.is_subscribed() {
             if tokio::time::Instant::now() >= deadline {
@@ -588,7 +676,27 @@ impl MaestroSource {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        Ok(source)
+        Ok(())
+    }
+
+    /// Arms or reads the wire faults (see [`WireFaults`]); armed faults apply to the events
+    /// sent from now on.
+    pub fn faults<R>(&self, f: impl FnOnce(&mut WireFaults) -> R) -> R {
+        f(&mut self.shared.lock().faults)
+    }
+
+    /// Sends the oldest batch of spec events the wire faults hold back; false when none.
+    pub fn release_held(&self) -> Result<bool, Error> {
+        let mut st = self.shared.lock();
+        let batch = st.faults.release();
+        let any = !batch.is_empty();
+        self.shared.send_all(&mut st, batch)?;
+        Ok(any)
+    }
+
+    /// Every resource forgotten after a `Deleted` status, in order.
+    pub fn hard_deletions(&self) -> Vec<HardDeletion> {
+        self.shared.lock().deletions.clone()
     }
 
     /// The source id (the `source` of spec events, the `originalsource` statuses must carry).
@@ -730,6 +838,8 @@ impl MaestroSource {
         check_name(consumer)?;
         self.shared
             .tx
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
             .send(Outgoing {
                 topic: source_events_topic(&self.shared.source_id, consumer),
                 message: Message {
@@ -836,9 +946,7 @@ impl MaestroSource {
 
     /// Copies of every stored resource, in creation order.
     pub fn resources(&self) -> Vec<StoredResource> {
-        let mut all: Vec<_> = self.shared.lock().resources.values().cloned().collect();
-        all.sort_by_key(|r| r.ordinal);
-        all
+        in_creation_order(&self.shared.lock().resources)
     }
 
     /// The counters so far.
@@ -980,11 +1088,19 @@ fn handle_message(shared: &Shared, msg: &Message) {
             return;
         }
     };
-    st.events.push(ev.clone());
     let Ok(ty) = ev.event_type() else {
+        st.events.push(ev);
         st.counters.malformed += 1;
         return;
     };
+    if matches!(
+        ty,
+        EventType::StatusUpdate | EventType::StatusResyncResponse
+    ) && st.faults.lose_status()
+    {
+        return;
+    }
+    st.events.push(ev.clone());
     match ty {
         EventType::StatusUpdate | EventType::StatusResyncResponse => {
             *st.counters.status_events_by_type.entry(ty).or_default() += 1;
@@ -1006,14 +1122,20 @@ fn handle_message(shared: &Shared, msg: &Message) {
                 StatusOutcome::UnknownResource => c.unknown_resource += 1,
                 StatusOutcome::Malformed(_) => c.malformed += 1,
             }
-            if outcome == StatusOutcome::Deleted {
-                st.hard_deleted.insert(id.clone());
-            }
             let status = ev
                 .data
                 .as_deref()
                 .and_then(|d| serde_json::from_slice::<Value>(d).ok())
                 .unwrap_or(Value::Null);
+            if outcome == StatusOutcome::Deleted {
+                st.hard_deleted.insert(id.clone());
+                st.deletions.push(HardDeletion {
+                    id: id.clone(),
+                    at: Utc::now(),
+                    requested: !deleted_unrequested,
+                    status: status.clone(),
+                });
+            }
             st.arrivals.push(StatusArrival {
                 at: received_at,
                 resource_id: id.clone(),
@@ -1052,12 +1174,9 @@ fn handle_message(shared: &Shared, msg: &Message) {
                 &request,
                 Utc::now(),
             );
-            for ev in answer {
-                if shared.send(&mut st, &consumer, ev).is_err() {
-                    return;
-                }
-                st.counters.spec_resync_responses += 1;
-            }
+            st.counters.spec_resync_responses += answer.len() as u64;
+            let now = st.faults.answer(&consumer, answer);
+            let _ = shared.send_all(&mut st, now);
         }
         _ => st.counters.ignored += 1,
     }
@@ -1330,7 +1449,7 @@ mod tests {
         let shared = Shared {
             source_id: "maestro".into(),
             state: Mutex::new(State::default()),
-            tx,
+            tx: Mutex::new(tx),
         };
         shared
             .lock()

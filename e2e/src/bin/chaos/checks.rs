@@ -8,9 +8,10 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::{Api, ListParams};
-use work_api::{AppliedManifestWork, ManifestWork};
+use work_api::AppliedManifestWork;
 
 use crate::history::SPOKE_KINDS;
+use crate::hub::Hub;
 use crate::kubeops::{api, api_all, is_true, obj_ref};
 use crate::workload::{Deletion, ObjRef, Phase, RUN_LABEL, object_gen};
 use crate::world::Shared;
@@ -150,15 +151,12 @@ pub async fn watch_recovery(
 /// Why each work has not converged (empty when all have).
 pub async fn unconverged(
     shared: &Shared,
-    hub: &Client,
+    hub: &Hub,
     spoke: &Client,
-    cluster: &str,
     run: &str,
-    hub_hash: &str,
     unverified: &mut BTreeSet<String>,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
-    let works_api: Api<ManifestWork> = Api::namespaced(hub.clone(), cluster);
     let amws: Api<AppliedManifestWork> = Api::all(spoke.clone());
     let state = match spoke_state(shared, spoke, run).await {
         Ok(s) => s,
@@ -181,14 +179,14 @@ pub async fn unconverged(
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0);
     for m in models.values() {
-        let hub_work = match works_api.get_opt(&m.name).await {
+        let hub_work = match hub.get(&m.name).await {
             Ok(w) => w,
             Err(e) => {
                 out.insert(m.name.clone(), format!("reading the work: {e}"));
                 continue;
             }
         };
-        let amw_name = work_api::applied_manifest_work_name(hub_hash, &m.name);
+        let amw_name = hub.applied_name(&m.name);
         let reason = match (&m.phase, hub_work) {
             (Phase::Live, None) => {
                 // Gone without the driver deleting it: only the TTL collection may do that. When
@@ -280,24 +278,24 @@ pub async fn unconverged(
 
 /// Counts duplicate entries: resources listed twice in an AppliedManifestWork, two
 /// AppliedManifestWorks for one work, resource status ordinals reported twice.
-pub async fn duplicates(
-    shared: &Shared,
-    hub: &Client,
-    spoke: &Client,
-    cluster: &str,
-) -> Vec<String> {
+pub async fn duplicates(shared: &Shared, hub: &Hub, spoke: &Client) -> Vec<String> {
     let mut found = Vec::new();
-    let names: BTreeSet<String> = shared.lock().works.keys().cloned().collect();
+    // The AppliedManifestWorks name the works as the hub does (behind a broker: resource ids).
+    let names: BTreeMap<String, String> = shared
+        .lock()
+        .works
+        .keys()
+        .map(|n| (hub.applied_work_name(n), n.clone()))
+        .collect();
     if let Ok(list) = Api::<AppliedManifestWork>::all(spoke.clone())
         .list(&ListParams::default())
         .await
     {
         let mut per_work: BTreeMap<String, u32> = BTreeMap::new();
         for amw in list {
-            let work = amw.spec.manifest_work_name.clone();
-            if !names.contains(&work) {
+            let Some(work) = names.get(&amw.spec.manifest_work_name).cloned() else {
                 continue;
-            }
+            };
             *per_work.entry(work.clone()).or_default() += 1;
             let mut seen = BTreeSet::new();
             for r in amw.status.iter().flat_map(|s| s.applied_resources.iter()) {
@@ -318,10 +316,7 @@ pub async fn duplicates(
             }
         }
     }
-    if let Ok(list) = Api::<ManifestWork>::namespaced(hub.clone(), cluster)
-        .list(&ListParams::default())
-        .await
-    {
+    if let Ok(list) = hub.list().await {
         for work in list {
             let name = work.metadata.name.clone().unwrap_or_default();
             let mut seen = BTreeSet::new();
@@ -372,6 +367,42 @@ pub async fn survivors(shared: &Shared, spoke: &Client) -> Vec<String> {
     lost
 }
 
+/// The agent's log line when it finds a work Complete (`agent::work::reconcile`).
+const COMPLETE_LINE: &str = "work is Complete work=";
+
+/// Per work id, when one agent process first logged it Complete (Unix seconds).
+fn first_completions(log: &str) -> BTreeMap<String, i64> {
+    let mut first = BTreeMap::new();
+    for line in log.lines() {
+        let Some((_, rest)) = line.split_once(COMPLETE_LINE) else {
+            continue;
+        };
+        let id = rest.split_whitespace().next().unwrap_or_default();
+        let at = line
+            .split_whitespace()
+            .next()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .map(|t| t.as_second());
+        if let Some(at) = at {
+            first.entry(id.to_string()).or_insert(at);
+        }
+    }
+    first
+}
+
+/// Whether a write at `at` (Unix seconds) to an object of the completed work `id` was an agent
+/// process re-applying the work before it found it Complete: behind a broker a restarted
+/// agent's copy of a work has no status (spec events carry none), so it applies the manifests
+/// once more, then reports the work Complete. That process's first "work is Complete" line for
+/// the work comes right after the write (its status follows the apply in one reconcile).
+pub fn reapplied_after_restart(logs: &[String], id: &str, at: i64) -> bool {
+    logs.iter().any(|log| {
+        first_completions(log)
+            .get(id)
+            .is_some_and(|c| *c >= at && *c <= at + 10)
+    })
+}
+
 /// Lines of the agent logs that report a panic.
 pub fn panics(logs: &[PathBuf]) -> Vec<String> {
     let mut found = Vec::new();
@@ -384,4 +415,29 @@ pub fn panics(logs: &[PathBuf]) -> Vec<String> {
         }
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_write_is_a_reapply_only_when_that_process_then_finds_the_work_complete() {
+        let restarted = "2026-11-27T02:05:55.624306Z  INFO agent::hub::broker: subscribed\n\
+            2026-11-27T02:05:55.927807Z  INFO agent::work::reconcile: work is Complete work=b012\n\
+            2026-11-27T02:06:40.000000Z  INFO agent::work::reconcile: work is Complete work=b012\n";
+        let other =
+            "2026-11-27T02:05:30.000000Z  INFO agent::work::reconcile: work is Complete work=c9\n";
+        let logs = vec![restarted.to_string(), other.to_string()];
+        // 02:05:55 UTC.
+        let write = 1_795_745_155;
+        assert!(reapplied_after_restart(&logs, "b012", write));
+        assert!(reapplied_after_restart(&logs, "b012", write - 10));
+        // Only the process's first completion of the work counts, and only after the write.
+        assert!(!reapplied_after_restart(&logs, "b012", write + 40));
+        assert!(!reapplied_after_restart(&logs, "b012", write + 1));
+        assert!(!reapplied_after_restart(&logs, "b012", write - 11));
+        assert!(!reapplied_after_restart(&logs, "c9", write));
+        assert!(!reapplied_after_restart(&logs, "zz", write));
+    }
 }

@@ -1,6 +1,6 @@
 //! The faults: API server restarts and outages, etcd compaction, objects deleted or edited behind
-//! the agent's back, and foreign finalizers that hold an object for a while. (`kill -9` of the
-//! agent is the supervisor's.)
+//! the agent's back, foreign finalizers that hold an object for a while, and behind a broker the
+//! faults of that path (`broker.rs`). (`kill -9` of the agent is the supervisor's.)
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -9,6 +9,8 @@ use kube::Client;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Value, json};
 
+use crate::broker::{BrokerFault, Wire};
+use crate::hub::Hub;
 use crate::kubeops::{DRIVER_MANAGER, api};
 use crate::rng::Rng;
 use crate::workload::{GEN_KEY, ObjRef, Phase};
@@ -36,6 +38,8 @@ pub enum Fault {
     EditBehind,
     /// Put a foreign finalizer on an applied object, removed 10-30 s later.
     StuckFinalizer,
+    /// A fault of the broker path.
+    Broker(BrokerFault, Wire),
 }
 
 impl Fault {
@@ -50,13 +54,41 @@ impl Fault {
             Fault::DeleteBehind => "object deleted behind the agent's back",
             Fault::EditBehind => "object edited behind the agent's back",
             Fault::StuckFinalizer => "foreign finalizer on an applied object",
+            Fault::Broker(f, wire) => f.name(wire),
         }
     }
 
     /// One cycle of faults in a random order: every kind at least once, the cheap ones twice,
-    /// so that even a short run injects each kind.
-    pub fn cycle(rng: &mut Rng) -> Vec<Fault> {
-        let mut all = vec![
+    /// so that even a short run injects each kind. Behind a broker (`wire`) the hub's API server
+    /// faults give way to the broker's, and the spoke's faults come once each.
+    pub fn cycle(rng: &mut Rng, wire: Option<Wire>) -> Vec<Fault> {
+        let mut all = match wire {
+            None => Self::kube_cycle(),
+            Some(wire) => [
+                Fault::RestartSpokeApiserver,
+                Fault::CompactSpoke,
+                Fault::DeleteBehind,
+                Fault::EditBehind,
+                Fault::StuckFinalizer,
+            ]
+            .into_iter()
+            .chain(
+                BrokerFault::all(wire)
+                    .into_iter()
+                    .map(|f| Fault::Broker(f, wire)),
+            )
+            .collect(),
+        };
+        // Fisher-Yates with the seeded generator.
+        for i in (1..all.len()).rev() {
+            let j = rng.range(0, i as u64 + 1) as usize;
+            all.swap(i, j);
+        }
+        all
+    }
+
+    fn kube_cycle() -> Vec<Fault> {
+        vec![
             Fault::RestartSpokeApiserver,
             Fault::RestartHubApiserver,
             Fault::HubOutage,
@@ -68,13 +100,7 @@ impl Fault {
             Fault::EditBehind,
             Fault::StuckFinalizer,
             Fault::StuckFinalizer,
-        ];
-        // Fisher-Yates with the seeded generator.
-        for i in (1..all.len()).rev() {
-            let j = rng.range(0, i as u64 + 1) as usize;
-            all.swap(i, j);
-        }
-        all
+        ]
     }
 }
 
@@ -166,10 +192,15 @@ pub async fn inject(
     shared: &Shared,
     planes: &ControlPlanes,
     spoke: &Client,
+    hub: &Hub,
     rng: &mut Rng,
     outage: Duration,
 ) -> Result<String, String> {
     match fault {
+        Fault::Broker(f, _) => match hub {
+            Hub::Broker(b) => b.inject(f, shared, rng).await,
+            Hub::Kube { .. } => Err("a broker fault on a Kubernetes hub".into()),
+        },
         Fault::RestartSpokeApiserver => planes
             .script("restart-apiserver", "spoke")
             .await

@@ -1,9 +1,11 @@
-//! The driver's own watches: ManifestWorks on the hub (completions, TTL deletions) and the
-//! labelled objects on the spoke (writes after Complete, deletions of objects the agent does not
+//! The driver's own watches: ManifestWorks on the hub (completions, TTL deletions; behind a
+//! broker, a poll of the source's store and of the works it forgot) and the labelled objects on
+//! the spoke (writes after Complete, deletions of objects the agent does not
 //! own). Watches re-list after API server restarts and compactions; what a gap hides (a work that
 //! completed and was collected inside it), the final checks find or report as unverified.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 use kube::Client;
@@ -11,9 +13,11 @@ use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use work_api::ManifestWork;
 
+use crate::broker::BrokerHub;
+use crate::hub::Hub;
 use crate::kubeops::{agent_fingerprint, api, api_all, condition, obj_ref};
 use crate::workload::{Phase, RUN_LABEL};
-use crate::world::{Completion, Shared};
+use crate::world::{Completion, Shared, WriteAfterComplete};
 
 /// Pause after a watch error before the watcher retries.
 const RETRY: std::time::Duration = std::time::Duration::from_millis(500);
@@ -25,10 +29,23 @@ pub const SPOKE_KINDS: &[(&str, &str, &str, &str)] = &[
     ("apps", "v1", "Deployment", "deployments"),
 ];
 
+/// How often the source behind a broker is polled.
+const POLL: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// Starts the watches; they run until the process ends.
-pub fn start(shared: &Shared, hub: Client, spoke: Client, cluster: &str, run: &str) {
-    let works: Api<ManifestWork> = Api::namespaced(hub, cluster);
-    tokio::spawn(watch_works(shared.clone(), works, spoke.clone()));
+pub fn start(shared: &Shared, hub: &Hub, spoke: Client, run: &str) {
+    match hub {
+        Hub::Kube { works, .. } => {
+            tokio::spawn(watch_works(
+                shared.clone(),
+                (**works).clone(),
+                spoke.clone(),
+            ));
+        }
+        Hub::Broker(b) => {
+            tokio::spawn(poll_source(shared.clone(), b.clone(), spoke.clone()));
+        }
+    }
     for (group, version, kind, plural) in SPOKE_KINDS {
         let api = api_all(&spoke, group, version, kind, plural);
         let cfg = watcher::Config::default().labels(&format!("{RUN_LABEL}={run}"));
@@ -49,11 +66,8 @@ async fn watch_works(shared: Shared, works: Api<ManifestWork>, spoke: Client) {
                 on_work(&shared, &w, &spoke).await;
             }
             Ok(Some(watcher::Event::Delete(w))) => {
-                let name = w.metadata.name.clone().unwrap_or_default();
                 on_work(&shared, &w, &spoke).await;
-                if let Some(m) = shared.lock().works.get_mut(&name) {
-                    m.phase = Phase::Gone;
-                }
+                on_gone(&shared, &w);
             }
             Ok(Some(_)) => {}
             Ok(None) => return,
@@ -64,6 +78,35 @@ async fn watch_works(shared: Shared, works: Api<ManifestWork>, spoke: Client) {
     }
 }
 
+/// The source's view, as the watch of a Kubernetes hub's works reports it: every work it holds,
+/// then every work it forgot (deleted at the time it took the agent's `Deleted`).
+async fn poll_source(shared: Shared, broker: Arc<BrokerHub>, spoke: Client) {
+    let mut seen = 0;
+    loop {
+        let (works, gone) = broker.snapshot(seen).await;
+        seen += gone.len();
+        for w in &works {
+            on_work(&shared, w, &spoke).await;
+        }
+        for w in &gone {
+            on_work(&shared, w, &spoke).await;
+            on_gone(&shared, w);
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// Marks a work gone from the hub.
+fn on_gone(shared: &Shared, work: &ManifestWork) {
+    let name = work.metadata.name.clone().unwrap_or_default();
+    if let Some(m) = shared.lock().works.get_mut(&name) {
+        m.phase = Phase::Gone;
+    }
+}
+
+/// Records what a work's hub copy says: its completion (with the fingerprints of the agent's
+/// writes to its objects at that time) and a deletion the driver did not make (TTL, checked
+/// against its deadline).
 async fn on_work(shared: &Shared, work: &ManifestWork, spoke: &Client) {
     let name = work.metadata.name.clone().unwrap_or_default();
     let Some(model) = shared.lock().works.get(&name).cloned() else {
@@ -152,11 +195,20 @@ async fn watch_spoke(
                         continue;
                     };
                     if print.written_since(&before) && o.metadata.deletion_timestamp.is_none() {
-                        w.counts.writes_after_complete += 1;
-                        w.violation(format!(
+                        let line = format!(
                             "{} of completed work {name} written: {before:?} -> {print:?}",
                             obj.describe()
-                        ));
+                        );
+                        if let Some(deferred) = w.deferred_writes.as_mut() {
+                            deferred.push(WriteAfterComplete {
+                                work: name.clone(),
+                                at: print.latest(),
+                                line,
+                            });
+                        } else {
+                            w.counts.writes_after_complete += 1;
+                            w.violation(line);
+                        }
                     }
                     // The new baseline, also after fields were only taken away (the driver's
                     // forced edit): an agent write giving them back is then a gain.

@@ -1,13 +1,18 @@
 //! Fault-injection driver: runs a realistic mix of ManifestWorks against the local control
 //! planes while it kills the agent, restarts and stops API servers, compacts etcd and tampers
 //! with applied objects; then checks invariants and prints them as counts (exit 1 unless all 0).
+//! With `--hub mqtt|grpc` the works come from a source behind a broker instead of a Kubernetes
+//! hub, and the faults of that path join in (`broker.rs`); the invariants are the same checks.
 //!
-//! `chaos [--seed N] [--duration S] [--long] [--soak] [--report FILE] [--csv FILE] [--svg FILE]`
-//! Needs WORK_AGENT_{HUB,SPOKE}_KUBECONFIG, WORK_AGENT_BIN and RUN_ROOT (see e2e/scripts/chaos.sh).
+//! `chaos [--hub kube|mqtt|grpc] [--seed N] [--duration S] [--long] [--soak] [--report FILE]
+//! [--csv FILE] [--svg FILE]`. Needs WORK_AGENT_SPOKE_KUBECONFIG (and WORK_AGENT_HUB_KUBECONFIG
+//! for a Kubernetes hub), WORK_AGENT_BIN and RUN_ROOT (see e2e/scripts/chaos.sh).
 
+mod broker;
 mod checks;
 mod faults;
 mod history;
+mod hub;
 mod kubeops;
 mod ops;
 mod rng;
@@ -22,7 +27,9 @@ use std::time::{Duration, Instant};
 
 use test_support::{TestCluster, free_port, repo_root, unique_name};
 
+use crate::broker::{BrokerHub, Wire};
 use crate::faults::{ControlPlanes, Fault};
+use crate::hub::Hub;
 use crate::rng::Rng;
 use crate::supervisor::Supervisor;
 use crate::world::Shared;
@@ -51,6 +58,8 @@ struct Plan {
     min_kills: u64,
     /// Soak: new kinds, namespaces and names; memory sampled.
     soak: bool,
+    /// The broker the works come through; none: a Kubernetes hub.
+    wire: Option<Wire>,
     mode: &'static str,
     report: Option<PathBuf>,
     csv: Option<PathBuf>,
@@ -75,6 +84,7 @@ fn parse_args() -> Result<Plan, String> {
         op_every_ms: (500, 2500),
         min_kills: 50,
         soak: false,
+        wire: None,
         mode: "default",
         report: None,
         csv: None,
@@ -114,6 +124,14 @@ fn parse_args() -> Result<Plan, String> {
                 plan.live_works = 30;
                 plan.soak = true;
             }
+            "--hub" => {
+                plan.wire = match value("--hub")?.as_str() {
+                    "kube" => None,
+                    "mqtt" => Some(Wire::Mqtt),
+                    "grpc" => Some(Wire::Grpc),
+                    other => return Err(format!("--hub: {other:?} is not kube, mqtt or grpc")),
+                }
+            }
             "--report" => plan.report = Some(PathBuf::from(value("--report")?)),
             "--csv" => plan.csv = Some(PathBuf::from(value("--csv")?)),
             "--svg" => plan.svg = Some(PathBuf::from(value("--svg")?)),
@@ -121,9 +139,30 @@ fn parse_args() -> Result<Plan, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    if plan.wire.is_some() {
+        if plan.mode == "soak" {
+            return Err("--soak runs on a Kubernetes hub only".into());
+        }
+        // Shorter than on a Kubernetes hub (its runs come after that one in `make chaos`).
+        if plan.mode == "default" {
+            plan.duration = Duration::from_secs(120);
+            plan.min_kills = 25;
+        } else {
+            // Twenty minutes each, at a higher rate than the hour on a Kubernetes hub.
+            plan.duration = Duration::from_secs(1200);
+            plan.kill_every = Some((10, 40));
+            plan.fault_every = Some((10, 30));
+        }
+        plan.mode = match (plan.wire, plan.mode) {
+            (Some(Wire::Mqtt), "default") => "mqtt",
+            (Some(Wire::Mqtt), _) => "mqtt-long",
+            (_, "default") => "grpc",
+            _ => "grpc-long",
+        };
+    }
     if let Some(d) = duration {
         // A shorter (or longer) run keeps the kill rate: the minimum scales with the length.
-        if plan.kill_every.is_some() && plan.mode == "default" {
+        if plan.kill_every.is_some() && !plan.mode.ends_with("long") {
             plan.min_kills =
                 (plan.min_kills as f64 * d.as_secs_f64() / plan.duration.as_secs_f64()) as u64;
         }
@@ -131,6 +170,9 @@ fn parse_args() -> Result<Plan, String> {
     }
     if plan.mode == "long" {
         plan.min_kills = 50;
+    }
+    if plan.mode.ends_with("-long") {
+        plan.min_kills = 10;
     }
     Ok(plan)
 }
@@ -166,16 +208,13 @@ async fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: chaos [--seed N] [--duration SECONDS] [--long | --soak] [--report FILE] [--csv FILE] [--svg FILE]";
+const USAGE: &str = "usage: chaos [--hub kube|mqtt|grpc] [--seed N] [--duration SECONDS] [--long | --soak] [--report FILE] [--csv FILE] [--svg FILE]";
 
 async fn run(plan: Plan) -> Result<bool, String> {
     eprintln!(
         "[chaos] seed {} (reproduce with --seed {}); mode {}; faults for {:?}",
         plan.seed, plan.seed, plan.mode, plan.duration
     );
-    let hub = TestCluster::connect(&env_path("WORK_AGENT_HUB_KUBECONFIG")?)
-        .await
-        .map_err(|e| e.to_string())?;
     let spoke = TestCluster::connect(&env_path("WORK_AGENT_SPOKE_KUBECONFIG")?)
         .await
         .map_err(|e| e.to_string())?;
@@ -183,10 +222,41 @@ async fn run(plan: Plan) -> Result<bool, String> {
         script: repo_root().join("e2e/scripts/controlplane.sh"),
         run_root: env_path("RUN_ROOT").unwrap_or_else(|_| repo_root().join(".run")),
     };
-    let cluster = hub
-        .try_namespace("chaos")
-        .await
-        .map_err(|e| e.to_string())?;
+    let http_port = free_port();
+    // The hub, the cluster's name on it and the agent's command line.
+    let (hub, kube_hub, cluster, args) = match plan.wire {
+        None => {
+            let kube_hub = TestCluster::connect(&env_path("WORK_AGENT_HUB_KUBECONFIG")?)
+                .await
+                .map_err(|e| e.to_string())?;
+            let cluster = kube_hub
+                .try_namespace("chaos")
+                .await
+                .map_err(|e| e.to_string())?;
+            let args = kube_agent_args(&cluster, &kube_hub, &spoke, http_port);
+            let hub = Hub::Kube {
+                works: Box::new(kube::Api::namespaced(kube_hub.client.clone(), &cluster)),
+                hub_hash: work_api::hub_hash(&kube_hub.server_url),
+            };
+            (hub, Some(kube_hub), cluster, args)
+        }
+        Some(wire) => {
+            let cluster = unique_name("chaos");
+            let dir = planes.run_root.join(format!("chaos-{}-broker", plan.mode));
+            let (broker, config) = BrokerHub::start(wire, &cluster, &dir).await?;
+            let args = broker.agent_args(&config, &spoke.kubeconfig, http_port);
+            eprintln!(
+                "[chaos] {wire:?} source for consumer {cluster}; agent config {}",
+                config.display()
+            );
+            (
+                Hub::Broker(std::sync::Arc::new(broker)),
+                None,
+                cluster,
+                args,
+            )
+        }
+    };
     let mut namespaces = Vec::new();
     for _ in 0..3 {
         namespaces.push(
@@ -198,13 +268,15 @@ async fn run(plan: Plan) -> Result<bool, String> {
     }
     let run_id = unique_name("run");
     let target = ops::Target {
-        hub: hub.client.clone(),
+        hub: hub.clone(),
         spoke: spoke.client.clone(),
-        cluster: cluster.clone(),
         namespaces,
         run: run_id.clone(),
     };
     let shared = Shared::default();
+    if plan.wire.is_some() {
+        shared.lock().deferred_writes = Some(Vec::new());
+    }
     let foreign = ops::seed_foreign(&shared, &target)
         .await
         .map_err(|e| format!("seeding foreign objects: {e}"))?;
@@ -212,34 +284,7 @@ async fn run(plan: Plan) -> Result<bool, String> {
         "[chaos] cluster {cluster}, spoke namespaces {:?}, {foreign} foreign objects",
         target.namespaces
     );
-    history::start(
-        &shared,
-        hub.client.clone(),
-        spoke.client.clone(),
-        &cluster,
-        &run_id,
-    );
-
-    let http_port = free_port();
-    let args: Vec<String> = [
-        "run",
-        "--spoke-cluster-name",
-        &cluster,
-        "--hub-kubeconfig",
-        &hub.kubeconfig.display().to_string(),
-        "--spoke-kubeconfig",
-        &spoke.kubeconfig.display().to_string(),
-        "--http-address",
-        &format!("127.0.0.1:{http_port}"),
-        "--leader-elect=false",
-        // The HTTPS probe port is fixed (8443) by default; another run may hold it.
-        "--health-address=127.0.0.1:0",
-        "--log-level",
-        "info",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    history::start(&shared, &hub, spoke.client.clone(), &run_id);
     let agent = Supervisor::start(args).map_err(|e| format!("starting the agent: {e}"))?;
     // The fault phase starts with the agent.
     let started = Instant::now();
@@ -253,9 +298,8 @@ async fn run(plan: Plan) -> Result<bool, String> {
         let (shared, mut rng, plan) = (shared.clone(), Rng::new(rng.next_u64()), plan.clone());
         let target = ops::Target {
             namespaces: target.namespaces.clone(),
-            cluster: cluster.clone(),
             run: run_id.clone(),
-            hub: hub.client.clone(),
+            hub: hub.clone(),
             spoke: spoke.client.clone(),
         };
         tasks.push(tokio::spawn(async move {
@@ -305,13 +349,26 @@ async fn run(plan: Plan) -> Result<bool, String> {
             }
         }));
     }
+    // Spec events the wire faults hold back go out at the latest 1-3 s later (they also go
+    // behind the next spec event), so that a held event never waits for the end of the run.
+    if let Hub::Broker(b) = &hub {
+        let (b, mut rng) = (b.clone(), Rng::new(rng.next_u64()));
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < fault_end {
+                tokio::time::sleep(Duration::from_millis(rng.range(1000, 3000))).await;
+                b.release_held().await;
+            }
+        }));
+    }
     // Other faults.
     if let Some((lo, hi)) = plan.fault_every {
-        let (shared, mut rng, spoke_client, outage) = (
+        let (shared, mut rng, spoke_client, outage, hub, wire) = (
             shared.clone(),
             Rng::new(rng.next_u64()),
             spoke.client.clone(),
             plan.outage,
+            hub.clone(),
+            plan.wire,
         );
         tasks.push(tokio::spawn(async move {
             let mut queue: Vec<Fault> = Vec::new();
@@ -321,12 +378,20 @@ async fn run(plan: Plan) -> Result<bool, String> {
                     return;
                 }
                 if queue.is_empty() {
-                    queue = Fault::cycle(&mut rng);
+                    queue = Fault::cycle(&mut rng, wire);
                 }
                 let Some(fault) = queue.pop() else { continue };
                 let t0 = Instant::now();
-                let result =
-                    faults::inject(fault, &shared, &planes, &spoke_client, &mut rng, outage).await;
+                let result = faults::inject(
+                    fault,
+                    &shared,
+                    &planes,
+                    &spoke_client,
+                    &hub,
+                    &mut rng,
+                    outage,
+                )
+                .await;
                 shared.lock().fault(fault.name());
                 match result {
                     Ok(what) => eprintln!(
@@ -398,30 +463,23 @@ async fn run(plan: Plan) -> Result<bool, String> {
         started.elapsed()
     );
 
-    // Convergence after the last fault.
+    // Convergence after the last fault: the wire faults disarmed, what they held sent.
+    if let Hub::Broker(b) = &hub {
+        b.calm().await;
+    }
     let held: Vec<_> = shared.lock().held.iter().cloned().collect();
     for obj in held {
         let _ = faults::set_hold(&spoke.client, &obj, false).await;
         shared.lock().held.remove(&obj);
     }
     let last_fault = shared.lock().last_fault_at.unwrap_or_else(Instant::now);
-    let hub_hash = work_api::hub_hash(&hub.server_url);
     let mut pending = Default::default();
     let mut unverified = std::collections::BTreeSet::new();
     let converge_started = Instant::now();
     while last_fault.elapsed() < plan.converge_bound
         || converge_started.elapsed() < Duration::from_secs(5)
     {
-        pending = checks::unconverged(
-            &shared,
-            &hub.client,
-            &spoke.client,
-            &cluster,
-            &run_id,
-            &hub_hash,
-            &mut unverified,
-        )
-        .await;
+        pending = checks::unconverged(&shared, &hub, &spoke.client, &run_id, &mut unverified).await;
         if pending.is_empty() {
             break;
         }
@@ -434,16 +492,40 @@ async fn run(plan: Plan) -> Result<bool, String> {
     {
         let mut w = shared.lock();
         w.counts.works_stuck = pending.len() as u64;
-        for (work, why) in &pending {
-            w.violation(format!(
-                "work {work} not converged {:?} after the last fault: {why}",
-                plan.converge_bound
-            ));
-        }
     }
-    let dups = checks::duplicates(&shared, &hub.client, &spoke.client, &cluster).await;
+    for (work, why) in &pending {
+        // Behind a broker, what went over the wire for the work says where it stopped.
+        let wire = match &hub {
+            Hub::Broker(b) => format!(" ({})", b.history(work).await),
+            Hub::Kube { .. } => String::new(),
+        };
+        shared.lock().violation(format!(
+            "work {work} not converged {:?} after the last fault: {why}{wire}",
+            plan.converge_bound
+        ));
+    }
+    let dups = checks::duplicates(&shared, &hub, &spoke.client).await;
     let lost = checks::survivors(&shared, &spoke.client).await;
     let panics = checks::panics(&agent.logs());
+    let deferred = shared.lock().deferred_writes.take().unwrap_or_default();
+    if !deferred.is_empty() {
+        let logs: Vec<String> = agent
+            .logs()
+            .iter()
+            .map(|p| std::fs::read(p).map(|b| String::from_utf8_lossy(&b).into_owned()))
+            .map(Result::unwrap_or_default)
+            .collect();
+        let mut w = shared.lock();
+        for write in deferred {
+            let id = hub.applied_work_name(&write.work);
+            if checks::reapplied_after_restart(&logs, &id, write.at) {
+                w.tally.reapplied_after_restart += 1;
+            } else {
+                w.counts.writes_after_complete += 1;
+                w.violation(write.line);
+            }
+        }
+    }
     {
         let mut w = shared.lock();
         w.counts.duplicates += dups.len() as u64;
@@ -464,6 +546,20 @@ async fn run(plan: Plan) -> Result<bool, String> {
         }
     }
     let kills = agent.kills();
+    if let Hub::Broker(b) = &hub {
+        // What the armed wire faults actually did (an armed fault may find nothing to act on).
+        let c = b.fault_counters().await;
+        let mut w = shared.lock();
+        for (name, n) in [
+            ("spec events sent twice", c.duplicated),
+            ("spec events held behind a later one", c.reordered),
+            ("spec resync answers split", c.split_answers),
+            ("parts of the split answers", c.split_parts),
+            ("status events lost in flight", c.statuses_lost),
+        ] {
+            w.tally.wire.push((name, n));
+        }
+    }
     let samples: Vec<soak::Sample> = samples.lock().map(|v| v.clone()).unwrap_or_default();
     shared.lock().tally.ttl_unverified = unverified.len() as u64;
     // The report is made before the cleanup, whose deletions are not part of the run.
@@ -476,7 +572,9 @@ async fn run(plan: Plan) -> Result<bool, String> {
     };
     ops::delete_all(&shared, &target, Duration::from_secs(60)).await;
     agent.stop();
-    hub.cleanup().await;
+    if let Some(h) = &kube_hub {
+        h.cleanup().await;
+    }
     spoke.cleanup().await;
     for ns in target.namespaces.iter().filter(|n| n.starts_with(&run_id)) {
         let _ = kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(spoke.client.clone())
@@ -510,6 +608,34 @@ async fn run(plan: Plan) -> Result<bool, String> {
     Ok(all_zero && enough_kills)
 }
 
+/// The agent's command line for a Kubernetes hub.
+fn kube_agent_args(
+    cluster: &str,
+    hub: &TestCluster,
+    spoke: &TestCluster,
+    http_port: u16,
+) -> Vec<String> {
+    [
+        "run",
+        "--spoke-cluster-name",
+        cluster,
+        "--hub-kubeconfig",
+        &hub.kubeconfig.display().to_string(),
+        "--spoke-kubeconfig",
+        &spoke.kubeconfig.display().to_string(),
+        "--http-address",
+        &format!("127.0.0.1:{http_port}"),
+        "--leader-elect=false",
+        // The HTTPS probe port is fixed (8443) by default; another run may hold it.
+        "--health-address=127.0.0.1:0",
+        "--log-level",
+        "info",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
 async fn create_namespace(spoke: &kube::Client, name: &str) -> Result<(), kube::Error> {
     let ns: k8s_openapi::api::core::v1::Namespace =
         serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap_or_default();
@@ -530,6 +656,12 @@ fn report(
 ) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    let hub = match plan.wire {
+        None => "Kubernetes hub".to_string(),
+        Some(Wire::Mqtt) => "Maestro-shaped source over MQTT (mosquitto)".to_string(),
+        Some(Wire::Grpc) => "CloudEvents gRPC source".to_string(),
+    };
+    let _ = writeln!(out, "Hub: {hub}.");
     let _ = writeln!(
         out,
         "Seed {} ({} mode), {:.1} min in total ({:.0} s of workload{}), recovery window {:.0} s, convergence bound {:.0} s.\n",
@@ -556,6 +688,15 @@ fn report(
             let _ = writeln!(out, "| {name} | {n} |");
         }
     }
+    if !w.tally.wire.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nWhat the armed wire faults did (counted by the source):\n\n| on the wire | count |\n| --- | ---: |"
+        );
+        for (name, n) in &w.tally.wire {
+            let _ = writeln!(out, "| {name} | {n} |");
+        }
+    }
     let t = &w.tally;
     let _ = writeln!(
         out,
@@ -570,6 +711,13 @@ fn report(
         t.agent_unexpected_exits,
         t.op_errors
     );
+    if plan.wire.is_some() {
+        let _ = writeln!(
+            out,
+            "Re-applies of a completed work by a restarted agent (a known limit behind a broker, docs/reliability.md; not counted as writes after Complete): {}.",
+            t.reapplied_after_restart
+        );
+    }
     let _ = writeln!(
         out,
         "Converged {:.0} s after the last fault.",

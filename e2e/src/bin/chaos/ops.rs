@@ -7,8 +7,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-use work_api::ManifestWork;
 
+use crate::hub::{Hub, HubError};
 use crate::kubeops::api;
 use crate::rng::Rng;
 use crate::workload::{Deletion, Mix, ObjRef, Phase, RUN_LABEL, WorkModel};
@@ -16,22 +16,14 @@ use crate::world::Shared;
 
 /// The clients and names the operations need.
 pub struct Target {
-    /// Hub admin client.
-    pub hub: Client,
+    /// Where the works go.
+    pub hub: Hub,
     /// Spoke admin client.
     pub spoke: Client,
-    /// Hub namespace = cluster name.
-    pub cluster: String,
     /// Spoke namespaces objects go to.
     pub namespaces: Vec<String>,
     /// Run id (label value).
     pub run: String,
-}
-
-impl Target {
-    fn works(&self) -> Api<ManifestWork> {
-        Api::namespaced(self.hub.clone(), &self.cluster)
-    }
 }
 
 /// Seeds foreign objects (same labels and kinds, not in any work) in every namespace.
@@ -156,20 +148,11 @@ async fn create(
         _ => {}
     }
     for w in std::iter::once(work).chain(twin) {
-        let body: ManifestWork = serde_json::from_value(json!({
-            "apiVersion": "work.open-cluster-management.io/v1",
-            "kind": "ManifestWork",
-            "metadata": {"name": w.name, "namespace": t.cluster},
-            "spec": w.spec(&t.run),
-        }))
-        .map_err(|e| e.to_string())?;
         // Registered first: the watches must know the work before its events arrive.
         shared.lock().add_work(w.clone());
-        if let Err(e) = t.works().create(&PostParams::default(), &body).await {
+        if let Err(e) = t.hub.create(&w.name, &w.spec(&t.run)).await {
             // The create may have happened (a timeout): only a clear refusal unregisters it.
-            if let kube::Error::Api(s) = &e
-                && s.code != 409
-            {
+            if matches!(e, HubError::Refused(_)) {
                 shared.lock().works.remove(&w.name);
             }
             return Err(format!("creating work {}: {e}", w.name));
@@ -189,18 +172,8 @@ async fn edit(shared: &Shared, t: &Target, name: &str) -> Result<(), String> {
         m.changed_at = Instant::now();
         m.spec(&t.run)
     };
-    let patch = json!({"spec": spec});
-    let result = t
-        .works()
-        .patch(
-            name,
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(patch),
-        )
-        .await;
-    if let Err(kube::Error::Api(s)) = &result
-        && s.code == 404
-    {
+    let result = t.hub.edit(name, &spec).await;
+    if let Err(HubError::NotFound) = &result {
         // Collected by its TTL while the driver's watch was in a gap.
         if let Some(m) = shared.lock().works.get_mut(name) {
             m.phase = Phase::Gone;
@@ -234,12 +207,12 @@ async fn delete(shared: &Shared, t: &Target, name: &str) -> Result<(), String> {
             }
         }
     }
-    match t.works().delete(name, &DeleteParams::default()).await {
-        Ok(_) => {
+    match t.hub.delete(name).await {
+        Ok(()) => {
             shared.lock().tally.deleted += 1;
             Ok(())
         }
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+        Err(HubError::NotFound) => Ok(()),
         Err(e) => {
             if let Some(m) = shared.lock().works.get_mut(name) {
                 m.phase = Phase::Live;
@@ -328,12 +301,12 @@ pub async fn delete_all(shared: &Shared, t: &Target, bound: Duration) {
         w.works.keys().cloned().collect()
     };
     for name in &names {
-        let _ = t.works().delete(name, &DeleteParams::default()).await;
+        let _ = t.hub.delete(name).await;
     }
     let deadline = Instant::now() + bound;
     while Instant::now() < deadline {
-        match t.works().list(&Default::default()).await {
-            Ok(l) if l.items.is_empty() => return,
+        match t.hub.list().await {
+            Ok(l) if l.is_empty() => return,
             _ => tokio::time::sleep(Duration::from_secs(1)).await,
         }
     }

@@ -1,0 +1,676 @@
+//! The hub behind a broker: a Maestro-shaped source on a private mosquitto (MQTT) or a gRPC source
+//! (the broker and the source are one server there, as in Maestro and OCM), the agent's config
+//! and command line for it, the faults on that path, and the poll that shows the driver the
+//! source's view (completions, TTL deletions) as its watch of the hub's works does for a
+//! Kubernetes hub.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use cloudevents::codec::ManifestBundleStatus;
+use cloudevents::{CloudEvent, EventType};
+use serde_json::{Value, json};
+use test_support::grpc_source::{GrpcSource, GrpcSourceOptions};
+use test_support::mosquitto::Broker;
+use test_support::mqtt_source::{MaestroSource, StoredResource};
+use test_support::wire_faults::{FaultCounters, WireFaults};
+use work_api::ManifestWork;
+
+use crate::rng::Rng;
+use crate::world::Shared;
+
+/// Which wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wire {
+    /// Maestro over MQTT (mosquitto).
+    Mqtt,
+    /// CloudEvents over gRPC.
+    Grpc,
+}
+
+enum Source {
+    Mqtt {
+        broker: Broker,
+        source: MaestroSource,
+    },
+    Grpc(GrpcSource),
+}
+
+impl Source {
+    fn resources(&self) -> Vec<StoredResource> {
+        match self {
+            Source::Mqtt { source, .. } => source.resources(),
+            Source::Grpc(s) => s.resources(),
+        }
+    }
+
+    fn resource(&self, id: &str) -> Option<StoredResource> {
+        match self {
+            Source::Mqtt { source, .. } => source.resource(id),
+            Source::Grpc(s) => s.resource(id),
+        }
+    }
+
+    fn arm<R>(&self, arm: impl FnOnce(&mut WireFaults) -> R) -> R {
+        match self {
+            Source::Mqtt { source, .. } => source.faults(arm),
+            Source::Grpc(s) => s.faults(arm),
+        }
+    }
+
+    fn release_held(&self) -> bool {
+        match self {
+            Source::Mqtt { source, .. } => source.release_held().unwrap_or(false),
+            Source::Grpc(s) => s.release_held().unwrap_or(false),
+        }
+    }
+
+    fn sent(&self) -> Vec<CloudEvent> {
+        match self {
+            Source::Mqtt { source, .. } => source.sent(),
+            Source::Grpc(s) => s.sent(),
+        }
+    }
+
+    fn received(&self) -> Vec<CloudEvent> {
+        match self {
+            Source::Mqtt { source, .. } => source.events(),
+            Source::Grpc(s) => s.events(),
+        }
+    }
+
+    fn resend(&self, consumer: &str, ev: CloudEvent) -> Result<(), String> {
+        match self {
+            Source::Mqtt { source, .. } => source
+                .publish_event(consumer, ev)
+                .map_err(|e| e.to_string()),
+            Source::Grpc(s) => s.send_event(consumer, ev).map_err(|e| e.to_string()),
+        }
+    }
+}
+
+/// A fault on the broker path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BrokerFault {
+    /// MQTT: mosquitto killed and started again on its port after 1-5 s. gRPC: the server
+    /// (broker and source in one) stopped, and serving again on its port after 1-5 s.
+    BrokerRestart,
+    /// MQTT only: the source's connection dropped with what was queued on it, a new client,
+    /// then Maestro's status resync request, in batches of 1-3 hashes.
+    SourceRestart,
+    /// The next 1-3 spec events sent twice.
+    Duplicate,
+    /// The next 1-2 spec events held back behind the next one.
+    Reorder,
+    /// An older spec event of a live resource sent again.
+    Stale,
+    /// The next spec resync answer (to the agent's next subscribe) in 2-4 parts, the later
+    /// parts behind later events.
+    SplitResync,
+    /// The next 1-5 status events lost in flight: MQTT, the source drops them (as one that
+    /// crashed before storing them) and restarts 3-8 s later, asking for a status resync;
+    /// gRPC, the `Publish` fails with `Unavailable` unapplied.
+    LoseStatuses,
+}
+
+impl BrokerFault {
+    /// Name in reports.
+    pub fn name(self, wire: Wire) -> &'static str {
+        match (self, wire) {
+            (BrokerFault::BrokerRestart, Wire::Mqtt) => "mosquitto restart",
+            (BrokerFault::BrokerRestart, Wire::Grpc) => "gRPC server (broker and source) restart",
+            (BrokerFault::SourceRestart, _) => "source restart (status resync after)",
+            (BrokerFault::Duplicate, _) => "spec events duplicated (armed)",
+            (BrokerFault::Reorder, _) => "spec events reordered (armed)",
+            (BrokerFault::Stale, _) => "stale spec event sent again",
+            (BrokerFault::SplitResync, _) => "spec resync answer split (armed)",
+            (BrokerFault::LoseStatuses, _) => "status events lost (armed)",
+        }
+    }
+
+    /// The broker faults of one cycle on `wire`.
+    pub fn all(wire: Wire) -> Vec<BrokerFault> {
+        let mut all = vec![
+            BrokerFault::BrokerRestart,
+            BrokerFault::Duplicate,
+            BrokerFault::Duplicate,
+            BrokerFault::Reorder,
+            BrokerFault::Reorder,
+            BrokerFault::Stale,
+            BrokerFault::Stale,
+            BrokerFault::SplitResync,
+            BrokerFault::LoseStatuses,
+        ];
+        if wire == Wire::Mqtt {
+            all.push(BrokerFault::SourceRestart);
+        }
+        all
+    }
+}
+
+/// The source, the names it knows the driver's works by, and how the agent reaches it.
+pub struct BrokerHub {
+    wire: Wire,
+    source: tokio::sync::Mutex<Source>,
+    consumer: String,
+    /// The `brokerHost` or `url` of the agent's config (the hub hash's input).
+    address: String,
+    /// Work name → resource id.
+    ids: Mutex<BTreeMap<String, String>>,
+}
+
+impl BrokerHub {
+    /// Starts the broker and the source for `consumer`; writes the agent's config into `dir`.
+    pub async fn start(wire: Wire, consumer: &str, dir: &Path) -> Result<(Self, PathBuf), String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let config = dir.join(match wire {
+            Wire::Mqtt => "mqtt-config.yaml",
+            Wire::Grpc => "grpcconfig",
+        });
+        let (source, address, text) = match wire {
+            Wire::Mqtt => {
+                let broker = Broker::start("chaos").map_err(|e| e.to_string())?;
+                let address = broker.address();
+                let source = MaestroSource::connect(&address, "maestro")
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let text = format!(
+                    "brokerHost: {address}\ntopics:\n  sourceEvents: sources/maestro/consumers/{consumer}/sourceevents\n  agentEvents: sources/maestro/consumers/{consumer}/agentevents\n"
+                );
+                (Source::Mqtt { broker, source }, address, text)
+            }
+            Wire::Grpc => {
+                let source = GrpcSource::start(GrpcSourceOptions::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let address = source.url();
+                let text = format!("url: {address}\n");
+                (Source::Grpc(source), address, text)
+            }
+        };
+        std::fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
+        Ok((
+            Self {
+                wire,
+                source: tokio::sync::Mutex::new(source),
+                consumer: consumer.to_string(),
+                address,
+                ids: Mutex::default(),
+            },
+            config,
+        ))
+    }
+
+    /// sha256 of the address in the agent's config.
+    pub fn hub_hash(&self) -> String {
+        work_api::hub_hash(&self.address)
+    }
+
+    /// The agent's command line for this wire: Maestro's chart (MQTT), the klusterlet's (gRPC).
+    pub fn agent_args(&self, config: &Path, spoke_kubeconfig: &Path, http: u16) -> Vec<String> {
+        let c = &self.consumer;
+        let mut args = match self.wire {
+            Wire::Mqtt => vec![
+                "agent".to_string(),
+                format!("--consumer-name={c}"),
+                "--workload-source-driver=mqtt".into(),
+                format!("--kubeconfig={}", spoke_kubeconfig.display()),
+                "--leader-elect=false".into(),
+            ],
+            Wire::Grpc => vec![
+                "agent".to_string(),
+                format!("--spoke-cluster-name={c}"),
+                "--workload-source-driver=grpc".into(),
+                "--cloudevents-client-codecs=manifestbundle".into(),
+                format!("--spoke-kubeconfig={}", spoke_kubeconfig.display()),
+                "--disable-leader-election".into(),
+            ],
+        };
+        args.extend([
+            format!("--workload-source-config={}", config.display()),
+            format!("--cloudevents-client-id={c}-work-agent"),
+            format!("--http-address=127.0.0.1:{http}"),
+            "--health-address=off".into(),
+            "--log-level=info".into(),
+        ]);
+        args
+    }
+
+    fn ids(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The resource id of work `name`.
+    pub fn id_of(&self, name: &str) -> Option<String> {
+        self.ids().get(name).cloned()
+    }
+
+    fn name_of(&self, id: &str) -> Option<String> {
+        self.ids()
+            .iter()
+            .find(|(_, i)| i.as_str() == id)
+            .map(|(n, _)| n.clone())
+    }
+
+    /// Creates the resource of work `name` (Maestro names it by its id; the driver keeps the map).
+    pub async fn create(&self, name: &str, spec: &Value) -> Result<(), String> {
+        let bundle = bundle(spec);
+        let source = self.source.lock().await;
+        let id = match &*source {
+            Source::Mqtt { source, .. } => source
+                .create(&self.consumer, bundle)
+                .map_err(|e| e.to_string())?,
+            Source::Grpc(s) => s
+                .create(&self.consumer, bundle)
+                .map_err(|e| e.to_string())?,
+        };
+        self.ids().insert(name.to_string(), id);
+        Ok(())
+    }
+
+    /// A new version of the resource of work `name`; false when the source does not hold it.
+    pub async fn edit(&self, name: &str, spec: &Value) -> Result<bool, String> {
+        let bundle = bundle(spec);
+        self.on_held(name, |source, id| match source {
+            Source::Mqtt { source, .. } => source
+                .update(id, bundle)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            Source::Grpc(s) => s.update(id, bundle).map(drop).map_err(|e| e.to_string()),
+        })
+        .await
+    }
+
+    /// Soft-deletes the resource of work `name` (gone once the agent reports `Deleted`); false
+    /// when the source does not hold it.
+    pub async fn delete(&self, name: &str) -> Result<bool, String> {
+        self.on_held(name, |source, id| match source {
+            Source::Mqtt { source, .. } => source.delete(id).map_err(|e| e.to_string()),
+            Source::Grpc(s) => s.delete(id).map_err(|e| e.to_string()),
+        })
+        .await
+    }
+
+    /// Runs `op` on the resource of work `name`; false (and `op` not run) when the source does
+    /// not hold it.
+    async fn on_held(
+        &self,
+        name: &str,
+        op: impl FnOnce(&Source, &str) -> Result<(), String>,
+    ) -> Result<bool, String> {
+        let Some(id) = self.id_of(name) else {
+            return Ok(false);
+        };
+        let source = self.source.lock().await;
+        if source.resource(&id).is_none() {
+            return Ok(false);
+        }
+        op(&source, &id).map(|()| true)
+    }
+
+    /// Work `name` as the source holds it.
+    pub async fn get(&self, name: &str) -> Option<ManifestWork> {
+        let id = self.id_of(name)?;
+        let r = self.source.lock().await.resource(&id)?;
+        Some(as_work(name, &r))
+    }
+
+    /// Every work the source holds (of the driver's names).
+    pub async fn list(&self) -> Vec<ManifestWork> {
+        let resources = self.source.lock().await.resources();
+        self.list_of(&resources)
+    }
+
+    /// Sends the oldest batch of held spec events; false when none.
+    pub async fn release_held(&self) -> bool {
+        self.source.lock().await.release_held()
+    }
+
+    /// Disarms the wire faults and sends everything they still hold.
+    pub async fn calm(&self) {
+        let source = self.source.lock().await;
+        source.arm(WireFaults::disarm);
+        while source.release_held() {}
+    }
+
+    /// The wire history of work `name`, for a violation's report: its resource id, every spec
+    /// event the source sent for it (type, version, deleting, time) and every status it received.
+    pub async fn history(&self, name: &str) -> String {
+        let Some(id) = self.id_of(name) else {
+            return "no resource".into();
+        };
+        let source = self.source.lock().await;
+        let line = |ev: &CloudEvent| {
+            let ty = ev.type_.rsplit('.').next().unwrap_or_default().to_string();
+            let version = ev
+                .ext_integer(cloudevents::types::EXT_RESOURCE_VERSION)
+                .ok()
+                .flatten()
+                .unwrap_or(-1);
+            let deleting = ev
+                .extensions
+                .contains_key(cloudevents::types::EXT_DELETION_TIMESTAMP);
+            let time = ev.time.map(|t| t.format("%H:%M:%S%.3f").to_string());
+            format!(
+                "{ty} v{version}{} {}",
+                if deleting { " deleting" } else { "" },
+                time.unwrap_or_default()
+            )
+        };
+        let of_id = |ev: &&CloudEvent| {
+            ev.ext_string(cloudevents::types::EXT_RESOURCE_ID)
+                .as_deref()
+                == Some(id.as_str())
+        };
+        let sent: Vec<String> = source.sent().iter().filter(of_id).map(line).collect();
+        let received: Vec<String> = source.received().iter().filter(of_id).map(line).collect();
+        format!(
+            "resource {id}; sent: [{}]; received: [{}]",
+            sent.join(", "),
+            received.join(", ")
+        )
+    }
+
+    /// What the wire faults injected.
+    pub async fn fault_counters(&self) -> FaultCounters {
+        self.source.lock().await.arm(|f| f.counters())
+    }
+
+    /// Injects one fault; Ok says what it did.
+    pub async fn inject(
+        &self,
+        fault: BrokerFault,
+        shared: &Shared,
+        rng: &mut Rng,
+    ) -> Result<String, String> {
+        match fault {
+            BrokerFault::BrokerRestart => {
+                let down = Duration::from_millis(rng.range(1000, 5000));
+                hub_down(shared, self.restart_broker(down, rng))
+                    .await
+                    .map(|()| format!("down for {down:?}"))
+            }
+            BrokerFault::SourceRestart => {
+                let batch = rng.range(1, 4) as usize;
+                hub_down(shared, self.restart_source(batch))
+                    .await
+                    .map(|()| format!("status resync in batches of {batch}"))
+            }
+            BrokerFault::Duplicate => {
+                let n = rng.range(1, 4);
+                self.source.lock().await.arm(|f| f.duplicate_next(n));
+                Ok(format!("next {n}"))
+            }
+            BrokerFault::Reorder => {
+                let n = rng.range(1, 3);
+                self.source.lock().await.arm(|f| f.reorder_next(n));
+                Ok(format!("next {n}"))
+            }
+            BrokerFault::SplitResync => {
+                let parts = rng.range(2, 5) as usize;
+                self.source
+                    .lock()
+                    .await
+                    .arm(|f| f.split_next_answers(1, parts));
+                Ok(format!("next answer in {parts} parts"))
+            }
+            BrokerFault::Stale => self.send_stale(rng).await,
+            BrokerFault::LoseStatuses => {
+                let n = rng.range(1, 6);
+                self.source.lock().await.arm(|f| f.lose_next_statuses(n));
+                let window = Duration::from_millis(rng.range(3000, 8000));
+                tokio::time::sleep(window).await;
+                self.source.lock().await.arm(|f| f.lose_next_statuses(0));
+                if self.wire == Wire::Mqtt {
+                    let batch = rng.range(1, 4) as usize;
+                    hub_down(shared, self.restart_source(batch)).await?;
+                }
+                Ok(format!("up to {n} for {window:?}"))
+            }
+        }
+    }
+
+    async fn restart_broker(&self, down: Duration, rng: &mut Rng) -> Result<(), String> {
+        let mut source = self.source.lock().await;
+        match &mut *source {
+            Source::Mqtt { broker, source } => {
+                broker.stop();
+                tokio::time::sleep(down).await;
+                broker.restart().map_err(|e| e.to_string())?;
+                // The source reconnects by itself; then, as Maestro does when its subscription
+                // comes up, it asks for the statuses it may have missed.
+                let deadline = Instant::now() + Duration::from_secs(15);
+                while !source.is_subscribed() {
+                    if Instant::now() > deadline {
+                        return Err("the source did not resubscribe within 15 s".into());
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                let batch = rng.range(1, 4) as usize;
+                let hashes = source.status_hashes(&self.consumer);
+                for chunk in hashes.chunks(batch) {
+                    source
+                        .request_status_resync(&self.consumer, chunk.to_vec())
+                        .map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            }
+            Source::Grpc(s) => {
+                s.stop().await;
+                tokio::time::sleep(down).await;
+                s.restart().await.map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    async fn restart_source(&self, batch: usize) -> Result<(), String> {
+        let mut source = self.source.lock().await;
+        match &mut *source {
+            Source::Mqtt { source, .. } => source.restart(batch).await.map_err(|e| e.to_string()),
+            // One process with the broker: a source restart is a server restart.
+            Source::Grpc(s) => s.restart().await.map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Sends again an older spec event (with data) of a live resource, as a late redelivery.
+    async fn send_stale(&self, rng: &mut Rng) -> Result<String, String> {
+        let source = self.source.lock().await;
+        let live: BTreeMap<String, i64> = source
+            .resources()
+            .into_iter()
+            .filter(|r| r.deleted_at.is_none() && r.version > 1)
+            .map(|r| (r.id, r.version))
+            .collect();
+        let older: Vec<CloudEvent> = source
+            .sent()
+            .into_iter()
+            .filter(|ev| {
+                matches!(
+                    ev.event_type(),
+                    Ok(EventType::SpecCreate | EventType::SpecUpdate)
+                ) && ev.data.is_some()
+            })
+            .filter(|ev| {
+                let id = ev
+                    .ext_string(cloudevents::types::EXT_RESOURCE_ID)
+                    .unwrap_or_default();
+                let version = ev
+                    .ext_integer(cloudevents::types::EXT_RESOURCE_VERSION)
+                    .ok()
+                    .flatten();
+                live.get(&id)
+                    .is_some_and(|v| version.is_some_and(|old| old < *v))
+            })
+            .collect();
+        let Some(ev) = rng.pick(&older).cloned() else {
+            return Ok("no live resource at version 2 or more".into());
+        };
+        let what = format!(
+            "{} version {:?}",
+            ev.ext_string(cloudevents::types::EXT_RESOURCE_ID)
+                .unwrap_or_default(),
+            ev.ext_integer(cloudevents::types::EXT_RESOURCE_VERSION)
+                .ok()
+                .flatten()
+        );
+        source.resend(&self.consumer, ev)?;
+        Ok(what)
+    }
+
+    /// The works the source holds, and the works it forgot after a `Deleted` status from the
+    /// `from`-th such deletion on (0-based), each as it went: its last conditions, deleted when
+    /// the source took its `Deleted` (the agent's TTL collection, unless the driver asked).
+    pub async fn snapshot(&self, from: usize) -> (Vec<ManifestWork>, Vec<ManifestWork>) {
+        let source = self.source.lock().await;
+        let deletions = match &*source {
+            Source::Mqtt { source, .. } => source.hard_deletions(),
+            Source::Grpc(s) => s.hard_deletions(),
+        };
+        let works = self.list_of(&source.resources());
+        let gone = deletions
+            .iter()
+            .skip(from)
+            .map(|d| {
+                let name = self.name_of(&d.id).unwrap_or_default();
+                let last = StoredResource {
+                    id: d.id.clone(),
+                    consumer: self.consumer.clone(),
+                    version: 0,
+                    metadata: Value::Null,
+                    bundle: Value::Null,
+                    deleted_at: Some(d.at),
+                    status: Some(d.status.clone()),
+                    status_hash: None,
+                    sequence_id: None,
+                    statuses_accepted: 0,
+                    spec_events_sent: 0,
+                    ordinal: 0,
+                };
+                as_work(&name, &last)
+            })
+            .collect();
+        (works, gone)
+    }
+
+    fn list_of(&self, resources: &[StoredResource]) -> Vec<ManifestWork> {
+        resources
+            .iter()
+            .filter_map(|r| self.name_of(&r.id).map(|n| as_work(&n, r)))
+            .collect()
+    }
+}
+
+/// Runs `restart` with the hub marked down (the workload pauses, the recovery window restarts).
+async fn hub_down<T>(shared: &Shared, restart: impl Future<Output = T>) -> T {
+    shared.lock().hub_down_since = Some(Instant::now());
+    let result = restart.await;
+    let mut w = shared.lock();
+    w.hub_down_since = None;
+    w.hub_up_at = Some(Instant::now());
+    result
+}
+
+/// The ManifestBundle of a ManifestWork spec.
+fn bundle(spec: &Value) -> Value {
+    let mut b = json!({"manifests": spec["workload"]["manifests"].clone()});
+    for key in ["deleteOption", "manifestConfigs"] {
+        if let Some(v) = spec.get(key) {
+            b[key] = v.clone();
+        }
+    }
+    b
+}
+
+/// The ManifestWork a stored resource stands for: named `name`, its version as generation,
+/// deleting when soft-deleted, the latest accepted status.
+fn as_work(name: &str, r: &StoredResource) -> ManifestWork {
+    let status = r
+        .status
+        .clone()
+        .and_then(|s| serde_json::from_value::<ManifestBundleStatus>(s).ok())
+        .map(ManifestBundleStatus::into_status);
+    let mut metadata = json!({
+        "name": name,
+        "namespace": r.consumer,
+        "uid": r.id,
+        "generation": r.version,
+    });
+    if let Some(t) = r.deleted_at {
+        metadata["deletionTimestamp"] = json!(t.to_rfc3339());
+    }
+    let value = json!({
+        "apiVersion": "work.open-cluster-management.io/v1",
+        "kind": "ManifestWork",
+        "metadata": metadata,
+        "spec": {"workload": {"manifests": []}},
+        "status": status,
+    });
+    serde_json::from_value(value).unwrap_or_else(|_| ManifestWork::new(name, Default::default()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(status: Option<Value>) -> StoredResource {
+        StoredResource {
+            id: "4717d8e0".into(),
+            consumer: "c1".into(),
+            version: 3,
+            metadata: json!({"name": "4717d8e0"}),
+            bundle: json!({"manifests": []}),
+            deleted_at: None,
+            status,
+            status_hash: None,
+            sequence_id: None,
+            statuses_accepted: 1,
+            spec_events_sent: 3,
+            ordinal: 1,
+        }
+    }
+
+    #[test]
+    fn a_resource_is_shown_as_the_work_it_stands_for() {
+        let status = json!({
+            "conditions": [{"type": "Applied", "status": "True", "reason": "r", "message": "",
+                            "lastTransitionTime": "2026-11-27T01:00:00Z", "observedGeneration": 3}],
+            "resourceStatus": [{"resourceMeta": {"ordinal": 0, "group": "", "version": "v1",
+                                "kind": "ConfigMap", "resource": "configmaps", "name": "a",
+                                "namespace": "ns"}, "conditions": []}]
+        });
+        let w = as_work("w7", &stored(Some(status)));
+        assert_eq!(w.metadata.name.as_deref(), Some("w7"));
+        assert_eq!(w.metadata.generation, Some(3));
+        assert_eq!(w.metadata.uid.as_deref(), Some("4717d8e0"));
+        assert!(w.metadata.deletion_timestamp.is_none());
+        let st = w.status.expect("status");
+        assert_eq!(st.conditions[0].observed_generation, Some(3));
+        let manifests = st.resource_status.expect("resource status").manifests;
+        assert_eq!(manifests.len(), 1);
+
+        let mut deleting = stored(None);
+        deleting.deleted_at = Some("2026-11-27T01:02:03Z".parse().expect("time"));
+        let w = as_work("w8", &deleting);
+        assert!(w.status.is_none());
+        assert_eq!(
+            w.metadata.deletion_timestamp.map(|t| t.0.as_second()),
+            Some(1_795_741_323)
+        );
+    }
+
+    #[test]
+    fn a_bundle_carries_the_specs_manifests_and_options() {
+        let spec = json!({"workload": {"manifests": [{"kind": "ConfigMap"}]},
+                          "manifestConfigs": [{"x": 1}],
+                          "deleteOption": {"propagationPolicy": "Orphan"}});
+        assert_eq!(
+            bundle(&spec),
+            json!({"manifests": [{"kind": "ConfigMap"}], "manifestConfigs": [{"x": 1}],
+                   "deleteOption": {"propagationPolicy": "Orphan"}})
+        );
+        let bare = json!({"workload": {"manifests": []}});
+        assert_eq!(bundle(&bare), json!({"manifests": []}));
+    }
+}

@@ -549,13 +549,11 @@ async fn maestros_command_line_reports_raw_json_feedback_as_maestros_agent_does(
     .await;
 }
 
-/// Known limit of the broker path (docs/reliability.md, "Behind a broker"; found by
-/// `chaos --hub mqtt`): spec events carry no status and the agent keeps its works in memory, so
-/// a restarted agent no longer knows a work is Complete and applies its manifests once more
-/// before it finds the work Complete again; an edit made after completion then reaches the
-/// spoke. Ignored until the completion is kept on the spoke; `--ignored` shows it failing.
+/// Behind a broker, spec events carry no status and the agent keeps its works in memory: a
+/// restarted agent once applied a completed work's manifests again before finding it Complete,
+/// so an edit made after completion reached the spoke (found by `chaos --hub mqtt`). The
+/// completion is now kept on the spoke (`work::completion_memory`).
 #[tokio::test]
-#[ignore = "known limit: a restarted agent re-applies a completed work (docs/reliability.md)"]
 async fn a_restarted_agent_does_not_apply_an_edit_to_a_completed_work() {
     let mut env = MqttEnv::start("mqtt-done").await;
     let bundle = |v: &str| {
@@ -575,13 +573,16 @@ async fn a_restarted_agent_does_not_apply_an_edit_to_a_completed_work() {
     env.wait_data("side", "v", "1").await;
     env.source.update(&id, bundle("2")).expect("edit");
     env.stop_agent();
+    let arrived_before = env.source.status_arrivals().len();
     env.start_agent();
-    // The new process finds the work Complete only after its reconcile, apply included.
-    wait_for(
-        "the restarted agent finds the work Complete",
-        TIMEOUT,
-        || async { env.log().contains("work is Complete").then_some(()) },
-    )
+    // The restarted agent had its chance: it reconciled the work (version 2) and reported it.
+    env.wait_source("a status of the work from the restarted agent", |s| {
+        s.status_arrivals()
+            .iter()
+            .skip(arrived_before)
+            .any(|a| a.resource_id == id)
+            && s.condition_status(&id, "Complete").as_deref() == Some("True")
+    })
     .await;
     let side = env.configmaps().get("side").await.expect("side ConfigMap");
     assert_eq!(

@@ -276,8 +276,12 @@ up() {
       --controllers=job-controller,garbage-collector-controller,namespace-controller,node-lifecycle-controller,taint-eviction-controller,pod-garbage-collector-controller,ttl-after-finished-controller,deployment-controller,replicaset-controller,statefulset-controller,daemonset-controller,clusterrole-aggregation-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller
     start kube-scheduler "$BIN/kube-scheduler" --kubeconfig="$RUN/admin.kubeconfig" \
       --leader-elect=false --bind-address=127.0.0.1 --secure-port=0 --v=1
+    # The heartbeat stage (node-heartbeat-with-lease) refreshes the node's status only every
+    # 600 s and counts on a node Lease for liveness: without the Lease the node lifecycle
+    # controller marked the node NotReady every ~55 s and its pods not Ready with it.
     start kwok "$BIN/kwok" --kubeconfig="$RUN/admin.kubeconfig" --config="$BIN/kwok-stages.yaml" \
-      --manage-all-nodes=true --cidr=10.244.0.0/16 --node-ip=10.0.0.1
+      --manage-all-nodes=true --cidr=10.244.0.0/16 --node-ip=10.0.0.1 \
+      --node-lease-duration-seconds=40
     wait_until kube-apiserver "creating node kwok-node-0" create_node
     wait_until kwok "node kwok-node-0 to become Ready (kwok)" node_ready
     log "node kwok-node-0 Ready ($((SECONDS - t0))s)"

@@ -86,7 +86,7 @@ impl AgentConfig {
             http_address: SocketAddr::from(([0, 0, 0, 0], 8080)),
             leader_elect: false,
             lease_namespace: "open-cluster-management-agent".into(),
-            readonly_resync: Duration::from_secs(30),
+            readonly_resync: Duration::from_secs(10),
             status_sync_period: Duration::from_secs(300),
             health_address: None,
             health_tls: crate::serve::tls::TlsSettings::default(),

@@ -81,8 +81,9 @@ pub struct RunArgs {
     /// `open-cluster-management-agent`).
     #[arg(long, env = "WORK_AGENT_LEASE_NAMESPACE", visible_alias = "namespace")]
     pub lease_namespace: Option<String>,
-    /// How often ReadOnly manifests (which the agent cannot label, so does not watch) are re-read.
-    #[arg(long, env = "WORK_AGENT_READONLY_RESYNC", default_value = "30s", value_parser = parse_duration)]
+    /// How often ReadOnly manifests (which the agent cannot label, so does not watch) are re-read;
+    /// 10 s, as often as upstream's agent re-reads every resource (`--status-sync-interval`).
+    #[arg(long, env = "WORK_AGENT_READONLY_RESYNC", default_value = "10s", value_parser = parse_duration)]
     pub readonly_resync: Duration,
     /// How often every work is reconciled even without events (a safety net; writes nothing when
     /// nothing changed).
@@ -599,7 +600,7 @@ mod tests {
         assert_eq!(cli.run.spoke_cluster_name, "c1");
         assert_eq!(cli.run.leader_elect, Some(true));
         assert_eq!(cli.run.hub_qps, 5.0);
-        assert_eq!(cli.run.readonly_resync, Duration::from_secs(30));
+        assert_eq!(cli.run.readonly_resync, Duration::from_secs(10));
 
         let off = Cli::try_parse_from([
             "x",

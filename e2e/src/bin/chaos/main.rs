@@ -714,7 +714,7 @@ fn report(
     if plan.wire.is_some() {
         let _ = writeln!(
             out,
-            "Re-applies of a completed work by a restarted agent (a known limit behind a broker, docs/reliability.md; not counted as writes after Complete): {}.",
+            "Re-applies of a completed work by a restarted agent (counted apart from writes after Complete, docs/reliability.md): {}.",
             t.reapplied_after_restart
         );
     }

@@ -66,10 +66,51 @@ impl Outbox for GrpcPublisher {
     }
 }
 
+/// How many works deleted here are remembered (see [`Deleted`]).
+const DELETED_REMEMBERED: usize = 10_000;
+
+/// The works this agent cleaned up and forgot (UID → generation at deletion), the latest
+/// [`DELETED_REMEMBERED`]: a spec event for one of them that is neither newer nor a deletion is
+/// a late one (part of a resync answer made before the deletion, a redelivery) and must not bring
+/// the work back, since the source, once it has the `Deleted`, keeps no copy that would delete it
+/// again. Memory only, as the works are.
+#[derive(Default)]
+struct Deleted {
+    generations: std::collections::HashMap<String, i64>,
+    order: std::collections::VecDeque<String>,
+}
+
+impl Deleted {
+    fn remember(&mut self, uid: &str, generation: i64) {
+        if self
+            .generations
+            .insert(uid.to_string(), generation)
+            .is_none()
+        {
+            self.order.push_back(uid.to_string());
+        }
+        while self.order.len() > DELETED_REMEMBERED {
+            if let Some(old) = self.order.pop_front() {
+                self.generations.remove(&old);
+            }
+        }
+    }
+
+    /// Whether `update` is a late event of a work deleted here.
+    fn is_late(&self, update: &SpecUpdate) -> bool {
+        update.deletion_timestamp.is_none()
+            && self
+                .generations
+                .get(&update.uid)
+                .is_some_and(|g| update.generation <= *g)
+    }
+}
+
 struct Inner {
     cluster: String,
     client_id: String,
     works: LocalWorks,
+    deleted: Mutex<Deleted>,
     sequence: Snowflake,
     outbox: OnceLock<Arc<dyn Outbox>>,
     status_resync: Histogram,
@@ -97,6 +138,7 @@ impl BrokerHub {
                 cluster: cluster.to_string(),
                 client_id: client_id.to_string(),
                 works: LocalWorks::default(),
+                deleted: Mutex::default(),
                 sequence: Snowflake::new(),
                 outbox: OnceLock::new(),
                 status_resync: metrics::status_resync_histogram(),
@@ -184,6 +226,13 @@ impl BrokerHub {
 
     /// Tells the source that `work` is gone from the cluster.
     fn publish_deleted(&self, work: &ManifestWork) -> Result<(), kube::Error> {
+        if let Some(uid) = work.metadata.uid.as_deref() {
+            self.inner
+                .deleted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remember(uid, work.metadata.generation.unwrap_or(0));
+        }
         let deleted = status::with_deleted_condition(work.clone());
         self.publish_status(&deleted, EventType::StatusUpdate)?;
         tracing::info!(
@@ -234,6 +283,17 @@ impl BrokerHub {
             .find(|(_, w)| w.metadata.uid.as_deref() == Some(update.uid.as_str()))
             .map(|(name, _)| name.clone())
             .and_then(|name| locked.get(&name));
+        if existing.is_none()
+            && self
+                .inner
+                .deleted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_late(update)
+        {
+            tracing::debug!(work = %update.name, generation = update.generation, "late spec event of a work deleted here; ignored");
+            return;
+        }
         match spec::apply_spec(existing.as_ref(), update) {
             SpecChange::Put(work) => {
                 locked.commit(work);
@@ -558,6 +618,47 @@ mod tests {
                 .flatten(),
             Some(2)
         );
+    }
+
+    /// Found by `chaos --hub grpc` (seed 1795749085086169439, work w53): part of a spec resync
+    /// answer made before the work was deleted arrived after the agent had cleaned it up and
+    /// forgotten it, and brought it back: applied again, with no source copy left to delete it.
+    #[tokio::test]
+    async fn a_late_spec_event_of_a_work_deleted_here_does_not_bring_it_back() {
+        let (hub, outbox, _tx) = hub();
+        hub.apply_spec(&create("u9", 1));
+        let work = hub.get_work("u9").await.expect("read").expect("stored");
+        hub.set_finalizers(&work, vec![MANIFEST_WORK_FINALIZER.into()])
+            .await
+            .expect("finalizer");
+        let mut deleting = create("u9", 1);
+        deleting.deletion_timestamp = Some(chrono::Utc::now());
+        deleting.spec = None;
+        hub.apply_spec(&deleting);
+        let work = hub.get_work("u9").await.expect("read").expect("stored");
+        hub.set_finalizers(&work, vec![]).await.expect("released");
+        assert!(hub.get_work("u9").await.expect("read").is_none());
+        assert_eq!(outbox.taken().len(), 1, "Deleted sent");
+
+        // The late answer: the same version, not deleting.
+        hub.apply_spec(&create("u9", 1));
+        assert!(
+            hub.get_work("u9").await.expect("read").is_none(),
+            "a late spec event brought a deleted work back"
+        );
+        // A delete again (the source may not have had the Deleted) is cleaned up as before.
+        hub.apply_spec(&deleting);
+        let again = hub
+            .get_work("u9")
+            .await
+            .expect("read")
+            .expect("deleting copy");
+        assert!(again.metadata.deletion_timestamp.is_some());
+        hub.set_finalizers(&again, vec![]).await.expect("released");
+        assert_eq!(outbox.taken().len(), 1, "Deleted sent again");
+        // A newer version is news from the source: taken.
+        hub.apply_spec(&create("u9", 2));
+        assert!(hub.get_work("u9").await.expect("read").is_some());
     }
 
     #[tokio::test]

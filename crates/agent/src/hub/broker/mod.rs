@@ -69,11 +69,15 @@ impl Outbox for GrpcPublisher {
 /// How many works deleted here are remembered (see [`Deleted`]).
 const DELETED_REMEMBERED: usize = 10_000;
 
-/// The works this agent cleaned up and forgot (UID → generation at deletion), the latest
-/// [`DELETED_REMEMBERED`]: a spec event for one of them that is neither newer nor a deletion is
-/// a late one (part of a resync answer made before the deletion, a redelivery) and must not bring
-/// the work back, since the source, once it has the `Deleted`, keeps no copy that would delete it
-/// again. Memory only, as the works are.
+/// The works this agent cleaned up and forgot since its last spec resync request (UID →
+/// generation at deletion), the latest [`DELETED_REMEMBERED`]: an update or resync answer for one
+/// of them that is neither newer nor a deletion is a late one (part of a resync answer made before
+/// the deletion, a redelivery) and must not bring the work back, since the source, once it has the
+/// `Deleted`, keeps no copy that would delete it again. A `create_request` is always taken: Maestro
+/// derives resource IDs from names, so a work deleted and created again comes back under the same
+/// UID at generation 1. The memory is cleared with each spec resync request: the answer to it is
+/// the source's state after the deletion (a work re-created while the agent was away comes that
+/// way). Memory only, as the works are.
 #[derive(Default)]
 struct Deleted {
     generations: std::collections::HashMap<String, i64>,
@@ -96,9 +100,16 @@ impl Deleted {
         }
     }
 
+    /// Forgets every deletion (a spec resync request is on its way).
+    fn clear(&mut self) {
+        self.generations.clear();
+        self.order.clear();
+    }
+
     /// Whether `update` is a late event of a work deleted here.
     fn is_late(&self, update: &SpecUpdate) -> bool {
         update.deletion_timestamp.is_none()
+            && update.event_type != EventType::SpecCreate
             && self
                 .generations
                 .get(&update.uid)
@@ -244,6 +255,11 @@ impl BrokerHub {
 
     /// Sends the spec resync request (after every subscribe): the versions the agent holds.
     fn request_spec_resync(&self, outbox: &dyn Outbox) {
+        self.inner
+            .deleted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
         let versions = {
             let locked = self.inner.works.lock();
             status::resource_versions(locked.works().values().map(|w| &w.metadata))
@@ -640,12 +656,18 @@ mod tests {
         assert!(hub.get_work("u9").await.expect("read").is_none());
         assert_eq!(outbox.taken().len(), 1, "Deleted sent");
 
-        // The late answer: the same version, not deleting.
-        hub.apply_spec(&create("u9", 1));
+        // The late answer: part of a resync answer at the same version, not deleting.
+        let mut late = create("u9", 1);
+        late.event_type = EventType::SpecResyncResponse;
+        hub.apply_spec(&late);
         assert!(
             hub.get_work("u9").await.expect("read").is_none(),
             "a late spec event brought a deleted work back"
         );
+        let mut redelivered = create("u9", 1);
+        redelivered.event_type = EventType::SpecUpdate;
+        hub.apply_spec(&redelivered);
+        assert!(hub.get_work("u9").await.expect("read").is_none());
         // A delete again (the source may not have had the Deleted) is cleaned up as before.
         hub.apply_spec(&deleting);
         let again = hub
@@ -659,6 +681,31 @@ mod tests {
         // A newer version is news from the source: taken.
         hub.apply_spec(&create("u9", 2));
         assert!(hub.get_work("u9").await.expect("read").is_some());
+    }
+
+    /// Maestro derives a resource's ID from its name: a work deleted and created again under the
+    /// same name comes back as a `create_request` with the same UID at generation 1 (Maestro's
+    /// e2e suite, "Resource CRUD Tests / delete and create again").
+    #[tokio::test]
+    async fn a_work_created_again_under_the_same_uid_is_taken() {
+        let (hub, _outbox, _tx) = hub();
+        hub.apply_spec(&create("u7", 1));
+        let work = hub.get_work("u7").await.expect("read").expect("stored");
+        hub.set_finalizers(&work, vec![MANIFEST_WORK_FINALIZER.into()])
+            .await
+            .expect("finalizer");
+        let mut deleting = create("u7", 1);
+        deleting.deletion_timestamp = Some(chrono::Utc::now());
+        deleting.spec = None;
+        hub.apply_spec(&deleting);
+        let work = hub.get_work("u7").await.expect("read").expect("stored");
+        hub.set_finalizers(&work, vec![]).await.expect("released");
+        assert!(hub.get_work("u7").await.expect("read").is_none());
+        hub.apply_spec(&create("u7", 1));
+        assert!(
+            hub.get_work("u7").await.expect("read").is_some(),
+            "the work created again was dropped as a late copy"
+        );
     }
 
     #[tokio::test]

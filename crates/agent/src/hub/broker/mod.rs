@@ -636,24 +636,31 @@ mod tests {
         );
     }
 
+    /// Creates work `uid` at generation 1, deletes it and lets the agent release it (the hub
+    /// forgets it); returns the deleting spec event.
+    async fn create_then_delete(hub: &BrokerHub, uid: &str) -> SpecUpdate {
+        hub.apply_spec(&create(uid, 1));
+        let work = hub.get_work(uid).await.expect("read").expect("stored");
+        hub.set_finalizers(&work, vec![MANIFEST_WORK_FINALIZER.into()])
+            .await
+            .expect("finalizer");
+        let mut deleting = create(uid, 1);
+        deleting.deletion_timestamp = Some(chrono::Utc::now());
+        deleting.spec = None;
+        hub.apply_spec(&deleting);
+        let work = hub.get_work(uid).await.expect("read").expect("stored");
+        hub.set_finalizers(&work, vec![]).await.expect("released");
+        assert!(hub.get_work(uid).await.expect("read").is_none());
+        deleting
+    }
+
     /// Found by `chaos --hub grpc` (seed 1795749085086169439, work w53): part of a spec resync
     /// answer made before the work was deleted arrived after the agent had cleaned it up and
     /// forgotten it, and brought it back: applied again, with no source copy left to delete it.
     #[tokio::test]
     async fn a_late_spec_event_of_a_work_deleted_here_does_not_bring_it_back() {
         let (hub, outbox, _tx) = hub();
-        hub.apply_spec(&create("u9", 1));
-        let work = hub.get_work("u9").await.expect("read").expect("stored");
-        hub.set_finalizers(&work, vec![MANIFEST_WORK_FINALIZER.into()])
-            .await
-            .expect("finalizer");
-        let mut deleting = create("u9", 1);
-        deleting.deletion_timestamp = Some(chrono::Utc::now());
-        deleting.spec = None;
-        hub.apply_spec(&deleting);
-        let work = hub.get_work("u9").await.expect("read").expect("stored");
-        hub.set_finalizers(&work, vec![]).await.expect("released");
-        assert!(hub.get_work("u9").await.expect("read").is_none());
+        let deleting = create_then_delete(&hub, "u9").await;
         assert_eq!(outbox.taken().len(), 1, "Deleted sent");
 
         // The late answer: part of a resync answer at the same version, not deleting.
@@ -689,18 +696,7 @@ mod tests {
     #[tokio::test]
     async fn a_work_created_again_under_the_same_uid_is_taken() {
         let (hub, _outbox, _tx) = hub();
-        hub.apply_spec(&create("u7", 1));
-        let work = hub.get_work("u7").await.expect("read").expect("stored");
-        hub.set_finalizers(&work, vec![MANIFEST_WORK_FINALIZER.into()])
-            .await
-            .expect("finalizer");
-        let mut deleting = create("u7", 1);
-        deleting.deletion_timestamp = Some(chrono::Utc::now());
-        deleting.spec = None;
-        hub.apply_spec(&deleting);
-        let work = hub.get_work("u7").await.expect("read").expect("stored");
-        hub.set_finalizers(&work, vec![]).await.expect("released");
-        assert!(hub.get_work("u7").await.expect("read").is_none());
+        create_then_delete(&hub, "u7").await;
         hub.apply_spec(&create("u7", 1));
         assert!(
             hub.get_work("u7").await.expect("read").is_some(),

@@ -11,6 +11,8 @@
 //! Loss-free across broker restarts: with a clean start the broker and rumqttc both forget
 //! unacknowledged publishes, so every event stays ours until its PUBACK; on a connection error the
 //! unacknowledged ones go back into the queue (unless a newer event for the same work is there).
+//! An event the broker acknowledges as heard by nobody (MQTT 5 reason 0x10: the source was away)
+//! is held and sent again once the source is back ([`Unheard`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +21,7 @@ use std::time::Duration;
 
 use rumqttc::Outgoing;
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::{Packet, PublishProperties};
+use rumqttc::v5::mqttbytes::v5::{Packet, PubAckReason, PublishProperties};
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use tokio::sync::{Notify, mpsc};
 
@@ -28,7 +30,7 @@ use crate::codec::{Decoder, Incoming};
 use crate::config::{MqttConfig, mqtt_client_id};
 use crate::event::CloudEvent;
 use crate::mqtt::{self, Message, Topics};
-use crate::queue::{LatestQueue, event_key, reconnect_backoff};
+use crate::queue::{LatestQueue, Unheard, event_key, reconnect_backoff};
 use crate::tls::ReloadingClientCert;
 use crate::types::{self, EventType};
 
@@ -100,12 +102,18 @@ pub struct Stats {
     pub queue_depth: usize,
     /// Events the source refused as malformed; dropped, as retrying cannot help.
     pub dropped: u64,
+    /// Events the broker took while no source was subscribed (held and sent again).
+    pub unheard: u64,
 }
 
 /// Called after every successful (re)subscribe with the client, e.g. to send the spec resync request.
 pub type SubscribedHook = Arc<dyn Fn(&Publisher) + Send + Sync>;
 
-#[derive(Default)]
+/// First delay before an unheard event is sent again as a probe.
+const UNHEARD_RETRY_MIN: Duration = Duration::from_secs(1);
+/// Longest delay between two probes while no source listens.
+const UNHEARD_RETRY_MAX: Duration = Duration::from_secs(30);
+
 struct State {
     ready: bool,
     /// What waits to be published, with its topic: the latest event per work.
@@ -114,12 +122,59 @@ struct State {
     awaiting_pkid: VecDeque<(String, String, CloudEvent)>,
     /// Sent, waiting for PUBACK.
     inflight: HashMap<u16, (String, String, CloudEvent)>,
+    /// Acknowledged, but no source was subscribed: sent again when one is.
+    unheard: Unheard<(String, CloudEvent)>,
     stats: Stats,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            ready: false,
+            queue: LatestQueue::default(),
+            awaiting_pkid: VecDeque::new(),
+            inflight: HashMap::new(),
+            unheard: Unheard::new(UNHEARD_RETRY_MIN, UNHEARD_RETRY_MAX),
+            stats: Stats::default(),
+        }
+    }
 }
 
 impl State {
     fn depth(&self) -> usize {
-        self.queue.len() + self.awaiting_pkid.len() + self.inflight.len()
+        self.queue.len() + self.awaiting_pkid.len() + self.inflight.len() + self.unheard.len()
+    }
+
+    /// Whether an event of `key` newer than an acknowledged one is queued or on its way.
+    fn has_newer(&self, key: &str) -> bool {
+        self.queue.contains(key)
+            || self.awaiting_pkid.iter().any(|(k, _, _)| k == key)
+            || self.inflight.values().any(|(k, _, _)| k == key)
+    }
+
+    /// The broker's answer to the publish `entry`.
+    fn acknowledged(&mut self, entry: (String, String, CloudEvent), reason: PubAckReason) {
+        let (key, topic, ev) = entry;
+        match reason {
+            PubAckReason::Success => {
+                *self.stats.sent.entry(ev.type_).or_default() += 1;
+                // Someone listens again: what nobody heard goes out (behind anything newer).
+                for (key, item) in self.unheard.heard() {
+                    self.queue.retry_later(key, item);
+                }
+            }
+            PubAckReason::NoMatchingSubscribers => {
+                self.stats.unheard += 1;
+                if !self.has_newer(&key) {
+                    self.unheard
+                        .hold(key, (topic, ev), std::time::Instant::now());
+                }
+            }
+            other => {
+                self.stats.dropped += 1;
+                tracing::warn!(reason = ?other, event_type = %ev.type_, "the MQTT broker refused an event; dropped");
+            }
+        }
     }
 
     /// Puts an event back after a connection loss unless a newer one for the key is queued.
@@ -188,7 +243,8 @@ impl Publisher {
         };
         let key = event_key(&event);
         let mut st = self.shared.lock();
-        let held = st.awaiting_pkid.len() + st.inflight.len();
+        st.unheard.forget(&key);
+        let held = st.awaiting_pkid.len() + st.inflight.len() + st.unheard.len();
         st.queue
             .push(key, (topic, event), self.shared.capacity, held)?;
         st.stats.queue_depth = st.depth();
@@ -466,8 +522,8 @@ async fn connection_loop(
             }
             Ok(Event::Incoming(Packet::PubAck(ack))) => {
                 let mut st = shared.lock();
-                if let Some((_, _, ev)) = st.inflight.remove(&ack.pkid) {
-                    *st.stats.sent.entry(ev.type_).or_default() += 1;
+                if let Some(entry) = st.inflight.remove(&ack.pkid) {
+                    st.acknowledged(entry, ack.reason);
                 }
                 st.stats.queue_depth = st.depth();
             }
@@ -514,6 +570,15 @@ async fn publish_loop(client: AsyncClient, shared: Arc<Shared>) {
     loop {
         let sent_one = {
             let mut st = shared.lock();
+            if st.ready
+                && st.queue.is_empty()
+                && st.awaiting_pkid.is_empty()
+                && st.inflight.is_empty()
+                && let Some((key, item)) = st.unheard.probe(std::time::Instant::now())
+            {
+                // Nothing else is on its way that could tell whether a source listens again.
+                st.queue.requeue(key, item);
+            }
             if !st.ready {
                 false
             } else if let Some((key, (topic, ev))) = st.queue.pop() {

@@ -3,7 +3,7 @@
 //! are queued under, and the reconnect backoff.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use backon::BackoffBuilder;
 
@@ -108,6 +108,92 @@ impl<T> LatestQueue<T> {
             self.latest.insert(key, item);
         }
     }
+
+    /// Drops the item of `key`.
+    pub fn remove(&mut self, key: &str) -> Option<T> {
+        let item = self.latest.remove(key)?;
+        self.order.retain(|k| k != key);
+        Some(item)
+    }
+}
+
+/// Events the broker took but nobody heard: MQTT 5 acknowledges a publish that matched no
+/// subscription with reason 0x10 ("no matching subscribers"), which is what a source that
+/// subscribes with a clean start (Maestro's server) leaves behind while it restarts. The broker
+/// does not keep such an event, and the source asks nobody for what it missed (Maestro addresses
+/// its status resync request to the consumer's id, which an agent subscribed by name never sees),
+/// so the agent holds the latest event per key and sends one again as a probe, after a delay that
+/// grows from `min` to `max`; when any event is heard, every held one goes out again.
+///
+/// The delays only decide how soon a returning source hears what it missed, never what it hears.
+#[derive(Debug)]
+pub struct Unheard<T> {
+    held: LatestQueue<T>,
+    min: Duration,
+    max: Duration,
+    delay: Duration,
+    probe_at: Option<Instant>,
+}
+
+impl<T> Unheard<T> {
+    /// Probes after `min`, then twice as long each time, up to `max`.
+    pub fn new(min: Duration, max: Duration) -> Self {
+        Self {
+            held: LatestQueue::default(),
+            min,
+            max: max.max(min),
+            delay: min,
+            probe_at: None,
+        }
+    }
+
+    /// Events held.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// Holds `item`, unheard at `now`, replacing a held one of the same key; schedules a probe
+    /// when none is due.
+    pub fn hold(&mut self, key: String, item: T, now: Instant) {
+        if let Err(e) = self.held.push(key, item, usize::MAX, 0) {
+            // Unreachable with no capacity limit; the caller's queue bounds what is held.
+            tracing::warn!(error = %e, "an unheard event could not be held");
+        }
+        if self.probe_at.is_none() {
+            self.probe_at = Some(now + self.delay);
+            self.delay = (self.delay * 2).min(self.max);
+        }
+    }
+
+    /// Drops the held event of `key`: a newer one replaces it.
+    pub fn forget(&mut self, key: &str) {
+        self.held.remove(key);
+    }
+
+    /// The oldest held event when a probe is due at `now`; the next probe is scheduled when it
+    /// comes back unheard.
+    pub fn probe(&mut self, now: Instant) -> Option<(String, T)> {
+        if self.probe_at.is_some_and(|at| now >= at) {
+            let probe = self.held.pop();
+            if probe.is_some() {
+                self.probe_at = None;
+            }
+            return probe;
+        }
+        None
+    }
+
+    /// Someone heard an event: every held one, oldest first, to be sent again.
+    pub fn heard(&mut self) -> Vec<(String, T)> {
+        self.delay = self.min;
+        self.probe_at = None;
+        std::iter::from_fn(|| self.held.pop()).collect()
+    }
 }
 
 /// The queue key of an event: the work's UID, so a newer status replaces an unsent one; a spec
@@ -209,6 +295,43 @@ mod tests {
         assert_eq!(goes_after("w1"), None);
         let other = CloudEvent::new(EventType::StatusResyncRequest, "agent");
         assert_eq!(event_key(&other), format!("event/{}", other.id));
+    }
+
+    #[test]
+    fn unheard_events_wait_latest_per_key_and_go_again_once_one_is_heard() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let mut u = Unheard::new(s(1), s(4));
+        assert_eq!(u.probe(t0 + s(100)), None, "nothing held, no probe");
+        u.hold("a".into(), 1, t0);
+        u.hold("b".into(), 2, t0);
+        u.hold("a".into(), 3, t0);
+        assert_eq!(u.len(), 2, "latest per key");
+        assert_eq!(u.probe(t0), None, "not before the delay");
+        assert_eq!(u.probe(t0 + s(1)), Some(("a".to_string(), 3)), "oldest first");
+        assert_eq!(u.probe(t0 + s(1)), None, "one probe at a time");
+        // The probe was unheard too: the next one waits twice as long.
+        u.hold("a".into(), 3, t0 + s(2));
+        assert_eq!(u.probe(t0 + s(3)), None);
+        assert_eq!(u.probe(t0 + s(4)), Some(("b".to_string(), 2)));
+        u.hold("b".into(), 2, t0 + s(4));
+        let (k, v) = u.probe(t0 + s(8)).expect("due at 8");
+        u.hold(k, v, t0 + s(8));
+        assert_eq!(u.probe(t0 + s(11)), None, "capped at the max: due at 12");
+        assert_eq!(u.probe(t0 + s(12)), Some(("b".to_string(), 2)));
+        u.hold("c".into(), 4, t0 + s(12));
+        u.forget("c");
+        // The probe was heard: what is still held goes again.
+        let again = u.heard();
+        assert_eq!(
+            again.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+            ["a"],
+            "the probe is out already and a forgotten key does not go again"
+        );
+        assert!(u.is_empty());
+        u.hold("d".into(), 5, t0 + s(20));
+        assert_eq!(u.probe(t0 + s(20)), None);
+        assert!(u.probe(t0 + s(21)).is_some(), "back to the first delay");
     }
 
     #[test]

@@ -327,3 +327,77 @@ async fn spec_in_status_out_broker_restart_and_a_large_bundle() {
         "{stats:?}"
     );
 }
+
+/// A source that subscribes with a clean start (Maestro's server) hears nothing published while
+/// it was away, and asks nobody for it: the broker acknowledges such a publish with "no matching
+/// subscribers", and the agent sends the latest of each again once a source listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_nobody_heard_go_again_once_the_source_is_back() {
+    let (host, port) = broker();
+    let cluster = format!("u{}", std::process::id());
+    let cfg = MqttConfig::parse(&format!(
+        "brokerHost: {host}:{port}\ntopics:\n  sourceEvents: sources/maestro/consumers/{cluster}/sourceevents\n  agentEvents: sources/maestro/consumers/{cluster}/agentevents\n"
+    ))
+    .expect("config");
+    let opts = ClientOptions::new(cfg, cluster.clone(), format!("{cluster}-work-agent"));
+    let hook_cluster = cluster.clone();
+    let hook: cloudevents::client::SubscribedHook = Arc::new(move |p| {
+        let ev =
+            codec::encode_spec_resync_request(vec![], &hook_cluster, p.source()).expect("encodes");
+        p.publish(ev).expect("queues");
+    });
+    // No source yet: the resync request and three statuses (two of u1) reach nobody.
+    let agent = MqttClient::start(opts, hook).expect("starts");
+    for (uid, g, seq) in [("u1", 1, 1), ("u1", 2, 2), ("u2", 1, 3)] {
+        agent
+            .publisher
+            .publish(status_event(&cluster, uid, g, seq))
+            .expect("queues");
+        // One at a time, so each is acknowledged (and held) before the next replaces it.
+        for _ in 0..100 {
+            if agent.publisher.stats().unheard > seq {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let stats = agent.publisher.stats();
+    assert!(stats.ready, "{stats:?}");
+    assert!(
+        stats.unheard >= 4,
+        "the broker said nobody heard the resync request and the statuses: {stats:?}"
+    );
+    assert_eq!(
+        stats.queue_depth, 3,
+        "held: the resync request and the latest status of each work: {stats:?}"
+    );
+    assert!(stats.sent.is_empty(), "{stats:?}");
+
+    // The source comes (back): it hears the resync request and each work's latest status once.
+    let mut src = source(&host, port, &cluster);
+    let resync = src.next_of(EventType::SpecResyncRequest).await;
+    assert_eq!(
+        resync.ext_string(types::EXT_CLUSTER_NAME).as_deref(),
+        Some(cluster.as_str())
+    );
+    let mut seen = std::collections::BTreeMap::new();
+    while seen.len() < 2 {
+        let ev = src.next_of(EventType::StatusUpdate).await;
+        let uid = ev.ext_string(types::EXT_RESOURCE_ID).expect("resourceid");
+        let g = ev
+            .ext_integer(types::EXT_RESOURCE_VERSION)
+            .expect("int")
+            .expect("version");
+        assert!(seen.insert(uid.clone(), g).is_none(), "{uid} twice");
+    }
+    assert_eq!(
+        seen.get("u1"),
+        Some(&2),
+        "the older status of u1 is not sent"
+    );
+    assert_eq!(seen.get("u2"), Some(&1));
+    let more = timeout(Duration::from_secs(2), src.events.recv()).await;
+    assert!(more.is_err(), "nothing else: {more:?}");
+    let stats = agent.publisher.stats();
+    assert_eq!(stats.queue_depth, 0, "{stats:?}");
+}

@@ -98,9 +98,16 @@ impl Collector for TransportCollector {
         let dropped = ConstCounter::new(stats.dropped);
         dropped.encode(encoder.encode_descriptor(
             "cloudevents_publish_dropped",
-            "Events to the source that it refused as malformed; dropped, as retrying cannot help.",
+            "Events to the source that it (or the MQTT broker) refused; dropped, as retrying cannot help.",
             None,
             dropped.metric_type(),
+        )?)?;
+        let unheard = ConstCounter::new(stats.unheard);
+        unheard.encode(encoder.encode_descriptor(
+            "cloudevents_publish_unheard",
+            "Events the MQTT broker took while no source was subscribed; held and sent again once one is.",
+            None,
+            unheard.metric_type(),
         )?)?;
         let depth = ConstGauge::new(i64::try_from(stats.queue_depth).unwrap_or(i64::MAX));
         depth.encode(encoder.encode_descriptor(
@@ -179,6 +186,7 @@ mod tests {
             reconnects: 2,
             queue_depth: 4,
             dropped: 6,
+            unheard: 7,
         };
         let histogram = status_resync_histogram();
         register(
@@ -204,6 +212,8 @@ mod tests {
         );
         assert!(text.contains("cloudevents_publish_queue_depth 4"), "{text}");
         assert!(text.contains("cloudevents_subscribed 1"), "{text}");
+        assert!(text.contains("cloudevents_publish_unheard_total 7"), "{text}");
+        assert!(text.contains("cloudevents_publish_dropped_total 6"), "{text}");
         assert!(
             text.contains("resources_status_resync_duration_seconds_count 1"),
             "{text}"

@@ -308,7 +308,11 @@ mod tests {
         u.hold("a".into(), 3, t0);
         assert_eq!(u.len(), 2, "latest per key");
         assert_eq!(u.probe(t0), None, "not before the delay");
-        assert_eq!(u.probe(t0 + s(1)), Some(("a".to_string(), 3)), "oldest first");
+        assert_eq!(
+            u.probe(t0 + s(1)),
+            Some(("a".to_string(), 3)),
+            "oldest first"
+        );
         assert_eq!(u.probe(t0 + s(1)), None, "one probe at a time");
         // The probe was unheard too: the next one waits twice as long.
         u.hold("a".into(), 3, t0 + s(2));

@@ -12,6 +12,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use work_api::{
     AppliedManifestResourceMeta, AppliedManifestWork, MANIFEST_WORK_FINALIZER, ManifestWork,
+    ManifestWorkStatus,
 };
 
 use crate::context::Context;
@@ -155,6 +156,18 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         manifests: outcome.manifests,
         deleting: false,
     };
+    // Behind a broker the completion is kept on the spoke before the source hears of it: an agent
+    // stopped between the two would otherwise apply the completed work again after a restart.
+    let mut remembered = remembered.unwrap_or_default();
+    if !ctx.hub.keeps_status() {
+        let planned = status::build_status(
+            work.status.as_ref(),
+            &desired,
+            generation,
+            Time(Timestamp::now()),
+        );
+        remembered = remember(&applied, remembered, Some(&planned), ctx).await?;
+    }
     let written = ctx
         .status
         .write(&work, |current| {
@@ -183,13 +196,8 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         .and_then(|w| w.status.as_ref())
         .or(work.status.as_ref());
     if !ctx.hub.keeps_status() {
-        let now = Remembered::of_status(current_status);
-        if now.adds_to(&remembered.unwrap_or_default()) {
-            ctx.applied
-                .remember_completion(&applied, &now)
-                .await
-                .map_err(Error::Spoke)?;
-        }
+        // The written status may hold more than planned (it was built on the hub's latest copy).
+        remember(&applied, remembered, current_status, ctx).await?;
     }
     ctx.states.set(
         &ctx.metrics,
@@ -233,6 +241,24 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         next = next.min(ctx.config.readonly_resync);
     }
     Ok(Action::requeue(next))
+}
+
+/// Keeps on the spoke the completion in `status` that `remembered` lacks; the memory now.
+async fn remember(
+    applied: &AppliedManifestWork,
+    remembered: Remembered,
+    status: Option<&ManifestWorkStatus>,
+    ctx: &Context,
+) -> Result<Remembered, Error> {
+    let now = Remembered::of_status(status);
+    if !now.adds_to(&remembered) {
+        return Ok(remembered);
+    }
+    ctx.applied
+        .remember_completion(applied, &now)
+        .await
+        .map_err(Error::Spoke)?;
+    Ok(now)
 }
 
 /// Gives a hub that lost the work's status (a restarted agent behind a broker) the completion

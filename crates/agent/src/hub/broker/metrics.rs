@@ -212,8 +212,14 @@ mod tests {
         );
         assert!(text.contains("cloudevents_publish_queue_depth 4"), "{text}");
         assert!(text.contains("cloudevents_subscribed 1"), "{text}");
-        assert!(text.contains("cloudevents_publish_unheard_total 7"), "{text}");
-        assert!(text.contains("cloudevents_publish_dropped_total 6"), "{text}");
+        assert!(
+            text.contains("cloudevents_publish_unheard_total 7"),
+            "{text}"
+        );
+        assert!(
+            text.contains("cloudevents_publish_dropped_total 6"),
+            "{text}"
+        );
         assert!(
             text.contains("resources_status_resync_duration_seconds_count 1"),
             "{text}"

@@ -367,42 +367,6 @@ pub async fn survivors(shared: &Shared, spoke: &Client) -> Vec<String> {
     lost
 }
 
-/// The agent's log line when it finds a work Complete (`agent::work::reconcile`).
-const COMPLETE_LINE: &str = "work is Complete work=";
-
-/// Per work id, when one agent process first logged it Complete (Unix seconds).
-fn first_completions(log: &str) -> BTreeMap<String, i64> {
-    let mut first = BTreeMap::new();
-    for line in log.lines() {
-        let Some((_, rest)) = line.split_once(COMPLETE_LINE) else {
-            continue;
-        };
-        let id = rest.split_whitespace().next().unwrap_or_default();
-        let at = line
-            .split_whitespace()
-            .next()
-            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
-            .map(|t| t.as_second());
-        if let Some(at) = at {
-            first.entry(id.to_string()).or_insert(at);
-        }
-    }
-    first
-}
-
-/// Whether a write at `at` (Unix seconds) to an object of the completed work `id` was an agent
-/// process re-applying the work before it found it Complete: behind a broker a restarted
-/// agent's copy of a work has no status (spec events carry none), so it applies the manifests
-/// once more, then reports the work Complete. That process's first "work is Complete" line for
-/// the work comes right after the write (its status follows the apply in one reconcile).
-pub fn reapplied_after_restart(logs: &[String], id: &str, at: i64) -> bool {
-    logs.iter().any(|log| {
-        first_completions(log)
-            .get(id)
-            .is_some_and(|c| *c >= at && *c <= at + 10)
-    })
-}
-
 /// Lines of the agent logs that report a panic.
 pub fn panics(logs: &[PathBuf]) -> Vec<String> {
     let mut found = Vec::new();
@@ -415,29 +379,4 @@ pub fn panics(logs: &[PathBuf]) -> Vec<String> {
         }
     }
     found
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_write_is_a_reapply_only_when_that_process_then_finds_the_work_complete() {
-        let restarted = "2026-11-27T02:05:55.624306Z  INFO agent::hub::broker: subscribed\n\
-            2026-11-27T02:05:55.927807Z  INFO agent::work::reconcile: work is Complete work=b012\n\
-            2026-11-27T02:06:40.000000Z  INFO agent::work::reconcile: work is Complete work=b012\n";
-        let other =
-            "2026-11-27T02:05:30.000000Z  INFO agent::work::reconcile: work is Complete work=c9\n";
-        let logs = vec![restarted.to_string(), other.to_string()];
-        // 02:05:55 UTC.
-        let write = 1_795_745_155;
-        assert!(reapplied_after_restart(&logs, "b012", write));
-        assert!(reapplied_after_restart(&logs, "b012", write - 10));
-        // Only the process's first completion of the work counts, and only after the write.
-        assert!(!reapplied_after_restart(&logs, "b012", write + 40));
-        assert!(!reapplied_after_restart(&logs, "b012", write + 1));
-        assert!(!reapplied_after_restart(&logs, "b012", write - 11));
-        assert!(!reapplied_after_restart(&logs, "c9", write));
-        assert!(!reapplied_after_restart(&logs, "zz", write));
-    }
 }

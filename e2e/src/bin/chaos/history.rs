@@ -17,7 +17,7 @@ use crate::broker::BrokerHub;
 use crate::hub::Hub;
 use crate::kubeops::{agent_fingerprint, api, api_all, condition, obj_ref};
 use crate::workload::{Phase, RUN_LABEL};
-use crate::world::{Completion, Shared, WriteAfterComplete};
+use crate::world::{Completion, Shared};
 
 /// Pause after a watch error before the watcher retries.
 const RETRY: std::time::Duration = std::time::Duration::from_millis(500);
@@ -199,16 +199,8 @@ async fn watch_spoke(
                             "{} of completed work {name} written: {before:?} -> {print:?}",
                             obj.describe()
                         );
-                        if let Some(deferred) = w.deferred_writes.as_mut() {
-                            deferred.push(WriteAfterComplete {
-                                work: name.clone(),
-                                at: print.latest(),
-                                line,
-                            });
-                        } else {
-                            w.counts.writes_after_complete += 1;
-                            w.violation(line);
-                        }
+                        w.counts.writes_after_complete += 1;
+                        w.violation(line);
                     }
                     // The new baseline, also after fields were only taken away (the driver's
                     // forced edit): an agent write giving them back is then a gain.

@@ -67,11 +67,6 @@ pub fn obj_ref(
 pub struct AgentFields(BTreeMap<String, (i64, Value)>);
 
 impl AgentFields {
-    /// The time of the latest write among the entries (Unix seconds; 0 without any).
-    pub fn latest(&self) -> i64 {
-        self.0.values().map(|(t, _)| *t).max().unwrap_or(0)
-    }
-
     /// Whether someone of these managers wrote the object after `before` was taken: an entry
     /// that is new, has a later time, or owns a field it did not own. Fields only taken away (a
     /// forced apply by the driver steals them, leaving the entry's time as it was) are no write.

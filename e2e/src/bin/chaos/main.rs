@@ -274,9 +274,6 @@ async fn run(plan: Plan) -> Result<bool, String> {
         run: run_id.clone(),
     };
     let shared = Shared::default();
-    if plan.wire.is_some() {
-        shared.lock().deferred_writes = Some(Vec::new());
-    }
     let foreign = ops::seed_foreign(&shared, &target)
         .await
         .map_err(|e| format!("seeding foreign objects: {e}"))?;
@@ -507,25 +504,6 @@ async fn run(plan: Plan) -> Result<bool, String> {
     let dups = checks::duplicates(&shared, &hub, &spoke.client).await;
     let lost = checks::survivors(&shared, &spoke.client).await;
     let panics = checks::panics(&agent.logs());
-    let deferred = shared.lock().deferred_writes.take().unwrap_or_default();
-    if !deferred.is_empty() {
-        let logs: Vec<String> = agent
-            .logs()
-            .iter()
-            .map(|p| std::fs::read(p).map(|b| String::from_utf8_lossy(&b).into_owned()))
-            .map(Result::unwrap_or_default)
-            .collect();
-        let mut w = shared.lock();
-        for write in deferred {
-            let id = hub.applied_work_name(&write.work);
-            if checks::reapplied_after_restart(&logs, &id, write.at) {
-                w.tally.reapplied_after_restart += 1;
-            } else {
-                w.counts.writes_after_complete += 1;
-                w.violation(write.line);
-            }
-        }
-    }
     {
         let mut w = shared.lock();
         w.counts.duplicates += dups.len() as u64;
@@ -711,13 +689,6 @@ fn report(
         t.agent_unexpected_exits,
         t.op_errors
     );
-    if plan.wire.is_some() {
-        let _ = writeln!(
-            out,
-            "Re-applies of a completed work by a restarted agent (counted apart from writes after Complete, docs/reliability.md): {}.",
-            t.reapplied_after_restart
-        );
-    }
     let _ = writeln!(
         out,
         "Converged {:.0} s after the last fault.",

@@ -17,17 +17,6 @@ pub struct Completion {
     pub fingerprints: BTreeMap<ObjRef, AgentFields>,
 }
 
-/// A write by the agent to an object of a completed work, seen by the spoke watch.
-#[derive(Clone, Debug)]
-pub struct WriteAfterComplete {
-    /// The work.
-    pub work: String,
-    /// When the write happened (Unix seconds, its managedFields time).
-    pub at: i64,
-    /// What was seen, for the report.
-    pub line: String,
-}
-
 /// The invariant counts (all must be 0) and the figures reported beside them.
 #[derive(Clone, Debug, Default)]
 pub struct Counts {
@@ -106,9 +95,6 @@ pub struct Tally {
     pub op_errors: u64,
     /// Behind a broker: what the wire faults did, as the source counted it.
     pub wire: Vec<(&'static str, u64)>,
-    /// Behind a broker: writes after Complete that were a restarted agent re-applying a
-    /// completed work it no longer knew was Complete (a known limit, reported, not counted).
-    pub reapplied_after_restart: u64,
 }
 
 /// Everything shared.
@@ -130,9 +116,6 @@ pub struct World {
     pub ttl_seen: BTreeSet<String>,
     /// Completions seen, by work name.
     pub completions: BTreeMap<String, Completion>,
-    /// Behind a broker, writes after Complete wait here to be told apart (see
-    /// `checks::reapplied_after_restart`) instead of being counted at once.
-    pub deferred_writes: Option<Vec<WriteAfterComplete>>,
     /// The hub API server is down (stopped or restarting) since this instant.
     pub hub_down_since: Option<Instant>,
     /// When the hub last came back.

@@ -111,8 +111,9 @@ pub type SubscribedHook = Arc<dyn Fn(&Publisher) + Send + Sync>;
 
 /// First delay before an unheard event is sent again as a probe.
 const UNHEARD_RETRY_MIN: Duration = Duration::from_secs(1);
-/// Longest delay between two probes while no source listens.
-const UNHEARD_RETRY_MAX: Duration = Duration::from_secs(30);
+/// Longest delay between two probes while no source listens: how late at most a returning
+/// source hears what it missed (one small event per period while it is away).
+const UNHEARD_RETRY_MAX: Duration = Duration::from_secs(10);
 
 struct State {
     ready: bool,
@@ -159,11 +160,24 @@ impl State {
             PubAckReason::Success => {
                 *self.stats.sent.entry(ev.type_).or_default() += 1;
                 // Someone listens again: what nobody heard goes out (behind anything newer).
-                for (key, item) in self.unheard.heard() {
+                let again = self.unheard.heard();
+                if !again.is_empty() {
+                    tracing::info!(
+                        events = again.len(),
+                        "a source listens again; sending the events nobody heard"
+                    );
+                }
+                for (key, item) in again {
                     self.queue.retry_later(key, item);
                 }
             }
             PubAckReason::NoMatchingSubscribers => {
+                if self.unheard.is_empty() {
+                    tracing::info!(
+                        event_type = %ev.type_,
+                        "the MQTT broker says no source is subscribed; holding events until one is"
+                    );
+                }
                 self.stats.unheard += 1;
                 if !self.has_newer(&key) {
                     self.unheard

@@ -72,10 +72,17 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
         .confirmed(&applied_name)
         .await
         .map_err(Error::Spoke)?;
-    if let Some(amw) = amw
-        && !cleanup_applied(&amw, work.spec.delete_option.as_ref(), ctx).await?
-    {
-        return Ok(Action::requeue(WAIT_FOR_GONE));
+    if let Some(amw) = amw {
+        if amw.metadata.deletion_timestamp.is_none() {
+            // As upstream's agent: the AppliedManifestWork goes first, and its resources are
+            // cleaned up once its deletion is seen (its watch wakes this work). The spoke then
+            // shows the cleanup under way, and a restarted agent finds it there, whatever the hub.
+            delete_applied(&amw, ctx).await?;
+            return Ok(Action::requeue(WAIT_FOR_GONE));
+        }
+        if !cleanup_applied(&amw, work.spec.delete_option.as_ref(), ctx).await? {
+            return Ok(Action::requeue(WAIT_FOR_GONE));
+        }
     }
 
     let remaining: Vec<String> = work
@@ -207,20 +214,12 @@ pub async fn cleanup_applied(
     }
     ctx.cleanups.forget(&applied);
     let api = ctx.applied.api();
-    let name = applied;
     // The object to remove the finalizer from: the delete's answer (it has the new
     // resourceVersion), or the one at hand when it was already being deleted.
     let current = if amw.metadata.deletion_timestamp.is_none() {
-        let params = crate::params::delete_background_of(amw.metadata.uid.clone());
-        match api.delete(&name, &params).await {
-            Ok(answer) => match answer.left() {
-                Some(deleting) => deleting,
-                // Deleted at once: no finalizer was left on it.
-                None => return Ok(true),
-            },
-            // Gone, or another object of that name (UID precondition failed): not ours.
-            Err(kube::Error::Api(s)) if s.is_not_found() || s.code == 409 => return Ok(true),
-            Err(e) => return Err(Error::Spoke(e)),
+        match delete_applied(amw, ctx).await? {
+            Some(deleting) => deleting,
+            None => return Ok(true),
         }
     } else {
         amw.clone()
@@ -242,6 +241,20 @@ pub async fn cleanup_applied(
         }
     }
     Ok(true)
+}
+
+/// Deletes the AppliedManifestWork (Background, UID precondition): the object being deleted, or
+/// None when it is gone (at once, already, or another object of that name now: not ours).
+async fn delete_applied(
+    amw: &AppliedManifestWork,
+    ctx: &Context,
+) -> Result<Option<AppliedManifestWork>, Error> {
+    let params = crate::params::delete_background_of(amw.metadata.uid.clone());
+    match ctx.applied.api().delete(&amw.name_any(), &params).await {
+        Ok(answer) => Ok(answer.left()),
+        Err(kube::Error::Api(s)) if s.is_not_found() || s.code == 409 => Ok(None),
+        Err(e) => Err(Error::Spoke(e)),
+    }
 }
 
 /// Makes sure the deletion of an applied resource wakes `work`: the object in the index (its

@@ -113,6 +113,9 @@ pub struct GrpcSourceOptions {
     pub port: u16,
     /// Interval of the heartbeats on every subscription (the broker's default is 10 s).
     pub heartbeat_interval: Duration,
+    /// How long after the `subscription-id` header a subscriber is registered: sdk-go's broker
+    /// sends the header first, so a resync request sent on the header can be answered to nobody.
+    pub registration_delay: Duration,
     /// Serve TLS.
     pub tls: Option<SourceTls>,
     /// Require this bearer token on every call.
@@ -125,6 +128,7 @@ impl Default for GrpcSourceOptions {
             source_id: "maestro".into(),
             port: 0,
             heartbeat_interval: Duration::from_secs(10),
+            registration_delay: Duration::ZERO,
             tls: None,
             token: None,
         }
@@ -162,6 +166,7 @@ struct State {
 struct Shared {
     source_id: String,
     heartbeat_interval: Duration,
+    registration_delay: Duration,
     state: Mutex<State>,
     /// Heartbeats are sent while true.
     heartbeats: watch::Sender<bool>,
@@ -259,6 +264,7 @@ impl GrpcSource {
         let shared = Arc::new(Shared {
             source_id: options.source_id,
             heartbeat_interval: options.heartbeat_interval,
+            registration_delay: options.registration_delay,
             state: Mutex::new(State::default()),
             heartbeats: watch::channel(true).0,
             subscription_header: std::sync::atomic::AtomicBool::new(true),
@@ -817,19 +823,29 @@ impl tonic::server::ServerStreamingService<SubscriptionRequest> for Subscribe {
             }
             let id = uuid::Uuid::new_v4().to_string();
             let (tx, rx) = mpsc::unbounded_channel();
-            {
-                let mut st = shared.lock();
-                st.counters.subscriptions += 1;
-                st.subscribers.insert(
-                    id.clone(),
-                    Subscriber {
-                        cluster: sub.cluster_name,
-                        tx: tx.clone(),
-                    },
-                );
+            let register = {
+                let (shared, id, tx) = (shared.clone(), id.clone(), tx.clone());
+                async move {
+                    tokio::time::sleep(shared.registration_delay).await;
+                    let mut st = shared.lock();
+                    st.counters.subscriptions += 1;
+                    st.subscribers.insert(
+                        id,
+                        Subscriber {
+                            cluster: sub.cluster_name,
+                            tx: tx.clone(),
+                        },
+                    );
+                    drop(st);
+                    // A weak sender: dropping the subscriber ends the stream.
+                    tokio::spawn(heartbeats(shared, tx.downgrade()));
+                }
+            };
+            if shared.registration_delay.is_zero() {
+                register.await;
+            } else {
+                tokio::spawn(register);
             }
-            // A weak sender: dropping the subscriber ends the stream.
-            tokio::spawn(heartbeats(shared.clone(), tx.downgrade()));
             let stream: EventStream = Box::pin(futures::stream::unfold(rx, |mut rx| async {
                 rx.recv().await.map(|item| (item, rx))
             }));

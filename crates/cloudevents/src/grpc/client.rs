@@ -510,11 +510,15 @@ async fn run_session(
 
     // sdk-go's broker sends the header before it registers the subscriber, and answers a resync
     // request through the subscribers it has: a request sent the moment the header arrives can
-    // find none and its answer is lost. So the hook (the resync request) waits for the first
-    // message of the stream, which proves the registration, or a short settling time.
+    // find none and its answer is lost. The first message of the stream (an event, or the
+    // broker's heartbeat) proves the registration, so the hook (the resync request) runs on it.
+    // So that an agent does not wait for a heartbeat to start, it also runs after a short
+    // settling time; then it runs once more on the first message, since that first answer may
+    // have gone to nobody. The settling time only makes the start quicker, never correct.
     let settle = tokio::time::sleep(SUBSCRIBE_SETTLE);
     tokio::pin!(settle);
     let mut hook_pending = true;
+    let mut hook_unconfirmed = false;
     let health = opts.config.server_healthiness_timeout;
     let deadline = tokio::time::sleep(health.unwrap_or(Duration::MAX / 4));
     tokio::pin!(deadline);
@@ -524,7 +528,9 @@ async fn run_session(
             // stream are read before the healthiness deadline is looked at.
             biased;
             message = stream.message() => {
-                if matches!(message, Ok(Some(_))) && std::mem::take(&mut hook_pending) {
+                if matches!(message, Ok(Some(_)))
+                    && (std::mem::take(&mut hook_pending) || std::mem::take(&mut hook_unconfirmed))
+                {
                     hook(publisher);
                 }
                 match message {
@@ -553,6 +559,7 @@ async fn run_session(
             },
             _ = &mut settle, if hook_pending => {
                 hook_pending = false;
+                hook_unconfirmed = true;
                 hook(publisher);
             }
             _ = &mut deadline, if health.is_some() => {

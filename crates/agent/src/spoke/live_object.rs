@@ -14,6 +14,27 @@ use serde_json::Value;
 /// The annotation `kubectl apply` keeps a whole copy of the object in; nothing here reads it.
 const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// The resource type of a store's objects, shared: kube-runtime's store keys each object with its
+/// own copy of the type, and an [`ApiResource`] is five strings (four of them allocated) per
+/// object; this is one pointer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SharedResource(Arc<ApiResource>);
+
+impl SharedResource {
+    /// Shares `resource`.
+    pub fn new(resource: ApiResource) -> Self {
+        Self(Arc::new(resource))
+    }
+}
+
+impl std::ops::Deref for SharedResource {
+    type Target = ApiResource;
+
+    fn deref(&self) -> &ApiResource {
+        &self.0
+    }
+}
+
 /// A live object: name, namespace, uid and resourceVersion, and its JSON without
 /// `managedFields` and `kubectl`'s last-applied copy.
 #[derive(Clone, Debug)]
@@ -82,26 +103,26 @@ impl<'de> Deserialize<'de> for LiveObject {
 }
 
 impl Resource for LiveObject {
-    type DynamicType = ApiResource;
+    type DynamicType = SharedResource;
     type Scope = kube::core::DynamicResourceScope;
 
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+    fn kind(dt: &SharedResource) -> Cow<'_, str> {
         dt.kind.as_str().into()
     }
 
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
+    fn group(dt: &SharedResource) -> Cow<'_, str> {
         dt.group.as_str().into()
     }
 
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
+    fn version(dt: &SharedResource) -> Cow<'_, str> {
         dt.version.as_str().into()
     }
 
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+    fn api_version(dt: &SharedResource) -> Cow<'_, str> {
         dt.api_version.as_str().into()
     }
 
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+    fn plural(dt: &SharedResource) -> Cow<'_, str> {
         dt.plural.as_str().into()
     }
 

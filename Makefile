@@ -93,6 +93,11 @@ bench-cel-parity: ## condition rules, ours vs cel-go on the same machine (ROUNDS
 bench-agent: ## agent benchmark, 1000 works x 5 ConfigMaps (BENCH_ARGS="--works 50 ..."); report in target/bench/
 	e2e/scripts/bench-agent.sh $(BENCH_ARGS)
 
+.PHONY: bench-scale
+bench-scale: ## agent benchmark at 10,000 works x 1 ConfigMap, QPS 200 (docs/performance.md, Limits per cluster); report and RSS CSV in target/bench/
+	e2e/scripts/bench-agent.sh --works 10000 --configmaps-per-work 1 --qps 200 --burst 400 \
+		--label scale-10000x1-$$(git rev-parse --short HEAD) $(BENCH_ARGS)
+
 .PHONY: bench-mqtt
 bench-mqtt: ## the agent behind MQTT: bursts, deletes, 1000 idle works, RSS (BENCH_MQTT_ARGS="--flavor maestro-go --agent-bin ..."); report in target/bench/
 	e2e/scripts/bench-mqtt.sh $(BENCH_MQTT_ARGS)

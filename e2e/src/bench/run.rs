@@ -31,6 +31,8 @@ const SAMPLE_TIMEOUT: Duration = Duration::from_secs(120);
 const QUIET: Duration = Duration::from_secs(5);
 /// How long to wait for the agent to go idle after a phase.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How often the agent's resident set and CPU time are sampled for the CSV.
+const SAMPLE_EVERY: Duration = Duration::from_secs(2);
 /// How long cleanup may take.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(300);
 /// `--status-sync-period` of the agent that does the first apply: long, so that no safety-net
@@ -110,6 +112,10 @@ struct Bench {
     spoke_scrapes: AtomicU64,
     load_max: Mutex<f64>,
     started: Instant,
+    /// The phase the samples belong to.
+    stage: Mutex<&'static str>,
+    /// Seconds since the start, phase, agent pid and its /proc figures, every [`SAMPLE_EVERY`].
+    samples: Mutex<Vec<(f64, &'static str, u32, system::ProcessSample)>>,
 }
 
 /// Runs the benchmark and writes the report; cleans up whatever happens, also on Ctrl-C/SIGTERM.
@@ -159,11 +165,15 @@ pub async fn run(opts: Options) -> Result<Report, String> {
         spoke_scrapes: AtomicU64::new(0),
         load_max: Mutex::new(0.0),
         started: Instant::now(),
+        stage: Mutex::new("start"),
+        samples: Mutex::new(Vec::new()),
     };
     let result = tokio::select! {
         r = bench.measure() => r,
+        never = bench.sample_forever() => match never {},
         s = interrupted() => Err(format!("interrupted by {s}; cleaning up")),
     };
+    bench.write_samples();
     if let Err(e) = &result {
         bench.progress(&format!("FAILED: {e}"));
     }
@@ -188,6 +198,55 @@ pub async fn interrupted() -> &'static str {
 }
 
 impl Bench {
+    /// Names the phase the following memory samples belong to.
+    fn stage(&self, stage: &'static str) {
+        *self.stage.lock().unwrap_or_else(|p| p.into_inner()) = stage;
+    }
+
+    /// Samples the running agent every [`SAMPLE_EVERY`], for as long as the run lasts.
+    async fn sample_forever(&self) -> std::convert::Infallible {
+        let mut tick = tokio::time::interval(SAMPLE_EVERY);
+        loop {
+            tick.tick().await;
+            let pid = self.agent.lock().await.as_ref().map(|a| a.process.pid());
+            let Some(sample) = pid.and_then(|pid| system::process_sample(pid).map(|s| (pid, s)))
+            else {
+                continue;
+            };
+            let stage = *self.stage.lock().unwrap_or_else(|p| p.into_inner());
+            let at = self.started.elapsed().as_secs_f64();
+            self.samples
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push((at, stage, sample.0, sample.1));
+        }
+    }
+
+    /// Writes the memory samples to OUT_DIR/LABEL-rss.csv (also after a failed run).
+    fn write_samples(&self) {
+        let samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
+        let mut csv = String::from("seconds,phase,pid,vm_rss_mib,rss_anon_mib,cpu_seconds\n");
+        let opt = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_default();
+        for (at, stage, pid, s) in samples.iter() {
+            csv.push_str(&format!(
+                "{at:.1},{stage},{pid},{:.2},{},{}\n",
+                s.rss_mib,
+                opt(s.rss_anon_mib),
+                opt(s.cpu_seconds)
+            ));
+        }
+        let path = self
+            .opts
+            .out_dir
+            .join(format!("{}-rss.csv", self.opts.label));
+        let written =
+            std::fs::create_dir_all(&self.opts.out_dir).and_then(|()| std::fs::write(&path, csv));
+        match written {
+            Ok(()) => self.progress(&format!("memory samples: {}", path.display())),
+            Err(e) => self.progress(&format!("WARNING: writing {}: {e}", path.display())),
+        }
+    }
+
     fn progress(&self, msg: &str) {
         eprintln!(
             "[bench-agent {:>6.1}s] {msg}",
@@ -388,6 +447,7 @@ impl Bench {
         let mut notes = Vec::new();
 
         // First apply.
+        self.stage("first_apply");
         self.start_agent(FIRST_AGENT_SYNC_PERIOD).await?;
         self.settle(QUIET, SETTLE_TIMEOUT).await?;
         let s0 = self.snapshot().await?;
@@ -402,6 +462,7 @@ impl Bench {
         ));
         let ready_at = self.wait_all_ready(t0).await?;
         let apply_seconds = ready_at.duration_since(t0).as_secs_f64();
+        self.stage("settle_after_apply");
         self.progress(&format!(
             "all works Applied and Available after {apply_seconds:.1} s"
         ));
@@ -410,6 +471,7 @@ impl Bench {
         }
         let s1 = self.snapshot().await?;
         let steady = self.memory().await;
+        self.stage("status_changes");
         let manifests = (o.works * o.configmaps_per_work) as u64;
         let mut phases = vec![self.phase(
             report::FIRST_APPLY,
@@ -440,6 +502,7 @@ impl Bench {
         ));
 
         // Deletions.
+        self.stage("deletions");
         let (deletions, deleted) = self.deletions().await?;
         self.settle(QUIET, SETTLE_TIMEOUT).await?;
         let s3 = self.snapshot().await?;
@@ -458,6 +521,7 @@ impl Bench {
 
         // Restart, then an idle resync period.
         let s4 = self.snapshot().await?;
+        self.stage("restart");
         self.start_agent(o.resync_period).await?;
         let quiet = self.settle(QUIET * 2, o.resync_period).await?;
         if !quiet {
@@ -479,6 +543,7 @@ impl Bench {
         ));
         // Our agent spreads each work's period over P..1.1 P: on average one resync per work.
         let window = o.resync_period.mul_f64(1.05);
+        self.stage("idle_resync");
         self.progress(&format!(
             "idle resync window: {:.0} s",
             window.as_secs_f64()

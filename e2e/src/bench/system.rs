@@ -49,6 +49,29 @@ pub fn memory_mib(pid: u32) -> Option<(f64, f64)> {
     Some((status_mib(&status, "VmRSS")?, status_mib(&status, "VmHWM")?))
 }
 
+/// One sample of a process: resident set, its anonymous part, and CPU time so far.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProcessSample {
+    /// `VmRSS`, MiB.
+    pub rss_mib: f64,
+    /// `RssAnon` (heap and stacks, not the mapped binary), MiB.
+    pub rss_anon_mib: Option<f64>,
+    /// User + system CPU seconds since the process started.
+    pub cpu_seconds: Option<f64>,
+}
+
+/// Resident set and CPU time of a process (`None` when it has ended).
+pub fn process_sample(pid: u32) -> Option<ProcessSample> {
+    let dir = Path::new("/proc").join(pid.to_string());
+    let status = std::fs::read_to_string(dir.join("status")).ok()?;
+    let stat = std::fs::read_to_string(dir.join("stat")).ok();
+    Some(ProcessSample {
+        rss_mib: status_mib(&status, "VmRSS")?,
+        rss_anon_mib: status_mib(&status, "RssAnon"),
+        cpu_seconds: stat.as_deref().and_then(super::mqtt::cpu_seconds_of_stat),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +95,7 @@ mod tests {
     fn reads_this_process() {
         let (rss, hwm) = memory_mib(std::process::id()).expect("own /proc status");
         assert!(rss > 0.0 && hwm >= rss, "rss {rss} hwm {hwm}");
+        let sample = process_sample(std::process::id()).expect("own /proc files");
+        assert!(sample.rss_mib > 0.0 && sample.cpu_seconds.is_some());
     }
 }

@@ -14,7 +14,31 @@ use serde_json::Value;
 /// The annotation `kubectl apply` keeps a whole copy of the object in; nothing here reads it.
 const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// A live object: name, namespace, uid and resourceVersion, and its JSON without
+/// The resource type of a store's objects, shared: kube-runtime's store keys each object with its
+/// own copy of the type, and an [`ApiResource`] is five strings (four of them allocated) per
+/// object; this is one pointer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SharedResource(Arc<ApiResource>);
+
+impl SharedResource {
+    /// Shares `resource`.
+    pub fn new(resource: ApiResource) -> Self {
+        Self(Arc::new(resource))
+    }
+}
+
+impl std::ops::Deref for SharedResource {
+    type Target = ApiResource;
+
+    fn deref(&self) -> &ApiResource {
+        &self.0
+    }
+}
+
+/// The metadata fields [`LiveObject::metadata`] holds, so its text need not.
+const IDENTITY: [&str; 4] = ["name", "namespace", "uid", "resourceVersion"];
+
+/// A live object: name, namespace, uid and resourceVersion, and its JSON without them,
 /// `managedFields` and `kubectl`'s last-applied copy.
 #[derive(Clone, Debug)]
 pub struct LiveObject {
@@ -40,13 +64,16 @@ impl LiveObject {
                 {
                     annotations.remove(LAST_APPLIED_ANNOTATION);
                 }
-                ObjectMeta {
+                let metadata = ObjectMeta {
                     name: text(meta, "name"),
                     namespace: text(meta, "namespace"),
                     uid: text(meta, "uid"),
                     resource_version: text(meta, "resourceVersion"),
                     ..ObjectMeta::default()
-                }
+                };
+                // Only those that are strings: they are what `metadata` gives back.
+                meta.retain(|key, value| !(IDENTITY.contains(&key.as_str()) && value.is_string()));
+                metadata
             }
             None => ObjectMeta::default(),
         };
@@ -65,6 +92,23 @@ impl LiveObject {
             .or_insert_with(|| Value::String(resource.api_version.clone()));
         map.entry("kind")
             .or_insert_with(|| Value::String(resource.kind.clone()));
+        let identity = [
+            &self.metadata.name,
+            &self.metadata.namespace,
+            &self.metadata.uid,
+            &self.metadata.resource_version,
+        ];
+        if identity.iter().any(|field| field.is_some()) {
+            let meta = map
+                .entry("metadata")
+                .or_insert_with(|| Value::Object(serde_json::Map::new()))
+                .as_object_mut()?;
+            for (key, field) in IDENTITY.into_iter().zip(identity) {
+                if let Some(text) = field {
+                    meta.insert(key.to_string(), Value::String(text.clone()));
+                }
+            }
+        }
         Some(value)
     }
 
@@ -82,26 +126,26 @@ impl<'de> Deserialize<'de> for LiveObject {
 }
 
 impl Resource for LiveObject {
-    type DynamicType = ApiResource;
+    type DynamicType = SharedResource;
     type Scope = kube::core::DynamicResourceScope;
 
-    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+    fn kind(dt: &SharedResource) -> Cow<'_, str> {
         dt.kind.as_str().into()
     }
 
-    fn group(dt: &ApiResource) -> Cow<'_, str> {
+    fn group(dt: &SharedResource) -> Cow<'_, str> {
         dt.group.as_str().into()
     }
 
-    fn version(dt: &ApiResource) -> Cow<'_, str> {
+    fn version(dt: &SharedResource) -> Cow<'_, str> {
         dt.version.as_str().into()
     }
 
-    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+    fn api_version(dt: &SharedResource) -> Cow<'_, str> {
         dt.api_version.as_str().into()
     }
 
-    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+    fn plural(dt: &SharedResource) -> Cow<'_, str> {
         dt.plural.as_str().into()
     }
 
@@ -149,6 +193,36 @@ mod tests {
         assert_eq!(value["metadata"]["labels"]["l"], "v");
         assert_eq!(value["metadata"]["annotations"], json!({"keep": "1"}));
         assert!(value["metadata"].get("managedFields").is_none());
+        assert_eq!(value["metadata"]["uid"], "u1");
+        assert!(
+            !object.json.contains("u1"),
+            "identity held once: {}",
+            object.json
+        );
+    }
+
+    #[test]
+    fn gives_back_the_object_it_was_given() {
+        let original = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "a", "namespace": "ns", "uid": "u1", "resourceVersion": "7",
+                "creationTimestamp": "2026-11-27T05:00:00Z", "labels": {"l": "v"}},
+            "data": {"k": "v"}
+        });
+        let object: LiveObject = serde_json::from_value(original.clone()).expect("an object");
+        assert_eq!(object.to_value(&configmaps()), Some(original));
+        let cluster_scoped = json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "n"}});
+        let object: LiveObject = serde_json::from_value(cluster_scoped.clone()).expect("an object");
+        let namespaces = ApiResource {
+            kind: "Namespace".into(),
+            plural: "namespaces".into(),
+            ..configmaps()
+        };
+        assert_eq!(object.to_value(&namespaces), Some(cluster_scoped));
+        let no_metadata = json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {}});
+        let object: LiveObject = serde_json::from_value(no_metadata.clone()).expect("an object");
+        assert_eq!(object.to_value(&configmaps()), Some(no_metadata));
     }
 
     #[test]

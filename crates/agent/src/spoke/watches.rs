@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use futures::StreamExt;
-use kube::api::{Api, ApiResource};
+use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use applier::ResolvedResource;
 
-use crate::spoke::live_object::LiveObject;
+use crate::spoke::live_object::{LiveObject, SharedResource};
 use crate::work::triggers::Triggers;
 
 /// Identifies an object: group, resource (plural), namespace, name.
@@ -33,11 +33,15 @@ pub struct ObjectKey {
     pub name: String,
 }
 
-/// Objects → works. Pure data; the watch tasks read it.
+/// Objects → works. Pure data; the watch tasks read it. Each object key and each work name is
+/// held once and shared by both directions, and an object's works are a sorted list, not a
+/// tree: with thousands of works of one object each, a key per direction and a B-tree node per
+/// object were most of the index's bytes.
 #[derive(Default, Debug)]
 pub struct ResourceIndex {
-    by_object: HashMap<ObjectKey, BTreeSet<String>>,
-    by_work: HashMap<String, Vec<ObjectKey>>,
+    /// Each indexed object's works, sorted, without repeats.
+    by_object: HashMap<Arc<ObjectKey>, Vec<Arc<str>>>,
+    by_work: HashMap<Arc<str>, Vec<Arc<ObjectKey>>>,
     /// Indexed objects per resource type (group, resource).
     per_type: HashMap<(String, String), usize>,
 }
@@ -46,23 +50,36 @@ impl ResourceIndex {
     /// Records the objects a work uses now (replacing what it used before).
     pub fn set_work(&mut self, work: &str, keys: Vec<ObjectKey>) {
         self.remove_work(work);
-        let mut kept = Vec::with_capacity(keys.len());
+        let name: Arc<str> = Arc::from(work);
+        let mut kept: Vec<Arc<ObjectKey>> = Vec::with_capacity(keys.len());
         for key in keys {
-            if !kept.contains(&key) {
-                self.link(work, key.clone());
-                kept.push(key);
+            if !kept.iter().any(|k| **k == key) {
+                kept.push(self.link(&name, key));
             }
         }
-        self.by_work.insert(work.to_string(), kept);
+        self.by_work.insert(name, kept);
     }
 
-    fn link(&mut self, work: &str, key: ObjectKey) {
-        let type_key = (key.group.clone(), key.resource.clone());
-        let works = self.by_object.entry(key).or_default();
-        if works.is_empty() {
-            *self.per_type.entry(type_key).or_default() += 1;
+    /// Adds `work` to the works of `key`; the index's shared copy of the key.
+    fn link(&mut self, work: &Arc<str>, key: ObjectKey) -> Arc<ObjectKey> {
+        let shared = match self.by_object.get_key_value(&key) {
+            Some((shared, _)) => shared.clone(),
+            None => {
+                *self
+                    .per_type
+                    .entry((key.group.clone(), key.resource.clone()))
+                    .or_default() += 1;
+                let shared = Arc::new(key);
+                self.by_object.insert(shared.clone(), Vec::new());
+                shared
+            }
+        };
+        if let Some(works) = self.by_object.get_mut(&*shared)
+            && let Err(at) = works.binary_search(work)
+        {
+            works.insert(at, work.clone());
         }
-        works.insert(work.to_string());
+        shared
     }
 
     /// Whether any indexed object is of this resource type.
@@ -73,27 +90,31 @@ impl ResourceIndex {
 
     /// Adds one object to those a work uses (kept until the next [`ResourceIndex::set_work`]).
     pub fn add(&mut self, work: &str, key: ObjectKey) {
-        let keys = self.by_work.entry(work.to_string()).or_default();
-        if keys.contains(&key) {
-            return;
-        }
-        keys.push(key.clone());
-        self.link(work, key);
+        let name = match self.by_work.get_key_value(work) {
+            Some((_, keys)) if keys.iter().any(|k| **k == key) => return,
+            Some((name, _)) => name.clone(),
+            None => Arc::from(work),
+        };
+        let shared = self.link(&name, key);
+        self.by_work.entry(name).or_default().push(shared);
     }
 
     /// Forgets a work.
     pub fn remove_work(&mut self, work: &str) {
         for key in self.by_work.remove(work).unwrap_or_default() {
-            if let Some(works) = self.by_object.get_mut(&key) {
-                works.remove(work);
-                if works.is_empty() {
-                    self.by_object.remove(&key);
-                    let type_key = (key.group, key.resource);
-                    if let Some(count) = self.per_type.get_mut(&type_key) {
-                        *count -= 1;
-                        if *count == 0 {
-                            self.per_type.remove(&type_key);
-                        }
+            let Some(works) = self.by_object.get_mut(&*key) else {
+                continue;
+            };
+            if let Ok(at) = works.binary_search_by(|w| (**w).cmp(work)) {
+                works.remove(at);
+            }
+            if works.is_empty() {
+                self.by_object.remove(&*key);
+                let type_key = (key.group.clone(), key.resource.clone());
+                if let Some(count) = self.per_type.get_mut(&type_key) {
+                    *count -= 1;
+                    if *count == 0 {
+                        self.per_type.remove(&type_key);
                     }
                 }
             }
@@ -109,7 +130,7 @@ impl ResourceIndex {
     pub fn works_of(&self, key: &ObjectKey) -> Vec<String> {
         self.by_object
             .get(key)
-            .map(|w| w.iter().cloned().collect())
+            .map(|w| w.iter().map(|w| w.to_string()).collect())
             .unwrap_or_default()
     }
 
@@ -118,13 +139,13 @@ impl ResourceIndex {
         if !self.type_in_use(group, resource) {
             return Vec::new();
         }
-        let works: BTreeSet<&String> = self
+        let works: BTreeSet<&str> = self
             .by_object
             .iter()
             .filter(|(key, _)| key.group == group && key.resource == resource)
-            .flat_map(|(_, works)| works.iter())
+            .flat_map(|(_, works)| works.iter().map(|w| &**w))
             .collect();
-        works.into_iter().cloned().collect()
+        works.into_iter().map(str::to_string).collect()
     }
 }
 
@@ -164,7 +185,7 @@ impl Cached {
 struct TypeWatch {
     handle: tokio::task::JoinHandle<()>,
     store: Store<LiveObject>,
-    resource: ApiResource,
+    resource: SharedResource,
     /// True once the store holds the initial list.
     synced: tokio::sync::watch::Receiver<bool>,
 }
@@ -303,7 +324,7 @@ impl Watches {
         if started.get(&key).is_some_and(|w| !w.handle.is_finished()) {
             return;
         }
-        let api_resource = resource.api_resource();
+        let api_resource = SharedResource::new(resource.api_resource());
         let api: Api<LiveObject> = Api::all_with(self.spoke.clone(), &api_resource);
         let config = watcher::Config::default().labels(&self.label_selector);
         let writer = reflector::store::Writer::new(api_resource.clone());
@@ -399,6 +420,7 @@ impl Drop for Watches {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::api::ApiResource;
 
     fn key(name: &str) -> ObjectKey {
         ObjectKey {
@@ -407,6 +429,12 @@ mod tests {
             namespace: "ns".into(),
             name: name.into(),
         }
+    }
+
+    fn configmaps() -> SharedResource {
+        SharedResource::new(ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(
+            &(),
+        ))
     }
 
     fn live(name: &str, rv: &str) -> LiveObject {
@@ -427,8 +455,7 @@ mod tests {
         Store<LiveObject>,
         tokio::task::JoinHandle<()>,
     ) {
-        let resource = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-        let writer = reflector::store::Writer::new(resource);
+        let writer = reflector::store::Writer::new(configmaps());
         let store = writer.as_reader();
         let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
         let events = futures::stream::unfold(events_rx, |mut rx| async move {
@@ -450,13 +477,7 @@ mod tests {
 
     fn version_in(store: &Store<LiveObject>, name: &str) -> Option<String> {
         store
-            .get(
-                &ObjectRef::new_with(
-                    name,
-                    ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
-                )
-                .within("ns"),
-            )
+            .get(&ObjectRef::new_with(name, configmaps()).within("ns"))
             .and_then(|o| o.metadata.resource_version.clone())
     }
 

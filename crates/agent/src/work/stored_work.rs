@@ -17,7 +17,8 @@ use work_api::ManifestWork;
 pub struct StoredWork {
     /// Name, namespace, uid, resourceVersion, generation, labels, finalizers, deletion.
     pub metadata: ObjectMeta,
-    /// The object (without managedFields) as JSON text.
+    /// The object as JSON text, its metadata only what `metadata` leaves out (annotations and
+    /// owner references): each other field is held once, in `metadata`.
     json: Arc<str>,
 }
 
@@ -32,6 +33,9 @@ impl StoredWork {
         // The queue and the eviction scan need none of these; the decoded work has them all.
         metadata.annotations = None;
         metadata.owner_references = None;
+        if let Some(meta) = meta.as_object_mut() {
+            meta.retain(|key, _| matches!(key.as_str(), "annotations" | "ownerReferences"));
+        }
         let json = serde_json::to_string(&object).ok()?;
         Some(Self {
             metadata,
@@ -41,7 +45,13 @@ impl StoredWork {
 
     /// The work itself; an error names what in the stored JSON is not a valid ManifestWork.
     pub fn decode(&self) -> Result<ManifestWork, serde_json::Error> {
-        serde_json::from_str(&self.json)
+        let mut work: ManifestWork = serde_json::from_str(&self.json)?;
+        work.metadata = ObjectMeta {
+            annotations: work.metadata.annotations.take(),
+            owner_references: work.metadata.owner_references.take(),
+            ..self.metadata.clone()
+        };
+        Ok(work)
     }
 }
 
@@ -105,11 +115,50 @@ mod tests {
         assert!(stored.metadata.annotations.is_none());
         let work = stored.decode().expect("decodes");
         assert_eq!(work.spec.workload.manifests.len(), 1);
+        assert_eq!(work.metadata.name.as_deref(), Some("w"));
+        assert_eq!(work.metadata.namespace.as_deref(), Some("c1"));
+        assert_eq!(work.metadata.uid.as_deref(), Some("u"));
+        assert_eq!(work.metadata.resource_version.as_deref(), Some("5"));
+        assert_eq!(work.metadata.generation, Some(2));
+        assert_eq!(work.metadata.finalizers, Some(vec!["f".to_string()]));
+        assert_eq!(
+            work.metadata.labels.as_ref().and_then(|l| l.get("l")),
+            Some(&"v".to_string())
+        );
+        assert!(
+            !stored.json.contains("\"uid\""),
+            "the text does not hold the metadata twice: {}",
+            stored.json
+        );
         assert_eq!(
             work.metadata.annotations.as_ref().and_then(|a| a.get("a")),
             Some(&"b".to_string())
         );
         assert!(work.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn decodes_to_the_work_it_was_given() {
+        let mut original = json!({
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+            "metadata": {"name": "w", "namespace": "c1", "uid": "u", "resourceVersion": "5",
+                "generation": 3, "creationTimestamp": "2026-11-27T05:00:00Z",
+                "deletionTimestamp": "2026-11-27T06:00:00Z", "deletionGracePeriodSeconds": 0,
+                "finalizers": ["f", "g"], "labels": {"l": "v"}, "annotations": {"a": "b"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "ou"}],
+                "managedFields": [{"manager": "m", "operation": "Update"}]},
+            "spec": {"workload": {"manifests": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}}]}},
+            "status": {"conditions": [{"type": "Applied", "status": "True", "reason": "r",
+                "message": "m", "lastTransitionTime": "2026-11-27T05:00:01Z", "observedGeneration": 3}]}
+        });
+        let stored: StoredWork = serde_json::from_value(original.clone()).expect("a work");
+        let decoded = serde_json::to_value(stored.decode().expect("decodes")).expect("encodes");
+        if let Some(meta) = original["metadata"].as_object_mut() {
+            meta.remove("managedFields");
+        }
+        let expected: ManifestWork = serde_json::from_value(original).expect("a work");
+        assert_eq!(decoded, serde_json::to_value(expected).expect("encodes"));
     }
 
     #[test]

@@ -41,8 +41,6 @@ const BURST_QUIET: Duration = Duration::from_secs(5);
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long deleting the works left at the end may take.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(300);
-/// Linux's USER_HZ: /proc/PID/stat counts CPU time in these ticks.
-const CLOCK_TICKS: f64 = 100.0;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -119,21 +117,10 @@ pub fn bundle(ns: &str, name: &str, bytes: usize) -> Value {
     }]})
 }
 
-/// User + system CPU seconds of a process from its /proc/PID/stat text.
-pub fn cpu_seconds_of_stat(stat: &str) -> Option<f64> {
-    // The command name is in parentheses and may hold spaces: count fields after the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // Field 3 (state) is fields[0]; utime and stime are fields 14 and 15.
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / CLOCK_TICKS)
-}
-
 fn cpu_seconds(pid: u32) -> f64 {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| cpu_seconds_of_stat(&s))
+        .and_then(|s| super::system::cpu_seconds_of_stat(&s))
         .unwrap_or_default()
 }
 
@@ -740,8 +727,8 @@ mod tests {
     fn cpu_time_from_proc_stat() {
         // pid (comm with spaces) state ppid ... utime(14) stime(15)
         let stat = "42 (maestro agent) S 1 42 42 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 12 0";
-        assert_eq!(cpu_seconds_of_stat(stat), Some(3.0));
-        assert_eq!(cpu_seconds_of_stat("garbage"), None);
+        assert_eq!(super::super::system::cpu_seconds_of_stat(stat), Some(3.0));
+        assert_eq!(super::super::system::cpu_seconds_of_stat("garbage"), None);
         assert!(cpu_seconds(std::process::id()) >= 0.0);
     }
 }

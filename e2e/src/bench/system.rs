@@ -68,8 +68,22 @@ pub fn process_sample(pid: u32) -> Option<ProcessSample> {
     Some(ProcessSample {
         rss_mib: status_mib(&status, "VmRSS")?,
         rss_anon_mib: status_mib(&status, "RssAnon"),
-        cpu_seconds: stat.as_deref().and_then(super::mqtt::cpu_seconds_of_stat),
+        cpu_seconds: stat.as_deref().and_then(cpu_seconds_of_stat),
     })
+}
+
+/// Linux's USER_HZ: /proc/PID/stat counts CPU time in these ticks.
+const CLOCK_TICKS: f64 = 100.0;
+
+/// User + system CPU seconds of a process from its /proc/PID/stat text.
+pub fn cpu_seconds_of_stat(stat: &str) -> Option<f64> {
+    // The command name is in parentheses and may hold spaces: count fields after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // Field 3 (state) is fields[0]; utime and stime are fields 14 and 15.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / CLOCK_TICKS)
 }
 
 #[cfg(test)]

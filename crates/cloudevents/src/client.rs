@@ -125,6 +125,8 @@ struct State {
     inflight: HashMap<u16, (String, String, CloudEvent)>,
     /// Acknowledged, but no source was subscribed: sent again when one is.
     unheard: Unheard<(String, CloudEvent)>,
+    /// The broker's last answer was "no matching subscribers" (logged once per outage).
+    nobody_listens: bool,
     stats: Stats,
 }
 
@@ -136,6 +138,7 @@ impl Default for State {
             awaiting_pkid: VecDeque::new(),
             inflight: HashMap::new(),
             unheard: Unheard::new(UNHEARD_RETRY_MIN, UNHEARD_RETRY_MAX),
+            nobody_listens: false,
             stats: Stats::default(),
         }
     }
@@ -161,7 +164,7 @@ impl State {
                 *self.stats.sent.entry(ev.type_).or_default() += 1;
                 // Someone listens again: what nobody heard goes out (behind anything newer).
                 let again = self.unheard.heard();
-                if !again.is_empty() {
+                if std::mem::take(&mut self.nobody_listens) {
                     tracing::info!(
                         events = again.len(),
                         "a source listens again; sending the events nobody heard"
@@ -172,7 +175,7 @@ impl State {
                 }
             }
             PubAckReason::NoMatchingSubscribers => {
-                if self.unheard.is_empty() {
+                if !std::mem::replace(&mut self.nobody_listens, true) {
                     tracing::info!(
                         event_type = %ev.type_,
                         "the MQTT broker says no source is subscribed; holding events until one is"

@@ -159,28 +159,36 @@ fn status_event(cluster: &str, uid: &str, generation: i64, seq: u64) -> CloudEve
     .expect("encodes")
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn spec_in_status_out_broker_restart_and_a_large_bundle() {
-    let (host, port) = broker();
-    let cluster = format!("c{}", std::process::id());
+/// The agent's client options for `cluster` on the broker, with Maestro's topics.
+fn agent_options(host: &str, port: u16, cluster: &str) -> ClientOptions {
     let cfg = MqttConfig::parse(&format!(
         "brokerHost: {host}:{port}\ntopics:\n  sourceEvents: sources/maestro/consumers/{cluster}/sourceevents\n  agentEvents: sources/maestro/consumers/{cluster}/agentevents\n"
     ))
     .expect("config");
+    ClientOptions::new(cfg, cluster.to_string(), format!("{cluster}-work-agent"))
+}
+
+/// A subscribe hook sending an empty spec resync request, as a restarted agent does.
+fn resync_hook(cluster: &str) -> cloudevents::client::SubscribedHook {
+    let cluster = cluster.to_string();
+    Arc::new(move |p| {
+        let ev = codec::encode_spec_resync_request(vec![], &cluster, p.source()).expect("encodes");
+        p.publish(ev).expect("queues");
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spec_in_status_out_broker_restart_and_a_large_bundle() {
+    let (host, port) = broker();
+    let cluster = format!("c{}", std::process::id());
     let mut src = source(&host, port, &cluster);
     tokio::time::sleep(Duration::from_millis(300)).await;
 
-    let mut opts = ClientOptions::new(cfg, cluster.clone(), format!("{cluster}-work-agent"));
+    let mut opts = agent_options(&host, port, &cluster);
     // Slower than the source's 100 ms so the source is subscribed again first after a restart.
     opts.reconnect_min = Duration::from_secs(2);
     opts.reconnect_max = Duration::from_secs(3);
-    let hook_cluster = cluster.clone();
-    let hook: cloudevents::client::SubscribedHook = Arc::new(move |p| {
-        let ev =
-            codec::encode_spec_resync_request(vec![], &hook_cluster, p.source()).expect("encodes");
-        p.publish(ev).expect("queues");
-    });
-    let mut agent = MqttClient::start(opts, hook).expect("starts");
+    let mut agent = MqttClient::start(opts, resync_hook(&cluster)).expect("starts");
 
     // Subscribed: the hook's resync request arrives.
     let resync = src.next_of(EventType::SpecResyncRequest).await;
@@ -335,19 +343,9 @@ async fn spec_in_status_out_broker_restart_and_a_large_bundle() {
 async fn events_nobody_heard_go_again_once_the_source_is_back() {
     let (host, port) = broker();
     let cluster = format!("u{}", std::process::id());
-    let cfg = MqttConfig::parse(&format!(
-        "brokerHost: {host}:{port}\ntopics:\n  sourceEvents: sources/maestro/consumers/{cluster}/sourceevents\n  agentEvents: sources/maestro/consumers/{cluster}/agentevents\n"
-    ))
-    .expect("config");
-    let opts = ClientOptions::new(cfg, cluster.clone(), format!("{cluster}-work-agent"));
-    let hook_cluster = cluster.clone();
-    let hook: cloudevents::client::SubscribedHook = Arc::new(move |p| {
-        let ev =
-            codec::encode_spec_resync_request(vec![], &hook_cluster, p.source()).expect("encodes");
-        p.publish(ev).expect("queues");
-    });
     // No source yet: the resync request and three statuses (two of u1) reach nobody.
-    let agent = MqttClient::start(opts, hook).expect("starts");
+    let agent = MqttClient::start(agent_options(&host, port, &cluster), resync_hook(&cluster))
+        .expect("starts");
     for (uid, g, seq) in [("u1", 1, 1), ("u1", 2, 2), ("u2", 1, 3)] {
         agent
             .publisher

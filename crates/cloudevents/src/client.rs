@@ -112,7 +112,7 @@ pub type SubscribedHook = Arc<dyn Fn(&Publisher) + Send + Sync>;
 /// First delay before an unheard event is sent again as a probe.
 const UNHEARD_RETRY_MIN: Duration = Duration::from_secs(1);
 /// Longest delay between two probes while no source listens: how late at most a returning
-/// source hears what it missed (one small event per period while it is away).
+/// source hears what it missed (one held event is sent per period while it is away).
 const UNHEARD_RETRY_MAX: Duration = Duration::from_secs(10);
 
 struct State {

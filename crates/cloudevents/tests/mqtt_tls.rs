@@ -3,7 +3,8 @@
 //! with rcgen. A client with a certificate of the broker's CA gets subscribed and publishes; a
 //! client whose certificate the broker does not trust never gets ready. A client whose certificate
 //! files are rotated closes its connection and reconnects at once with the new certificate (the
-//! broker takes the certificate's CN as the username and logs it). Needs the `mosquitto` binary
+//! broker takes the certificate's CN as the username and logs it). A source subscribed to the
+//! agent's events, as Maestro's server is, hears what the client publishes. Needs the `mosquitto` binary
 //! (`e2e/scripts/mosquitto.sh install`), not a running broker.
 
 use std::net::{TcpListener, TcpStream};
@@ -211,6 +212,52 @@ fn config(
     cfg
 }
 
+/// A source subscribed to `cluster`'s agent-events topic with a certificate of `ca`, as Maestro's
+/// server is: without one the broker answers every publish "no matching subscribers" and the
+/// client holds the event for a source that listens again. Returns once the broker acknowledged
+/// the subscription; the connection lives until the test's runtime ends.
+async fn listen(dir: &TempDir, ca: &Ca, broker: &TlsBroker, cluster: &str) {
+    use rumqttc::v5::{AsyncClient, Event, MqttOptions, mqttbytes::QoS, mqttbytes::v5::Packet};
+    let (cert, key) = leaf(ca, "source", &[], ExtendedKeyUsagePurpose::ClientAuth);
+    let name = format!("source-{cluster}");
+    let cfg = config(
+        dir,
+        &name,
+        "127.0.0.1",
+        broker.port,
+        &broker.ca_file,
+        &dir.write(&format!("{name}.crt"), cert),
+        &dir.write(&format!("{name}.key"), key),
+    );
+    let tls = cloudevents::tls::client_config(&cfg.certs).expect("source TLS");
+    let mut mo = MqttOptions::new(name, "127.0.0.1", broker.port);
+    mo.set_transport(rumqttc::Transport::tls_with_config(
+        rumqttc::TlsConfiguration::Rustls(tls),
+    ));
+    let (client, mut eventloop) = AsyncClient::new(mo, 16);
+    let topic = format!("sources/maestro/consumers/{cluster}/agentevents");
+    client
+        .subscribe(topic, QoS::AtLeastOnce)
+        .await
+        .expect("subscribe queued");
+    let (subscribed, on_suback) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let _client = client;
+        let mut subscribed = Some(subscribed);
+        while let Ok(ev) = eventloop.poll().await {
+            if let Event::Incoming(Packet::SubAck(_)) = ev
+                && let Some(tx) = subscribed.take()
+            {
+                let _ = tx.send(());
+            }
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(20), on_suback)
+        .await
+        .unwrap_or_else(|_| panic!("the source was not subscribed:\n{}", broker.log_text()))
+        .expect("the source's connection ended before its subscription");
+}
+
 /// Starts a client whose subscribed hook sends the spec resync request.
 fn start(cfg: MqttConfig, cluster: &str) -> MqttClient {
     let mut opts = ClientOptions::new(cfg, cluster, format!("{cluster}-work-agent"));
@@ -239,6 +286,15 @@ async fn a_client_certificate_of_the_brokers_ca_connects_over_tls13() {
     let key = dir.write("agent.key", key);
 
     // The broker's certificate is checked against an IP address and against a DNS name.
+    for name in ["tls-ip", "tls-dns"] {
+        listen(
+            &dir,
+            &ca,
+            &broker,
+            &format!("{name}-{}", std::process::id()),
+        )
+        .await;
+    }
     let clients: Vec<(String, MqttClient)> = [("127.0.0.1", "tls-ip"), ("localhost", "tls-dns")]
         .into_iter()
         .map(|(host, name)| {
@@ -382,6 +438,7 @@ async fn a_rotated_client_certificate_closes_the_connection_and_the_new_one_is_p
     assert_eq!(opts.reconnect_min, Duration::from_secs(5));
     // Instead of CERT_CALLBACK_REFRESH_DURATION (read once per process).
     opts.cert_refresh = Duration::from_millis(300);
+    listen(&dir, &ca, &broker, &cluster).await;
     let client = start_with(opts, &cluster);
 
     let before = wait_for(

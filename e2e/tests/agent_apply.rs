@@ -309,6 +309,147 @@ async fn two_works_share_a_resource_until_the_last_lets_go() {
     env.wait_object_gone(&cms, "common").await;
 }
 
+/// The spoke's API server refuses to create a ConfigMap in the test namespace unless the work's
+/// AppliedManifestWork lists it already (a ValidatingAdmissionPolicy with the AppliedManifestWork
+/// as its parameter): the work gets Applied only because each resource is recorded before it is
+/// created, and the UIDs follow once they exist.
+#[tokio::test]
+async fn each_resource_is_recorded_before_it_is_created() {
+    let env = Env::start("apply-record").await;
+    let name = env.work_name("record");
+    let applied = env.applied_name(&name);
+    let admission = |kind: &str, plural: &str| {
+        let ar = kube::api::ApiResource {
+            group: "admissionregistration.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "admissionregistration.k8s.io/v1".into(),
+            kind: kind.into(),
+            plural: plural.into(),
+        };
+        kube::Api::<kube::api::DynamicObject>::all_with(env.spoke.client.clone(), &ar)
+    };
+    let policies = admission("ValidatingAdmissionPolicy", "validatingadmissionpolicies");
+    let bindings = admission(
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+    );
+    let policy = format!("{}-recorded-first", env.ns);
+    let recorded = "has(params.status) && has(params.status.appliedResources) && \
+        params.status.appliedResources.exists(r, r.resource == 'configmaps' && \
+        r.namespace == object.metadata.namespace && r.name == object.metadata.name)";
+    let object = |v: serde_json::Value| -> kube::api::DynamicObject {
+        serde_json::from_value(v).expect("object")
+    };
+    policies
+        .create(
+            &PostParams::default(),
+            &object(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": policy},
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "paramKind": {
+                        "apiVersion": "work.open-cluster-management.io/v1",
+                        "kind": "AppliedManifestWork",
+                    },
+                    "matchConstraints": {
+                        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": env.ns}},
+                        "resourceRules": [{
+                            "apiGroups": [""], "apiVersions": ["v1"],
+                            "operations": ["CREATE"], "resources": ["configmaps"],
+                        }],
+                    },
+                    "validations": [{
+                        "expression": recorded,
+                        "message": "not recorded in the AppliedManifestWork",
+                    }],
+                },
+            })),
+        )
+        .await
+        .expect("policy");
+    bindings
+        .create(
+            &PostParams::default(),
+            &object(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": policy},
+                "spec": {
+                    "policyName": policy,
+                    "paramRef": {"name": applied, "parameterNotFoundAction": "Deny"},
+                    "validationActions": ["Deny"],
+                },
+            })),
+        )
+        .await
+        .expect("binding");
+    // The policy is in force once it refuses a ConfigMap nobody recorded.
+    let cms = env.configmaps();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let probe = object(configmap(&env.ns, "probe", json!({"k": "v"})));
+        match cms.create(&PostParams::default(), &probe).await {
+            Err(kube::Error::Api(s))
+                if s.message.contains("not recorded") || s.message.contains("params") =>
+            {
+                break;
+            }
+            Err(e) => panic!("probe: {e}"),
+            Ok(_) => {
+                cms.delete("probe", &Default::default())
+                    .await
+                    .expect("delete probe");
+            }
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the policy never took effect"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    env.create_work(
+        &name,
+        json!({"workload": {"manifests": [
+            configmap(&env.ns, "first", json!({"k": "v"})),
+            configmap(&env.ns, "second", json!({"k": "v"})),
+        ]}}),
+    )
+    .await;
+    env.wait_work(&name, "Applied", |w| work_is(w, "Applied", "True"))
+        .await;
+    // Each recorded with the UID of the object that exists (the record follows the status).
+    let mut uids = Vec::new();
+    for cm in ["first", "second"] {
+        let live = cms.get(cm).await.expect("created");
+        uids.push((cm, live.metadata.uid.clone().unwrap_or_default()));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let amw = env
+            .applied_works()
+            .get(&applied)
+            .await
+            .expect("AppliedManifestWork");
+        let listed = amw.status.map(|s| s.applied_resources).unwrap_or_default();
+        if uids
+            .iter()
+            .all(|(cm, uid)| listed.iter().any(|r| r.name == *cm && r.uid == *uid))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not recorded with their UIDs {uids:?}: {listed:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = bindings.delete(&policy, &Default::default()).await;
+    let _ = policies.delete(&policy, &Default::default()).await;
+}
+
 #[tokio::test]
 async fn a_manifest_removed_from_the_work_is_deleted() {
     let env = Env::start("apply-prune").await;

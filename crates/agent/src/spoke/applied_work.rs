@@ -189,20 +189,20 @@ impl AppliedWorks {
         }
     }
 
-    /// Records the resources the work owns now.
+    /// Records the resources the work owns now; the written AppliedManifestWork.
     pub async fn write_resources(
         &self,
         applied: &AppliedManifestWork,
         resources: &[AppliedManifestResourceMeta],
-    ) -> Result<(), kube::Error> {
+    ) -> Result<AppliedManifestWork, kube::Error> {
         let name = applied.name_any();
         let patch = json!({ "status": { "appliedResources": resources } });
         let written = self
             .api
             .patch_status(&name, &params::patch(), &Patch::Merge(&patch))
             .await?;
-        self.latest.record(&name, written);
-        Ok(())
+        self.latest.record(&name, written.clone());
+        Ok(written)
     }
 }
 

@@ -57,6 +57,49 @@ struct WorkScope<'a> {
     ctx: &'a Context,
 }
 
+/// A manifest resolved to the object it names, with its settings.
+struct Target {
+    id: ManifestId,
+    resolved: applier::ResolvedResource,
+    settings: ManifestSettings,
+    meta: ManifestResourceMeta,
+    readonly: bool,
+    orphan: bool,
+}
+
+/// The resources the work would own once applied that `applied_work` does not record yet (without
+/// UIDs: they may not exist yet). Recorded before the apply, they are listed whenever they exist.
+pub async fn unrecorded(
+    work: &ManifestWork,
+    applied_work: &AppliedManifestWork,
+    ctx: &Context,
+) -> Vec<AppliedManifestResourceMeta> {
+    let scope = WorkScope::new(work, applied_work, ctx);
+    let mut out = Vec::new();
+    for (idx, manifest) in work.spec.workload.manifests.iter().enumerate() {
+        let Ok(target) = scope.target(idx, &manifest.0).await else {
+            continue;
+        };
+        if target.readonly
+            || target.orphan
+            || !scope
+                .carry_over(&target.id, Some(&target.resolved.plural))
+                .is_empty()
+        {
+            continue;
+        }
+        out.push(AppliedManifestResourceMeta {
+            group: target.resolved.group.clone(),
+            version: target.resolved.version.clone(),
+            resource: target.resolved.plural.clone(),
+            name: target.id.name.clone(),
+            namespace: target.id.namespace.clone(),
+            uid: String::new(),
+        });
+    }
+    out
+}
+
 /// Applies every manifest (in apply order) that is not already complete, and collects its
 /// outcome.
 pub async fn apply_work(
@@ -65,21 +108,7 @@ pub async fn apply_work(
     ctx: &Context,
 ) -> WorkOutcome {
     let raw: Vec<&Value> = work.spec.workload.manifests.iter().map(|m| &m.0).collect();
-    let scope = WorkScope {
-        work,
-        name: work.name_any(),
-        previously: applied_work
-            .status
-            .as_ref()
-            .map(|s| s.applied_resources.clone())
-            .unwrap_or_default(),
-        owner: applier::owner_reference(applied_work),
-        labels: BTreeMap::from([(
-            applier::AGENT_LABEL.to_string(),
-            ctx.config.label_value.clone(),
-        )]),
-        ctx,
-    };
+    let scope = WorkScope::new(work, applied_work, ctx);
     let owned: Vec<Value> = raw.iter().map(|v| (*v).clone()).collect();
     let mut slots: Vec<Option<ManifestDesired>> = vec![None; raw.len()];
     let mut out = WorkOutcome {
@@ -109,7 +138,25 @@ pub async fn apply_work(
     out
 }
 
-impl WorkScope<'_> {
+impl<'a> WorkScope<'a> {
+    fn new(work: &'a ManifestWork, applied_work: &AppliedManifestWork, ctx: &'a Context) -> Self {
+        WorkScope {
+            work,
+            name: work.name_any(),
+            previously: applied_work
+                .status
+                .as_ref()
+                .map(|s| s.applied_resources.clone())
+                .unwrap_or_default(),
+            owner: applier::owner_reference(applied_work),
+            labels: BTreeMap::from([(
+                applier::AGENT_LABEL.to_string(),
+                ctx.config.label_value.clone(),
+            )]),
+            ctx,
+        }
+    }
+
     /// Previously recorded resources of this object: kept while it cannot be applied, so it is
     /// not pruned.
     fn carry_over(
@@ -129,7 +176,9 @@ impl WorkScope<'_> {
             .collect()
     }
 
-    async fn manifest(&self, idx: usize, manifest: &Value) -> ManifestResult {
+    /// Identifies and resolves a manifest; for one that stops there (unreadable, complete, of an
+    /// unknown kind), its result instead.
+    async fn target(&self, idx: usize, manifest: &Value) -> Result<Target, ManifestResult> {
         let ctx = self.ctx;
         let id = match ManifestId::of(manifest) {
             Ok(id) => id,
@@ -147,7 +196,7 @@ impl WorkScope<'_> {
                     rules: Vec::new(),
                     feedback: Feedback::NoRules,
                 };
-                return blocked(outcome, Vec::new(), None, false, message);
+                return Err(blocked(outcome, Vec::new(), None, false, message));
             }
         };
         if let Some(entry) = manifests::completed_entry(self.work.status.as_ref(), &id) {
@@ -162,14 +211,14 @@ impl WorkScope<'_> {
                 namespace: id.namespace.clone(),
                 name: id.name.clone(),
             });
-            return ManifestResult {
+            return Err(ManifestResult {
                 desired: ManifestDesired::Keep(kept),
                 applied: self.carry_over(&id, Some(&resource)),
                 key,
                 readonly: false,
                 transient: false,
                 failure: None,
-            };
+            });
         }
         let resolved = match ctx.resolver.resolve(&id.api_version, &id.kind).await {
             Ok(r) => r,
@@ -202,13 +251,13 @@ impl WorkScope<'_> {
                     Err(message.clone()),
                     live,
                 );
-                return blocked(
+                return Err(blocked(
                     outcome,
                     self.carry_over(&id, None),
                     None,
                     e.is_transient(),
                     message,
-                );
+                ));
             }
         };
         // A cluster-scoped object has no namespace, whatever the manifest says: it is recorded
@@ -237,6 +286,29 @@ impl WorkScope<'_> {
             &id.namespace,
             &id.name,
         );
+        Ok(Target {
+            id,
+            resolved,
+            settings,
+            meta,
+            readonly,
+            orphan,
+        })
+    }
+
+    async fn manifest(&self, idx: usize, manifest: &Value) -> ManifestResult {
+        let ctx = self.ctx;
+        let Target {
+            id,
+            resolved,
+            settings,
+            meta,
+            readonly,
+            orphan,
+        } = match self.target(idx, manifest).await {
+            Ok(target) => target,
+            Err(result) => return result,
+        };
         let key = ObjectKey {
             group: resolved.group.clone(),
             resource: resolved.plural.clone(),

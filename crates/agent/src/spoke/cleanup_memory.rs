@@ -15,7 +15,12 @@ pub struct CleanupMemory {
 
 impl CleanupMemory {
     /// Records that the cleanup of `applied` deleted or released `uid`, or saw it terminating.
+    /// A resource recorded without a UID (recorded before it was created, and the agent stopped
+    /// before its UID followed) is not told apart from another such: it is never remembered.
     pub fn remember(&self, applied: &str, uid: &str) {
+        if uid.is_empty() {
+            return;
+        }
         self.seen
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -56,5 +61,12 @@ mod tests {
         assert!(!m.saw_going("b", "u1"));
         m.forget("a");
         assert!(!m.saw_going("a", "u1"));
+    }
+
+    #[test]
+    fn a_resource_recorded_without_a_uid_is_never_taken_as_seen_going() {
+        let m = CleanupMemory::default();
+        m.remember("a", "");
+        assert!(!m.saw_going("a", ""));
     }
 }

@@ -140,6 +140,7 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         return ttl::ttl_step(&work, ctx).await;
     }
 
+    let applied = record_before_creating(&work, applied, ctx).await?;
     let outcome = apply::apply_work(&work, &applied, ctx).await;
     let before = applied
         .status
@@ -181,10 +182,9 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         })
         .await?;
     // The status goes first, as upstream's agent writes it before its AppliedManifestWork
-    // controller records the resources: the record is for cleanup (prune, deletion, eviction),
-    // and a status waiting behind it is what a burst of new works would see. Should the agent
-    // stop in between, the next reconcile writes the record; the resources are owned by the
-    // AppliedManifestWork meanwhile, so the garbage collector still removes them with it.
+    // controller records the resources: new resources are recorded already (before they were
+    // created), and what follows here (their UIDs, pruned ones dropped) is not worth a status
+    // waiting behind it. Should the agent stop in between, the next reconcile writes it.
     if manifests::normalize_applied(before) != now_applied {
         ctx.applied
             .write_resources(&applied, &now_applied)
@@ -241,6 +241,32 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         next = next.min(ctx.config.readonly_resync);
     }
     Ok(Action::requeue(next))
+}
+
+/// Records the resources the work is about to own that are not recorded yet, before any is
+/// written: whenever a resource of the work exists, its AppliedManifestWork lists it, so a cleanup
+/// (prune, deletion, eviction) or whoever reads the record never misses one, whenever it looks
+/// and whenever the agent stops. Their UIDs follow with the record after the apply. One write
+/// for a work that adds resources; none when nothing is new.
+async fn record_before_creating(
+    work: &ManifestWork,
+    applied: AppliedManifestWork,
+    ctx: &Context,
+) -> Result<AppliedManifestWork, Error> {
+    let new = apply::unrecorded(work, &applied, ctx).await;
+    if new.is_empty() {
+        return Ok(applied);
+    }
+    let mut all = applied
+        .status
+        .as_ref()
+        .map(|s| s.applied_resources.clone())
+        .unwrap_or_default();
+    all.extend(new);
+    ctx.applied
+        .write_resources(&applied, &manifests::normalize_applied(all))
+        .await
+        .map_err(Error::Spoke)
 }
 
 /// Keeps on the spoke the completion in `status` that `remembered` lacks; the memory now.

@@ -157,9 +157,10 @@ async fn a_new_work_costs_one_spoke_write_per_object_and_two_hub_writes() {
     let after = metrics_text(env.http_port).await;
     let delta =
         |api: &str, verb: &str| api_requests(&after, api, verb) - api_requests(&before, api, verb);
-    // Five ConfigMaps and the AppliedManifestWork; its appliedResources; nothing read.
+    // Five ConfigMaps and the AppliedManifestWork; its appliedResources twice (recorded before
+    // the creates, then with their UIDs); nothing read.
     assert_eq!(delta("spoke", "create"), 6.0, "spoke creates");
-    assert_eq!(delta("spoke", "patch"), 1.0, "spoke patches");
+    assert_eq!(delta("spoke", "patch"), 2.0, "spoke patches");
     assert_eq!(delta("spoke", "get"), 0.0, "spoke reads");
     assert_eq!(delta("spoke", "update"), 0.0, "spoke updates");
     // The finalizer and one status.

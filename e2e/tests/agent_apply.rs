@@ -59,14 +59,31 @@ async fn applies_a_work_reports_status_and_an_idle_resync_writes_nothing() {
         "applied objects carry the agent label: {:?}",
         a.metadata.labels
     );
-    let amw = env
-        .applied_works()
-        .get(&env.applied_name(&name))
-        .await
-        .expect("AppliedManifestWork exists");
+    // Both recorded, with their UIDs (they follow the status): the record is complete.
+    let applied = env.applied_works();
+    let applied_name = env.applied_name(&name);
+    let amw = test_support::wait_for(
+        "both resources recorded with their UIDs",
+        Duration::from_secs(30),
+        || async {
+            let amw = applied
+                .get(&applied_name)
+                .await
+                .map_err(|e| e.to_string())?;
+            let listed = amw
+                .status
+                .as_ref()
+                .map(|s| s.applied_resources.clone())
+                .unwrap_or_default();
+            if listed.len() == 2 && listed.iter().all(|r| !r.uid.is_empty()) {
+                Ok(amw)
+            } else {
+                Err(format!("{listed:?}"))
+            }
+        },
+    )
+    .await;
     assert_eq!(amw.spec.manifest_work_name, name);
-    let recorded = amw.status.as_ref().map(|s| s.applied_resources.len());
-    assert_eq!(recorded, Some(2));
 
     // Several resyncs of an unchanged work: nothing is written anywhere.
     let before = (
@@ -391,6 +408,9 @@ async fn each_resource_is_recorded_before_it_is_created() {
     loop {
         let probe = object(configmap(&env.ns, "probe", json!({"k": "v"})));
         match cms.create(&PostParams::default(), &probe).await {
+            // An API server that has not discovered the parameter's kind yet refuses everything
+            // ("failed to configure policy"): not in force yet.
+            Err(kube::Error::Api(s)) if s.message.contains("failed to configure policy") => {}
             Err(kube::Error::Api(s))
                 if s.message.contains("not recorded") || s.message.contains("params") =>
             {

@@ -41,15 +41,9 @@ impl MqttEnv {
         let spoke = TestCluster::spoke().await;
         let ns = spoke.namespace(prefix).await;
         let consumer = unique_name(prefix);
-        let config = broker.dir().join("agent-config.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "brokerHost: {}\ntopics:\n  sourceEvents: sources/maestro/consumers/{consumer}/sourceevents\n  agentEvents: sources/maestro/consumers/{consumer}/agentevents\n",
-                broker.address()
-            ),
-        )
-        .expect("agent config");
+        let config = broker
+            .write_agent_config(&consumer, "agent-config.yaml")
+            .expect("agent config");
         let mut env = Self {
             broker,
             source,

@@ -47,6 +47,20 @@ fn image() -> String {
 struct Container {
     name: String,
     log: PathBuf,
+    client: std::process::Child,
+}
+
+/// A copy of `file` the container's user may read (a kubeconfig is the owner's only, as a
+/// Secret's volume is not): secrets are mounted 0644 in a pod unless told otherwise.
+fn readable_copy(file: &Path, name: &str) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = test_support::run_dir().join("image");
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    let copy = dir.join(name);
+    std::fs::copy(file, &copy).unwrap_or_else(|e| panic!("copy {}: {e}", file.display()));
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644))
+        .unwrap_or_else(|e| panic!("chmod {}: {e}", copy.display()));
+    copy
 }
 
 impl Container {
@@ -90,10 +104,8 @@ impl Container {
         }
         cmd.arg(image()).args(command);
         cmd.stdin(Stdio::null()).stdout(out).stderr(err);
-        let child = cmd.spawn().unwrap_or_else(|e| panic!("podman run: {e}"));
-        // podman removes the container itself (--rm); the child is only its client.
-        drop(child);
-        Self { name, log }
+        let client = cmd.spawn().unwrap_or_else(|e| panic!("podman run: {e}"));
+        Self { name, log, client }
     }
 
     fn log(&self) -> String {
@@ -139,6 +151,8 @@ impl Drop for Container {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .status();
+        // The container is gone, so its `podman run` ends; reap it.
+        let _ = self.client.wait();
     }
 }
 
@@ -233,11 +247,13 @@ async fn the_klusterlet_runs_the_image_as_work_agent_and_it_applies_a_work() {
     ));
     // The klusterlet's pod reaches its own cluster in-cluster; here the spoke's kubeconfig
     // stands in for the service account (KUBECONFIG, read by the same client setup).
+    let hub_copy = readable_copy(&hub.kubeconfig, &format!("{cluster}-hub.kubeconfig"));
+    let spoke_copy = readable_copy(&spoke.kubeconfig, &format!("{cluster}-spoke.kubeconfig"));
     let container = Container::run(
         "img-klusterlet",
         &[
-            (hub.kubeconfig.as_path(), hub_path),
-            (spoke.kubeconfig.as_path(), "/spoke/config/kubeconfig"),
+            (hub_copy.as_path(), hub_path),
+            (spoke_copy.as_path(), "/spoke/config/kubeconfig"),
         ],
         &[
             ("POD_NAME", "klusterlet-work-agent-0"),
@@ -288,11 +304,15 @@ async fn maestros_chart_runs_the_image_as_maestro_and_it_applies_a_bundle() {
         "-v=2".into(),
     ]
     .into();
+    let spoke_copy = readable_copy(&spoke.kubeconfig, &format!("{consumer}-spoke.kubeconfig"));
     let container = Container::run(
         "img-maestro",
         &[
-            (config.as_path(), "/secrets/mqtt/config.yaml"),
-            (spoke.kubeconfig.as_path(), "/spoke/config/kubeconfig"),
+            (
+                readable_copy(&config, &format!("{consumer}-mqtt.yaml")).as_path(),
+                "/secrets/mqtt/config.yaml",
+            ),
+            (spoke_copy.as_path(), "/spoke/config/kubeconfig"),
         ],
         &[
             ("MAESTRO_ENV", "production"),

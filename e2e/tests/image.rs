@@ -205,12 +205,23 @@ async fn wait_configmap_img(spoke: &TestCluster, ns: &str, container: &Container
 /// Asserts what every run of the image shows: a non-root process, the probes, the metrics.
 async fn assert_serving(container: &Container) {
     container.wait_healthy().await;
-    assert_eq!(
-        https_status(PROBE_PORT, "/readyz"),
-        Ok(200),
-        "{}",
-        container.log()
-    );
+    let ready = tokio::time::timeout(TIMEOUT, async {
+        while https_status(PROBE_PORT, "/readyz") != Ok(200) {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+    })
+    .await;
+    if ready.is_err() {
+        let body = std::process::Command::new("curl")
+            .args(["-sk", "https://127.0.0.1:8443/readyz"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        panic!(
+            "/readyz on :8443 not 200: {body}\ncontainer log:\n{}",
+            container.log()
+        );
+    }
     let uids = container.uids();
     assert_eq!(
         uids.split_whitespace().collect::<Vec<_>>(),

@@ -1,8 +1,9 @@
 # A small static image of the work agent: a musl build copied onto distroless/static, run as a
 # non-root user. Build from the repository root:
 #   docker build -t work-agent:dev .
-# (Not built in this project's CI: the build machine has no container engine. See
-# docs/operations.md.)
+# For teams that build with Docker and registries. The project's own image is `make image`
+# (FROM scratch with Debian's umoci and skopeo, no registry), which `make image-smoke` runs; this
+# file is not built here. See docs/operations.md.
 
 FROM docker.io/library/rust:1.89-alpine AS build
 # ring (rustls' crypto) compiles C and assembly.
@@ -21,6 +22,8 @@ COPY --from=build /out/work-agent /usr/local/bin/work-agent
 # `/work agent --spoke-cluster-name=... ...` and no command, so the image has no ENTRYPOINT and
 # the binary is also `/work` (a copy: distroless has no shell to make a link).
 COPY --from=build /out/work-agent /work
+# Maestro's agent chart runs `/usr/local/bin/maestro agent ...`: the same binary under that name.
+COPY --from=build /out/work-agent /usr/local/bin/maestro
 # distroless' nonroot user; matches runAsUser in deploy/base/deployment.yaml.
 USER 65532:65532
 # 8080: /metrics, /healthz, /readyz over HTTP; 8443: /healthz, /readyz over HTTPS (upstream's probes).

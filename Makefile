@@ -26,6 +26,14 @@ lint: ## rustfmt check, clippy with warnings as errors, no import cycle between 
 unit: ## tests that need no cluster (the CloudEvents client tests get a throw-away local mosquitto)
 	e2e/scripts/mosquitto.sh run $(CARGO) test --workspace --exclude e2e
 
+.PHONY: image
+image: ## the OCI image FROM scratch with Debian's umoci and skopeo (release build, ~4 min); the last line is the archive's path (docs/operations.md)
+	@scripts/build-image.sh $(IMAGE_ARGS)
+
+.PHONY: image-smoke
+image-smoke: ## the image in podman as the klusterlet and Maestro's chart start it, on fresh local control planes (after `make image`; not in CI, docs/operations.md)
+	e2e/scripts/with-cluster.sh e2e/scripts/image-smoke.sh $(IMAGE_ARCHIVE)
+
 .PHONY: crds
 crds: ## regenerate deploy/crds and deploy/schema from the Rust types
 	$(CARGO) run -q -p work-agent -- crd --output-dir deploy/crds

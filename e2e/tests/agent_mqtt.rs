@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use agent_common::{
-    TIMEOUT, configmap, http_get, job, job_complete_config, tail, wait_configmap_data,
-    wait_configmap_gone,
+    TIMEOUT, configmap, http_get, job, job_complete_config, metrics_text, tail,
+    wait_configmap_data, wait_configmap_gone,
 };
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
@@ -41,15 +41,9 @@ impl MqttEnv {
         let spoke = TestCluster::spoke().await;
         let ns = spoke.namespace(prefix).await;
         let consumer = unique_name(prefix);
-        let config = broker.dir().join("agent-config.yaml");
-        std::fs::write(
-            &config,
-            format!(
-                "brokerHost: {}\ntopics:\n  sourceEvents: sources/maestro/consumers/{consumer}/sourceevents\n  agentEvents: sources/maestro/consumers/{consumer}/agentevents\n",
-                broker.address()
-            ),
-        )
-        .expect("agent config");
+        let config = broker
+            .write_agent_config(&consumer, "agent-config.yaml")
+            .expect("agent config");
         let mut env = Self {
             broker,
             source,
@@ -517,6 +511,138 @@ async fn malformed_and_other_clusters_events_are_refused_and_counted() {
     );
     let agent = env.agent.as_mut().expect("agent");
     assert!(agent.is_running(), "the agent survives bad events");
+}
+
+/// The samples of metric `name` (no suffix added) whose labels include every pair of `labels`,
+/// whatever their order; their sum (0 when none).
+fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter_map(|line| line.strip_prefix(name))
+        .filter_map(|rest| {
+            let (set, value) = match rest.strip_prefix('{') {
+                Some(rest) => rest.split_once("} ")?,
+                None => ("", rest.strip_prefix(' ')?),
+            };
+            let pairs: Vec<&str> = set.split(',').collect();
+            labels
+                .iter()
+                .all(|(k, v)| pairs.contains(&format!("{k}=\"{v}\"").as_str()))
+                .then(|| value.trim().parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
+}
+
+/// Maestro's agent dashboards, SLOs and runbooks query client-go's and sdk-go's metric names
+/// (`docs/metrics.md` maps them); behind MQTT the agent serves each, with the labels those
+/// queries select, and they move while a bundle is applied, updated and deleted.
+#[tokio::test]
+async fn maestros_dashboard_metrics_move_while_a_bundle_is_applied() {
+    let env = MqttEnv::start("mqtt-maestro-metrics").await;
+    let id = env
+        .source
+        .create(&env.consumer, bundle(&env.ns, "dash", json!({"v": "1"})))
+        .expect("create");
+    // Scraped while the bundle is on its way: every name is there from the start.
+    let early = metrics_text(env.port).await;
+    for name in [
+        "# TYPE workqueue_depth gauge",
+        "# TYPE workqueue_adds counter",
+        "# TYPE workqueue_retries counter",
+        "# TYPE workqueue_queue_duration_seconds histogram",
+        "# TYPE workqueue_work_duration_seconds histogram",
+        "# TYPE rest_client_requests counter",
+        "# TYPE rest_client_request_duration_seconds histogram",
+        "# TYPE manifestworks_processed counter",
+        "# TYPE cloudevents_sent counter",
+        "# TYPE cloudevents_received counter",
+    ] {
+        assert!(early.contains(name), "{name} missing:\n{early}");
+    }
+    env.wait_data("dash", "v", "1").await;
+    env.wait_applied(&id).await;
+    env.source
+        .update(&id, bundle(&env.ns, "dash", json!({"v": "2"})))
+        .expect("update");
+    env.wait_data("dash", "v", "2").await;
+    env.source.delete(&id).expect("delete");
+    env.wait_source("Deleted reported", |s| s.hard_deleted(&id))
+        .await;
+    env.wait_gone("dash").await;
+
+    let text = env.metrics().await;
+    let q = [("name", "ManifestWorkAgent")];
+    // The dashboard: sum by(name) (rate(workqueue_adds_total{name="ManifestWorkAgent"}[5m])),
+    // max by(name) (workqueue_depth{name="ManifestWorkAgent"}).
+    assert!(
+        metric_sum(&text, "workqueue_adds_total", &q) >= 3.0,
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"workqueue_depth{name="ManifestWorkAgent"} "#),
+        "{text}"
+    );
+    // The SLOs: the share of queue waits and reconciles under le="1.0" of all (+Inf).
+    for histogram in [
+        "workqueue_queue_duration_seconds_bucket",
+        "workqueue_work_duration_seconds_bucket",
+    ] {
+        let all = metric_sum(&text, histogram, &[("le", "+Inf"), q[0]]);
+        let fast = metric_sum(&text, histogram, &[("le", "1.0"), q[0]]);
+        assert!(
+            all >= 3.0 && fast >= 1.0,
+            "{histogram}: {fast}/{all}\n{text}"
+        );
+    }
+    assert!(
+        text.contains(r#"workqueue_retries_total{name="ManifestWorkAgent"} "#),
+        "{text}"
+    );
+    // sdk-go's store answers: the informer's list and watch, status patches, no failure.
+    for action in ["list", "watch", "patch"] {
+        let done = metric_sum(
+            &text,
+            "manifestworks_processed_total",
+            &[("action", action), ("code", "Success")],
+        );
+        assert!(done >= 1.0, "{action}: {text}");
+    }
+    // client-go's request metrics for the spoke: the ConfigMap created (POST 201) and deleted,
+    // by host as the SLO and runbooks break them down.
+    let host = env
+        .spoke
+        .server_url
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .to_string();
+    let created = metric_sum(
+        &text,
+        "rest_client_requests_total",
+        &[("code", "201"), ("host", &host), ("method", "POST")],
+    );
+    assert!(created >= 1.0, "POST 201 on {host}: {text}");
+    let ok = metric_sum(&text, "rest_client_requests_total", &[("host", &host)]);
+    assert!(ok >= created, "{text}");
+    let fast = metric_sum(
+        &text,
+        "rest_client_request_duration_seconds_bucket",
+        &[("le", "0.5"), ("host", &host), ("verb", "POST")],
+    );
+    assert!(fast >= 1.0, "{text}");
+    // sdk-go's event counters, which the dashboard sums per instance. (The bundle itself may
+    // come as a create or in the answer to the agent's first resync request, whichever is first.)
+    for (counter, subresource, action) in [
+        ("cloudevents_received_total", "spec", "update_request"),
+        ("cloudevents_received_total", "spec", "delete_request"),
+        ("cloudevents_sent_total", "status", "update_request"),
+    ] {
+        let events = metric_sum(
+            &text,
+            counter,
+            &[("subresource", subresource), ("action", action)],
+        );
+        assert!(events >= 1.0, "{counter} {action}: {text}");
+    }
 }
 
 /// Maestro's agent chart line (`--consumer-name`) gets `maestro agent`'s raw feedback settings:

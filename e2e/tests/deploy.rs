@@ -103,6 +103,154 @@ async fn the_spoke_base_and_the_hub_role_pass_server_side_validation() {
     assert!(ok, "deploy/hub on the hub:\n{out}");
 }
 
+/// The one YAML document of a file under the repository.
+fn yaml_file(path: &str) -> Value {
+    let text = std::fs::read_to_string(repo_root().join(path))
+        .unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    let mut docs = parse_yaml_documents(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert_eq!(docs.len(), 1, "{path} holds one document");
+    docs.remove(0)
+}
+
+/// `deploy/maestro/`: on Maestro's chart's Deployment (as the chart renders it), the patch swaps
+/// the image and hardens the pod while the chart's command, env and mounts stay; the Helm
+/// values name the same image.
+#[tokio::test]
+async fn the_maestro_patch_swaps_the_image_of_maestros_chart_and_keeps_its_command() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use kube::api::{Patch, PatchParams};
+    let spoke = TestCluster::spoke().await;
+    let ns = spoke.namespace("maestro-chart").await;
+    let mut rendered = yaml_file("e2e/fixtures/maestro-agent-deployment.yaml");
+    // No pods: only the Deployment's spec is under test.
+    rendered["spec"]["replicas"] = json!(0);
+    let chart: Deployment = serde_json::from_value(rendered).expect("the chart's Deployment");
+    let deployments: Api<Deployment> = Api::namespaced(spoke.client.clone(), &ns);
+    deployments
+        .create(&PostParams::default(), &chart)
+        .await
+        .expect("create the chart's Deployment");
+    let patch = yaml_file("deploy/maestro/deployment-patch.yaml");
+    let patched = deployments
+        .patch(
+            "maestro-agent",
+            &PatchParams::default(),
+            &Patch::Strategic(patch.clone()),
+        )
+        .await
+        .expect("the strategic merge patch applies");
+    let pod = patched
+        .spec
+        .and_then(|s| s.template.spec)
+        .expect("pod spec");
+    assert_eq!(
+        pod.containers.len(),
+        1,
+        "the patch merges into the chart's container"
+    );
+    let container = &pod.containers[0];
+    let before = &chart
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .expect("pod")
+        .containers[0];
+    assert_eq!(
+        container.image.as_deref(),
+        patch["spec"]["template"]["spec"]["containers"][0]["image"].as_str()
+    );
+    assert_eq!(
+        container.command, before.command,
+        "the chart's command line stays"
+    );
+    assert_eq!(container.env, before.env);
+    assert_eq!(container.volume_mounts, before.volume_mounts);
+    let security = container.security_context.clone().unwrap_or_default();
+    assert_eq!(security.read_only_root_filesystem, Some(true));
+    assert_eq!(security.allow_privilege_escalation, Some(false));
+    assert_eq!(
+        pod.security_context.and_then(|s| s.run_as_user),
+        Some(65532),
+        "the image's user"
+    );
+    let probe = container
+        .liveness_probe
+        .as_ref()
+        .and_then(|p| p.http_get.as_ref())
+        .expect("liveness probe");
+    assert_eq!(
+        (probe.scheme.as_deref(), probe.path.as_deref()),
+        (Some("HTTPS"), Some("/healthz"))
+    );
+    // The Helm values compose the same reference (registry/repository:tag, as the chart does).
+    let values = yaml_file("deploy/maestro/values.yaml");
+    let image = &values["image"];
+    let from_values = format!(
+        "{}/{}:{}",
+        image["registry"].as_str().unwrap_or_default(),
+        image["repository"].as_str().unwrap_or_default(),
+        image["tag"].as_str().unwrap_or_default()
+    );
+    assert_eq!(container.image.as_deref(), Some(from_values.as_str()));
+}
+
+/// `deploy/klusterlet/`: the override and its revert against the operator's own Klusterlet
+/// schema (a misspelt field would be pruned, and the image would not change).
+#[tokio::test]
+async fn the_klusterlet_override_sets_the_work_image_and_the_revert_removes_it() {
+    use kube::api::{DynamicObject, Patch, PatchParams};
+    use kube::discovery::ApiResource;
+    let spoke = TestCluster::spoke().await;
+    spoke
+        .install_crds(&repo_root().join("e2e/upstream-crds/operator"))
+        .await
+        .expect("the Klusterlet CRD");
+    let resource = ApiResource {
+        group: "operator.open-cluster-management.io".into(),
+        version: "v1".into(),
+        api_version: "operator.open-cluster-management.io/v1".into(),
+        kind: "Klusterlet".into(),
+        plural: "klusterlets".into(),
+    };
+    let klusterlets: Api<DynamicObject> = Api::all_with(spoke.client.clone(), &resource);
+    let name = unique_name("klusterlet");
+    let klusterlet: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "operator.open-cluster-management.io/v1",
+        "kind": "Klusterlet",
+        "metadata": {"name": name},
+        "spec": {"clusterName": "cluster1"}
+    }))
+    .expect("a Klusterlet");
+    klusterlets
+        .create(&PostParams::default(), &klusterlet)
+        .await
+        .expect("create the Klusterlet");
+    let patch = yaml_file("deploy/klusterlet/klusterlet-patch.yaml");
+    let swapped = klusterlets
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the override applies");
+    assert_eq!(
+        swapped.data["spec"]["workImagePullSpec"], patch["spec"]["workImagePullSpec"],
+        "the operator's schema keeps the field"
+    );
+    let revert = yaml_file("deploy/klusterlet/klusterlet-revert.yaml");
+    let back = klusterlets
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&revert))
+        .await
+        .expect("the revert applies");
+    assert!(
+        back.data["spec"].get("workImagePullSpec").is_none(),
+        "{:?}",
+        back.data
+    );
+    assert_eq!(back.data["spec"]["clusterName"], "cluster1");
+    klusterlets
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete the Klusterlet");
+}
+
 #[tokio::test]
 async fn the_examples_are_accepted_by_our_crd_and_the_upstream_one() {
     for hub in [TestCluster::hub().await, TestCluster::hub_upstream().await] {

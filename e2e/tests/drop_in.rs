@@ -5,63 +5,14 @@
 
 mod agent_common;
 
-use std::path::Path;
 use std::process::Command;
 
-use agent_common::{Env, TIMEOUT, configmap, data, work_is};
+use agent_common::{Env, TIMEOUT, configmap, data, https_status, klusterlet_args, work_is};
 use serde_json::json;
 use test_support::{AgentProcess, TestCluster, free_port, wait_for};
 
 /// The name upstream's image gives the binary.
 const UPSTREAM_BINARY_NAME: &str = "work";
-
-/// The arguments the klusterlet operator renders after `/work` (klusterlet-work-deployment.yaml,
-/// every optional flag set, the Hosted-mode spoke kubeconfig included).
-fn rendered_args(cluster: &str, hub: &Path, spoke: &Path, agent_id: &str) -> Vec<String> {
-    let hub = hub.display();
-    let spoke = spoke.display();
-    [
-        "agent".to_string(),
-        format!("--spoke-cluster-name={cluster}"),
-        "--workload-source-driver=kube".into(),
-        format!("--workload-source-config={hub}"),
-        format!("--agent-id={agent_id}"),
-        "--feature-gates=ExecutorValidatingCaches=true".into(),
-        "--feature-gates=RawFeedbackJsonString=false".into(),
-        format!("--spoke-kubeconfig={spoke}"),
-        format!("--terminate-on-files={spoke}"),
-        format!("--terminate-on-files={hub}"),
-        "--status-sync-interval=60s".into(),
-        "--kube-api-qps=20".into(),
-        "--kube-api-burst=40".into(),
-        "--hub-kube-api-qps=20".into(),
-        "--hub-kube-api-burst=40".into(),
-        "--appliedmanifestwork-eviction-grace-period=1h0m0s".into(),
-        "--tls-min-version=VersionTLS12".into(),
-    ]
-    .into()
-}
-
-/// HTTPS GET with the certificate unchecked (as the kubelet probes); the status code.
-fn https_status(port: u16, path: &str) -> Result<u16, String> {
-    let out = Command::new("curl")
-        .args([
-            "-sk",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "10",
-        ])
-        .arg(format!("https://127.0.0.1:{port}{path}"))
-        .output()
-        .map_err(|e| format!("running curl: {e}"))?;
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .map_err(|_| format!("curl: {}", String::from_utf8_lossy(&out.stderr)))
-}
 
 #[tokio::test]
 async fn upstream_command_line_applies_works_and_answers_the_https_probe() {
@@ -75,7 +26,12 @@ async fn upstream_command_line_applies_works_and_answers_the_https_probe() {
     let metrics_port = free_port();
     let agent = AgentProcess::try_start_as(
         UPSTREAM_BINARY_NAME,
-        rendered_args(&cluster, &hub.kubeconfig, &spoke.kubeconfig, &agent_id),
+        klusterlet_args(
+            &cluster,
+            &hub.kubeconfig,
+            Some(spoke.kubeconfig.as_path()),
+            &agent_id,
+        ),
         [
             ("POD_NAME", "klusterlet-work-agent-0".to_string()),
             // Parallel tests: ports of our own instead of :8443 and :8080.
@@ -144,10 +100,10 @@ async fn a_change_of_a_terminate_on_files_file_exits_0() {
     let probe_port = free_port();
     let mut agent = AgentProcess::try_start_as(
         UPSTREAM_BINARY_NAME,
-        rendered_args(
+        klusterlet_args(
             &cluster,
             &hub_copy,
-            &spoke.kubeconfig,
+            Some(spoke.kubeconfig.as_path()),
             &format!("agent-{cluster}"),
         ),
         [

@@ -59,8 +59,18 @@ pub fn build_with_timeout(
     timeout: Duration,
     api: ApiServer,
 ) -> Result<kube::Client, String> {
+    // client-go's `host` label: the URL's host and port as configured.
+    let host = config
+        .cluster_url
+        .authority()
+        .map(|a| a.as_str().to_string())
+        .unwrap_or_default();
     let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| e.to_string())?;
+    // Innermost: the rest_client metrics time the request itself, not its wait for a token.
     Ok(builder
+        .with_layer(&RestClientMetricsLayer {
+            host: Arc::from(host),
+        })
         .with_layer(&TokenBucketLayer::<kube::client::Body>::new(qps, burst))
         .with_layer(&RequestTimeoutLayer { timeout })
         .with_layer(&RequestCountLayer { api: api.label() })
@@ -148,6 +158,98 @@ where
             })
             .inc();
         self.inner.call(request)
+    }
+}
+
+/// client-go's request metrics under its names (`rest_client_requests_total{code, host,
+/// method}`, `rest_client_request_duration_seconds{host, verb}`), which Maestro's agent SLOs
+/// query.
+#[derive(Clone, Debug)]
+struct RestClientMetricsLayer {
+    host: Arc<str>,
+}
+
+impl<S> Layer<S> for RestClientMetricsLayer {
+    type Service = RestClientMetrics<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RestClientMetrics {
+            inner,
+            host: self.host.clone(),
+        }
+    }
+}
+
+/// See [`RestClientMetricsLayer`].
+#[derive(Clone, Debug)]
+struct RestClientMetrics<S> {
+    inner: S,
+    host: Arc<str>,
+}
+
+/// One request in flight: recorded when its response comes, or as `<error>` when it ends
+/// without one (an error, or dropped by the request deadline).
+struct RestRequestRecord {
+    host: Arc<str>,
+    method: hyper::Method,
+    started: Instant,
+    code: Option<hyper::StatusCode>,
+}
+
+impl RestRequestRecord {
+    /// The request ended with `code` (none: without a response).
+    fn answered(&mut self, code: Option<hyper::StatusCode>) {
+        self.code = code;
+    }
+}
+
+impl Drop for RestRequestRecord {
+    fn drop(&mut self) {
+        let host = self.host.to_string();
+        let method = self.method.as_str().to_string();
+        let code = self
+            .code
+            .map_or_else(|| "<error>".to_string(), |c| c.as_u16().to_string());
+        metrics::rest_client_request_duration()
+            .get_or_create(&metrics::RestLatencyLabels {
+                host: host.clone(),
+                verb: method.clone(),
+            })
+            .observe(self.started.elapsed().as_secs_f64());
+        metrics::rest_client_requests()
+            .get_or_create(&metrics::RestRequestLabels { code, host, method })
+            .inc();
+    }
+}
+
+impl<S, B, RB> Service<hyper::Request<B>> for RestClientMetrics<S>
+where
+    S: Service<hyper::Request<B>, Response = hyper::Response<RB>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    RB: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: hyper::Request<B>) -> Self::Future {
+        let mut record = RestRequestRecord {
+            host: self.host.clone(),
+            method: request.method().clone(),
+            started: Instant::now(),
+            code: None,
+        };
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let result = response.await;
+            record.answered(result.as_ref().ok().map(hyper::Response::status));
+            result
+        })
     }
 }
 
@@ -616,6 +718,89 @@ mod tests {
         assert!(
             watch.is_err(),
             "a watch must not be cut off by the request timeout"
+        );
+        // The request cut off by the deadline, and the watch this test gave up on, count as
+        // client-go counts requests that end without a response.
+        let host = url.trim_start_matches("http://").to_string();
+        let requests = metrics::rest_client_requests()
+            .get_or_create(&metrics::RestRequestLabels {
+                code: "<error>".into(),
+                host,
+                method: "GET".into(),
+            })
+            .get();
+        assert_eq!(requests, 2);
+        server.abort();
+    }
+
+    /// A server that answers every request with 404 and a Kubernetes Status.
+    async fn not_found_server() -> (String, tokio::task::JoinHandle<()>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let task = tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let body = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#;
+                    let mut buf = [0u8; 4096];
+                    // One request per connection is enough for the test's single GET.
+                    if socket.read(&mut buf).await.is_ok() {
+                        let response = format!(
+                            "HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = socket.write_all(response.as_bytes()).await;
+                    }
+                });
+            }
+        });
+        (format!("http://{addr}"), task)
+    }
+
+    #[tokio::test]
+    async fn requests_are_counted_under_client_gos_names_with_code_host_and_method() {
+        let (url, server) = not_found_server().await;
+        let host = url.trim_start_matches("http://").to_string();
+        let client = build(
+            kube::Config::new(url.parse().expect("url")),
+            100.0,
+            100,
+            ApiServer::Spoke,
+        )
+        .expect("client");
+        let api: Api<ConfigMap> = Api::namespaced(client, "default");
+        let error = api
+            .get("missing")
+            .await
+            .expect_err("the server answers 404");
+        assert!(error.to_string().contains("NotFound"), "{error}");
+        let requests = metrics::rest_client_requests()
+            .get_or_create(&metrics::RestRequestLabels {
+                code: "404".into(),
+                host: host.clone(),
+                method: "GET".into(),
+            })
+            .get();
+        assert_eq!(requests, 1);
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register(
+            "rest_client_request_duration_seconds",
+            "latency",
+            metrics::rest_client_request_duration().clone(),
+        );
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        assert!(
+            text.contains(&format!(
+                r#"rest_client_request_duration_seconds_count{{host="{host}",verb="GET"}} 1"#
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!(
+                r#"rest_client_request_duration_seconds_bucket{{le="0.5",host="{host}",verb="GET"}} 1"#
+            )),
+            "{text}"
         );
         server.abort();
     }

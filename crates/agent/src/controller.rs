@@ -178,16 +178,28 @@ pub async fn run_controller(
         })
         .boxed();
 
-    let queue = futures::stream::select_all([own, external, applied]);
+    let workqueue = ctx.metrics.workqueue.clone();
+    let queue = futures::stream::select_all([own, external, applied]).inspect(move |request| {
+        if let Ok(request) = request {
+            workqueue.added(&request.obj_ref.name);
+        }
+    });
     let controller_config = controller::Config::default()
         .concurrency(ctx.config.workers)
         .debounce(hub_debounce);
+    let dropped = &ctx.metrics.workqueue;
     controller::applier(
         |work, ctx| {
+            let name = work.metadata.name.clone().unwrap_or_default();
+            let workqueue = ctx.metrics.workqueue.clone();
+            workqueue.started(&name);
             let task = tokio::spawn(reconcile::reconcile_stored(work, ctx));
             Box::pin(async move {
-                task.await
-                    .unwrap_or_else(|e| Err(Error::Task(e.to_string())))
+                let result = task
+                    .await
+                    .unwrap_or_else(|e| Err(Error::Task(e.to_string())));
+                workqueue.finished(&name);
+                result
             })
         },
         error_policy,
@@ -199,6 +211,11 @@ pub async fn run_controller(
     .for_each(|result| async move {
         match result {
             Ok(_) => {}
+            // A request for a work no longer in the store leaves the queue unreconciled.
+            Err(controller::Error::ObjectNotFound(obj_ref)) => {
+                dropped.dropped(&obj_ref.name);
+                tracing::debug!(work = %obj_ref.name, "work gone before its reconcile");
+            }
             Err(controller::Error::QueueError(e)) => {
                 tracing::warn!(error = %e, "watch error");
             }
@@ -217,13 +234,16 @@ fn error_policy(work: Arc<StoredWork>, error: &Error, ctx: Arc<Context>) -> Acti
         .inc();
     let name = work.metadata.name.as_deref().unwrap_or_default();
     if error.is_work_gone() {
+        // Not queued again: no retry.
         tracing::debug!(work = %name, error = %error, "work gone from the hub during its reconcile");
         return Action::await_change();
     }
     if error.is_conflict() {
         tracing::debug!(work = %name, error = %error, "conflict; retrying");
+        ctx.metrics.workqueue.retried();
         return Action::requeue(Duration::from_millis(200));
     }
+    ctx.metrics.workqueue.retried();
     tracing::warn!(work = %name, error = %error, "reconcile failed");
     Action::requeue(Duration::from_secs(5))
 }

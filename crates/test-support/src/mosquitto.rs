@@ -60,6 +60,18 @@ impl Broker {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// Writes the agent's config file for `consumer` as Maestro's chart renders it (its Secret
+    /// `maestro-agent-mqtt`, key `config.yaml`) into the broker's directory as `file`; its path.
+    pub fn write_agent_config(&self, consumer: &str, file: &str) -> Result<PathBuf, Error> {
+        let path = self.dir.join(file);
+        let text = format!(
+            "brokerHost: {}\ntopics:\n  sourceEvents: sources/maestro/consumers/{consumer}/sourceevents\n  agentEvents: sources/maestro/consumers/{consumer}/agentevents\n",
+            self.address()
+        );
+        std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
+        Ok(path)
+    }
+
     /// The broker's log file.
     pub fn log_path(&self) -> PathBuf {
         self.dir.join("mosquitto.log")

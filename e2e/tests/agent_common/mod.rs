@@ -36,6 +36,63 @@ pub struct Env {
     extra_args: Vec<String>,
 }
 
+/// The arguments the OCM klusterlet operator renders after `/work` (v1.3.1,
+/// klusterlet-work-deployment.yaml, every optional flag set). With a `spoke` kubeconfig, Hosted
+/// mode's; without, Default mode's (the spoke is the pod's own cluster).
+pub fn klusterlet_args(
+    cluster: &str,
+    hub: &Path,
+    spoke: Option<&Path>,
+    agent_id: &str,
+) -> Vec<String> {
+    let hub = hub.display();
+    let mut args: Vec<String> = vec![
+        "agent".to_string(),
+        format!("--spoke-cluster-name={cluster}"),
+        "--workload-source-driver=kube".into(),
+        format!("--workload-source-config={hub}"),
+        format!("--agent-id={agent_id}"),
+        "--feature-gates=ExecutorValidatingCaches=true".into(),
+        "--feature-gates=RawFeedbackJsonString=false".into(),
+    ];
+    if let Some(spoke) = spoke {
+        args.push(format!("--spoke-kubeconfig={}", spoke.display()));
+        args.push(format!("--terminate-on-files={}", spoke.display()));
+    }
+    args.extend([
+        format!("--terminate-on-files={hub}"),
+        "--status-sync-interval=60s".into(),
+        "--kube-api-qps=20".into(),
+        "--kube-api-burst=40".into(),
+        "--hub-kube-api-qps=20".into(),
+        "--hub-kube-api-burst=40".into(),
+        "--appliedmanifestwork-eviction-grace-period=1h0m0s".into(),
+        "--tls-min-version=VersionTLS12".into(),
+    ]);
+    args
+}
+
+/// HTTPS GET with the certificate unchecked (as the kubelet probes); the status code.
+pub fn https_status(port: u16, path: &str) -> Result<u16, String> {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sk",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "10",
+        ])
+        .arg(format!("https://127.0.0.1:{port}{path}"))
+        .output()
+        .map_err(|e| format!("running curl: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .map_err(|_| format!("curl: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
 /// Arguments to run the agent for `cluster` against the two control planes.
 pub fn agent_args(hub: &Path, spoke: &Path, cluster: &str, extra: &[String]) -> Vec<String> {
     agent_args_on(hub, spoke, cluster, free_port(), extra)

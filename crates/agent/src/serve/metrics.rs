@@ -8,6 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::serve::workqueue::WorkQueueMetrics;
+
 /// Label: the state of a work (`applying`, `available`, `complete`, `deleting`, `failed`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StateLabels {
@@ -61,6 +63,53 @@ pub fn api_requests() -> &'static Family<ApiRequestLabels, Counter> {
     static REQUESTS: std::sync::OnceLock<Family<ApiRequestLabels, Counter>> =
         std::sync::OnceLock::new();
     REQUESTS.get_or_init(Family::default)
+}
+
+/// Labels of `rest_client_requests_total`, as client-go sets them.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RestRequestLabels {
+    /// The HTTP status code, or `<error>` when no response came (refused, timed out).
+    pub code: String,
+    /// The API server's `host:port`.
+    pub host: String,
+    /// The HTTP method (`GET`, `POST`, ...).
+    pub method: String,
+}
+
+/// Labels of `rest_client_request_duration_seconds`, as client-go sets them.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RestLatencyLabels {
+    /// The API server's `host:port`.
+    pub host: String,
+    /// The HTTP method (client-go calls it the verb).
+    pub verb: String,
+}
+
+/// client-go's request latency buckets (seconds); Maestro's SLO selects `le="0.5"`.
+const REST_LATENCY_BUCKETS: [f64; 12] = [
+    0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+];
+
+fn rest_latency_histogram() -> Histogram {
+    Histogram::new(REST_LATENCY_BUCKETS)
+}
+
+/// client-go's `rest_client_requests_total`: requests sent to the API servers by status code.
+/// Process-wide, as [`api_requests`].
+pub fn rest_client_requests() -> &'static Family<RestRequestLabels, Counter> {
+    static REQUESTS: std::sync::OnceLock<Family<RestRequestLabels, Counter>> =
+        std::sync::OnceLock::new();
+    REQUESTS.get_or_init(Family::default)
+}
+
+/// Histograms by host and verb, each with client-go's buckets.
+pub type RestLatency = Family<RestLatencyLabels, Histogram, fn() -> Histogram>;
+
+/// client-go's `rest_client_request_duration_seconds`: from sending a request (after the rate
+/// limit) to its response headers. Process-wide, as [`api_requests`].
+pub fn rest_client_request_duration() -> &'static RestLatency {
+    static LATENCY: std::sync::OnceLock<RestLatency> = std::sync::OnceLock::new();
+    LATENCY.get_or_init(|| Family::new_with_constructor(rest_latency_histogram))
 }
 
 /// Label: why a TTL deletion failed (`forbidden`: the hub's RBAC refused it; `error`: any other
@@ -126,6 +175,8 @@ pub struct Metrics {
     pub work_states: Gauge,
     /// Work names waiting in the trigger queue.
     pub trigger_queue_depth: Gauge,
+    /// The controller queue under client-go's `workqueue_*` names.
+    pub workqueue: WorkQueueMetrics,
 }
 
 impl Default for Metrics {
@@ -164,6 +215,7 @@ impl Metrics {
             resolver_cache_entries: Gauge::default(),
             work_states: Gauge::default(),
             trigger_queue_depth: Gauge::default(),
+            workqueue: WorkQueueMetrics::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -271,6 +323,19 @@ impl Metrics {
             "Requests sent to the hub and spoke API servers, by verb",
             api_requests().clone(),
         );
+        // client-go's names, unprefixed, as upstream's and Maestro's agents expose them, so
+        // their dashboards and SLOs work unchanged.
+        root.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host",
+            rest_client_requests().clone(),
+        );
+        root.register(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host",
+            rest_client_request_duration().clone(),
+        );
+        root.register_collector(Box::new(m.workqueue.clone()));
         Self {
             registry: root,
             ..m

@@ -7,3 +7,4 @@ pub mod leader;
 pub mod metrics;
 pub mod terminate_on_files;
 pub mod tls;
+pub mod workqueue;

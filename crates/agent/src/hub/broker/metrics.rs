@@ -5,8 +5,9 @@
 
 use cloudevents::client::Stats;
 use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
@@ -127,6 +128,29 @@ impl Collector for TransportCollector {
     }
 }
 
+/// Labels of `manifestworks_processed_total`, as sdk-go's work agent client sets them.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProcessedLabels {
+    /// What the agent asked of its copy of the works: `list`, `watch`, `get`, `patch` (status
+    /// or finalizers) or `delete`.
+    pub action: &'static str,
+    /// `Success`, or the reason of the refusal (`NotFound`, `Conflict`, ...).
+    pub code: String,
+}
+
+/// `manifestworks_processed_total`: the agent's reads and writes of the works it holds.
+pub type Processed = Family<ProcessedLabels, Counter>;
+
+/// The `code` label of an answer: `Success`, or the API reason that refused it (sdk-go's
+/// `metav1.StatusReason`; `Unknown` when there is none).
+pub fn processed_code<T>(result: &Result<T, kube::Error>) -> String {
+    match result {
+        Ok(_) => "Success".to_string(),
+        Err(kube::Error::Api(status)) if !status.reason.is_empty() => status.reason.clone(),
+        Err(_) => "Unknown".to_string(),
+    }
+}
+
 /// The histogram of status resync durations, with upstream's buckets.
 pub fn status_resync_histogram() -> Histogram {
     Histogram::new(RESYNC_BUCKETS)
@@ -138,6 +162,7 @@ pub fn register(
     stats: StatsSource,
     client_id: &str,
     status_resync: Histogram,
+    processed: Processed,
 ) {
     registry.register_collector(Box::new(TransportCollector {
         stats,
@@ -147,6 +172,11 @@ pub fn register(
         "resources_status_resync_duration_seconds",
         "The duration of the resource status resync in seconds.",
         status_resync,
+    );
+    registry.register(
+        "manifestworks_processed",
+        "The total number of processed manifestworks.",
+        processed,
     );
 }
 
@@ -189,13 +219,32 @@ mod tests {
             unheard: 7,
         };
         let histogram = status_resync_histogram();
+        let processed = Processed::default();
         register(
             &mut registry,
             Arc::new(move || stats.clone()),
             "c1-work-agent",
             histogram.clone(),
+            processed.clone(),
         );
         histogram.observe(0.01);
+        let conflict: Result<(), kube::Error> = Err(crate::hub::local_works::api_error(
+            409,
+            "Conflict",
+            "stale".into(),
+        ));
+        processed
+            .get_or_create(&ProcessedLabels {
+                action: "patch",
+                code: processed_code(&conflict),
+            })
+            .inc();
+        processed
+            .get_or_create(&ProcessedLabels {
+                action: "patch",
+                code: processed_code(&Ok::<(), kube::Error>(())),
+            })
+            .inc();
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
         assert!(
@@ -225,6 +274,14 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("cloudevents_rejected_total 1"), "{text}");
+        assert!(
+            text.contains(r#"manifestworks_processed_total{action="patch",code="Conflict"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"manifestworks_processed_total{action="patch",code="Success"} 1"#),
+            "{text}"
+        );
         assert!(
             text.contains("cloudevents_publish_dropped_total 6"),
             "{text}"

@@ -125,6 +125,8 @@ struct Inner {
     sequence: Snowflake,
     outbox: OnceLock<Arc<dyn Outbox>>,
     status_resync: Histogram,
+    /// `manifestworks_processed_total`, as sdk-go's agent client counts its store's answers.
+    processed: metrics::Processed,
     /// Keeps the transport's tasks running as long as the hub lives.
     transport: Mutex<Option<Box<dyn std::any::Any + Send>>>,
 }
@@ -153,6 +155,7 @@ impl BrokerHub {
                 sequence: Snowflake::new(),
                 outbox: OnceLock::new(),
                 status_resync: metrics::status_resync_histogram(),
+                processed: metrics::Processed::default(),
                 transport: Mutex::new(None),
             }),
         }
@@ -206,6 +209,17 @@ impl BrokerHub {
     ) {
         let _ = self.inner.outbox.set(outbox);
         tokio::spawn(self.clone().receive(incoming));
+    }
+
+    /// Counts one answer of the works' copy in `manifestworks_processed_total`.
+    fn processed<T>(&self, action: &'static str, result: &Result<T, kube::Error>) {
+        self.inner
+            .processed
+            .get_or_create(&metrics::ProcessedLabels {
+                action,
+                code: metrics::processed_code(result),
+            })
+            .inc();
     }
 
     /// The works as the agent holds them now.
@@ -344,6 +358,9 @@ impl BrokerHub {
 
 impl Hub for BrokerHub {
     fn watch_works(&self) -> WorkEvents {
+        // A watch starts with the full list, as an informer's list and watch.
+        self.processed("list", &Ok::<(), kube::Error>(()));
+        self.processed("watch", &Ok::<(), kube::Error>(()));
         self.inner.works.watch()
     }
 
@@ -361,6 +378,12 @@ impl Hub for BrokerHub {
 
     fn get_work<'a>(&'a self, name: &'a str) -> HubResult<'a, Option<ManifestWork>> {
         let work = self.inner.works.get(name);
+        // sdk-go's client answers a missing work with NotFound.
+        let answer = work
+            .as_ref()
+            .map(|_| ())
+            .ok_or_else(|| super::local_works::not_found(name));
+        self.processed("get", &answer);
         Box::pin(async move { Ok(work) })
     }
 
@@ -376,6 +399,7 @@ impl Hub for BrokerHub {
             .write_status(name, resource_version, status, |work| {
                 self.publish_status(work, EventType::StatusUpdate)
             });
+        self.processed("patch", &result);
         Box::pin(async move { result })
     }
 
@@ -389,6 +413,7 @@ impl Hub for BrokerHub {
             .works
             .set_finalizers(work, finalizers, |gone| self.publish_deleted(gone))
             .map(|written| written.work);
+        self.processed("patch", &result);
         Box::pin(async move { result })
     }
 
@@ -399,6 +424,7 @@ impl Hub for BrokerHub {
                 .delete(name, |gone| self.publish_deleted(gone))
                 .map(|_| ())
         });
+        self.processed("delete", &result);
         Box::pin(async move { result })
     }
 
@@ -440,6 +466,7 @@ impl Hub for BrokerHub {
             stats,
             &self.inner.client_id,
             self.inner.status_resync.clone(),
+            self.inner.processed.clone(),
         );
     }
 }

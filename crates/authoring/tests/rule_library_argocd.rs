@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! git clone --depth 1 https://github.com/argoproj/argo-cd /tmp/argo-cd
-//! ARGOCD_DIR=/tmp/argo-cd cargo test -p work-agent --test rule_library_argocd -- --ignored --nocapture
+//! ARGOCD_DIR=/tmp/argo-cd cargo test -p authoring --test rule_library_argocd -- --ignored --nocapture
 //! ```
 //!
 //! For every `resource_customizations/<group>/<kind>/health_test.yaml` case whose object has a
@@ -13,9 +13,10 @@
 //! False `Failed`; Progressing = False `Progressing` or Unknown `NoStatus`/`StaleStatus` (Argo
 //! has no "not reported yet" and calls that Progressing); Missing and Unknown = any Unknown or
 //! `Progressing`; Suspended = Unknown `Suspended`. Objects whose `status.observedGeneration` is
-//! behind `metadata.generation` are Unknown `StaleStatus` by design (the agent does not judge a
-//! status written for an older spec; Argo CD does): they are counted apart and left out of the
-//! figure, which is printed with and without them.
+//! behind `metadata.generation` and which the rule would call healthy are Unknown `StaleStatus`
+//! by design (the agent does not trust a status written for an older spec to claim health; Argo
+//! CD does): they are counted apart and left out of the figure, which is printed with and
+//! without them. A failure on such an object is judged like any other.
 
 use std::path::{Path, PathBuf};
 

@@ -277,6 +277,31 @@ fn run_once_kinds_give_complete() {
 }
 
 #[test]
+fn the_library_covers_most_of_argo_cds_health_catalog() {
+    let rules = rule_library::load().unwrap();
+    let all: Vec<&str> = rule_library::argocd_health_kinds().collect();
+    assert!(all.len() >= 241, "{} kinds in the catalog list", all.len());
+    let covered = rule_library::argocd_kinds_covered(&rules);
+    // Kinds with an entry of their own, a group fallback, and a suffix fallback.
+    for kind in [
+        "cert-manager.io/Certificate",
+        "gateway.networking.k8s.io/HTTPRoute",
+        "s3.aws.crossplane.io/Bucket",
+        "_.services.k8s.aws/_",
+        "_.cnrm.cloud.google.com/_",
+    ] {
+        assert!(covered.contains(&kind), "{kind} is not covered");
+    }
+    assert!(!covered.contains(&"spot.io/SpotDeployment"));
+    assert!(covered.len() >= 139, "only {} covered", covered.len());
+    let text = authoring::rules::argocd_coverage_text(&rules);
+    assert!(
+        text.starts_with(&format!("{} of the {} kinds", covered.len(), all.len())),
+        "{text}"
+    );
+}
+
+#[test]
 fn docs_rules_md_is_current() {
     let rules = rule_library::load().unwrap();
     let generated = authoring::rules::docs_markdown(&rules);
@@ -298,13 +323,13 @@ fn list_groups_by_project_and_marks_complete() {
         .find(|l| l.contains("tekton.dev/v1 PipelineRun"))
         .unwrap();
     assert!(tekton.contains("Healthy, Complete"), "{tekton}");
+    let mut last = text.trim_end().lines().rev();
+    let coverage = last.next().unwrap();
     assert!(
-        text.trim_end()
-            .lines()
-            .last()
-            .unwrap()
-            .contains("give Complete")
+        coverage.contains("kinds Argo CD's health catalog checks have an entry"),
+        "{coverage}"
     );
+    assert!(last.next().unwrap().contains("give Complete"));
     // Fallbacks come last.
     let generic = text.find("Generic fallbacks").unwrap();
     assert!(text[generic..].contains("kstatus-ready"));

@@ -71,6 +71,29 @@ fn the_library_agrees_with_argo_cd_on_its_test_objects() {
         }
     }
     tests.sort();
+    // The catalog list `rules list` counts against is this checkout's.
+    let mut catalog: Vec<String> = tests
+        .iter()
+        .filter(|t| t.with_file_name("health.lua").exists())
+        .filter_map(|t| {
+            let kind = t.parent()?;
+            let group = kind.parent()?;
+            Some(format!(
+                "{}/{}",
+                group.file_name()?.to_string_lossy(),
+                kind.file_name()?.to_string_lossy()
+            ))
+        })
+        .collect();
+    catalog.sort();
+    let mut listed: Vec<String> = rule_library::argocd_health_kinds()
+        .map(str::to_string)
+        .collect();
+    listed.sort();
+    assert_eq!(
+        listed, catalog,
+        "crates/authoring/argocd-health-kinds.txt differs from this checkout's catalog"
+    );
     let (mut total, mut agreed, mut stale) = (0, 0, 0);
     let mut kinds = std::collections::BTreeSet::new();
     for test in tests {
@@ -142,6 +165,7 @@ fn the_library_agrees_with_argo_cd_on_its_test_objects() {
         kinds.len(),
         total + stale
     );
+    println!("{}", authoring::rules::argocd_coverage_text(&rules));
     assert!(total > 0, "no Argo CD test object has a library entry");
     assert!(share >= 98.0, "agreement {share:.1} % is below 98 %");
 }

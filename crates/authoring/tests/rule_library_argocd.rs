@@ -167,5 +167,5 @@ fn the_library_agrees_with_argo_cd_on_its_test_objects() {
     );
     println!("{}", authoring::rules::argocd_coverage_text(&rules));
     assert!(total > 0, "no Argo CD test object has a library entry");
-    assert!(share >= 98.0, "agreement {share:.1} % is below 98 %");
+    assert!(share >= 99.0, "agreement {share:.1} % is below 99 %");
 }

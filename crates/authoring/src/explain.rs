@@ -70,6 +70,7 @@ pub fn rule_json(index: usize, rule: &RuleExplanation) -> Value {
         "staleStatus": rule.stale.map(|s| json!({
             "observedGeneration": s.observed_generation,
             "generation": s.generation,
+            "withheld": s.withheld,
         })),
         "wellKnown": rule.well_known.as_ref().map(|w| json!({"passed": w.passed, "message": w.message})),
         "expressions": expressions,
@@ -121,8 +122,12 @@ pub fn rule_text(label: &str, rule: &RuleExplanation) -> String {
         return out;
     }
     match rule.stale {
+        Some(s) if s.withheld => line(format!(
+            "stale-status guard: applied (status.observedGeneration {} != metadata.generation {}); the rule's True verdict is withheld",
+            s.observed_generation, s.generation
+        )),
         Some(s) => line(format!(
-            "stale-status guard: applied (status.observedGeneration {} != metadata.generation {}); nothing evaluated",
+            "stale-status guard: status.observedGeneration {} != metadata.generation {}; the rule's verdict is not True, so it stands",
             s.observed_generation, s.generation
         )),
         None if rule.message_source != Some(MessageSource::InvalidRule) => {

@@ -11,6 +11,37 @@ use work_api::{ConditionRule, ManifestConfigOption, ResourceIdentifier};
 
 include!(concat!(env!("OUT_DIR"), "/rule_library_files.rs"));
 
+/// The kinds Argo CD's health catalog checks, one `group/kind` a line (`_.<suffix>/_` for every
+/// kind of the groups ending in `.<suffix>`), with `#` comments: what `rules list` measures the
+/// library's breadth against.
+pub const ARGOCD_HEALTH_KINDS: &str = include_str!("../argocd-health-kinds.txt");
+
+/// The `group/kind` lines of [`ARGOCD_HEALTH_KINDS`].
+pub fn argocd_health_kinds() -> impl Iterator<Item = &'static str> {
+    ARGOCD_HEALTH_KINDS
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+}
+
+/// Those of Argo CD's health-checked kinds that `rules add` finds an entry for (written for the
+/// kind, or a fallback for its group; for `_.<suffix>/_`, a fallback for the suffix).
+pub fn argocd_kinds_covered(rules: &[LibraryRule]) -> Vec<&'static str> {
+    argocd_health_kinds()
+        .filter(|line| {
+            let (group, kind) = line.rsplit_once('/').unwrap_or((line, ""));
+            match group.strip_prefix('_') {
+                Some(suffix) if kind == "_" => rules.iter().any(|r| {
+                    r.group_suffixes
+                        .iter()
+                        .any(|s| s == suffix || suffix.ends_with(s.as_str()))
+                }),
+                _ => !select(rules.to_vec(), group, kind).is_empty(),
+            }
+        })
+        .collect()
+}
+
 /// A kind a library entry is written for.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]

@@ -147,7 +147,17 @@ pub fn list_text(rules: &[LibraryRule]) -> String {
         "{} entries for {kinds} kinds; {complete} give Complete (run-once kinds)",
         rules.len()
     );
+    let _ = writeln!(out, "{}", argocd_coverage_text(rules));
     out
+}
+
+/// How many of the kinds Argo CD's health catalog checks have an entry here.
+pub fn argocd_coverage_text(rules: &[LibraryRule]) -> String {
+    format!(
+        "{} of the {} kinds Argo CD's health catalog checks have an entry (written for the kind or a fallback for its group)",
+        crate::rule_library::argocd_kinds_covered(rules).len(),
+        crate::rule_library::argocd_health_kinds().count()
+    )
 }
 
 /// The `manifestConfigs` entries of `rule` as YAML (a list, ready to paste under
@@ -281,10 +291,11 @@ pub fn docs_markdown(rules: &[LibraryRule]) -> String {
     let _ = writeln!(
         out,
         "## Kinds\n\n{} kinds have an entry written for them ({} entries; {} more are fallbacks for \
-         any kind).\n\n| project | apiVersion | kind | entry | conditions |\n|---|---|---|---|---|",
+         any kind). {}.\n\n| project | apiVersion | kind | entry | conditions |\n|---|---|---|---|---|",
         index.len(),
         rules.iter().filter(|r| !r.kinds.is_empty()).count(),
-        rules.iter().filter(|r| r.kinds.is_empty()).count()
+        rules.iter().filter(|r| r.kinds.is_empty()).count(),
+        argocd_coverage_text(rules)
     );
     for (project, kind, api_version, rule) in &index {
         let _ = writeln!(
@@ -370,7 +381,7 @@ library (the agent prefixes them with `ConditionRule`):
 | `Healthy` | False | `Progressing` | the controller is still working on it (creating, rolling out, running) |
 | `Healthy` | False | `Failed` | the controller reports a failure; the message is the controller's |
 | `Healthy` | Unknown | `NoStatus` | the controller has not reported a status yet |
-| `Healthy` | Unknown | `StaleStatus` | the status is for an older generation (the agent's own guard gives the same reason when `status.observedGeneration` is behind) |
+| `Healthy` | Unknown | `StaleStatus` | the status is for an older generation and would read as ready (the agent's own guard gives the same reason when `status.observedGeneration` is behind; a failure reported on a stale status is still `Failed`) |
 | `Healthy` | Unknown | `Suspended` | the resource is suspended or paused on purpose: neither failed nor known to be current |
 | `Complete` | True | `Succeeded` | a run-once resource finished successfully; `Complete` is then sticky |
 | `Complete` | False | `Failed` | it finished and failed; the message is the controller's (the work does not complete, so its TTL does not delete a failure you have not seen) |

@@ -170,6 +170,91 @@ fn sixty_kinds_each_in_one_entry_and_a_suspended_fixture_reports_suspended() {
     }
 }
 
+/// The library entry named `name`, evaluated on its fixtures of `state` for `kind` whose
+/// `status.observedGeneration` is behind `metadata.generation`: (status, reason) of `Healthy`.
+fn stale_verdicts(name: &str, kind: &str) -> Vec<(String, String)> {
+    let rule = rule_library::find(name).unwrap().unwrap();
+    rule.fixtures
+        .iter()
+        .filter(|f| f.state == "stale" && f.object["kind"] == kind)
+        .filter(|f| {
+            f.object["status"]["observedGeneration"].as_i64()
+                < f.object["metadata"]["generation"].as_i64()
+        })
+        .map(|f| {
+            let c = &Evaluator::shared().evaluate_manifest(&rule.condition_rules, &f.object)[0];
+            (c.status.as_str().to_string(), c.reason.clone())
+        })
+        .collect()
+}
+
+#[test]
+fn a_failure_reported_on_a_stale_status_surfaces_and_staleness_claims_no_health() {
+    for (entry, kind) in [
+        ("rabbitmq-cluster", "RabbitmqCluster"),
+        ("rabbitmq-topology", "Policy"),
+        ("percona", "PerconaXtraDBCluster"),
+        ("percona", "PerconaServerMongoDB"),
+        ("kubevirt-virtualmachine", "VirtualMachine"),
+    ] {
+        let verdicts = stale_verdicts(entry, kind);
+        assert!(
+            verdicts.contains(&("False".to_string(), "ConditionRuleFailed".to_string())),
+            "{entry} {kind}: no reported failure on a stale status surfaces: {verdicts:?}"
+        );
+    }
+    // RabbitMQ and KubeVirt also have a stale status that looks healthy: it is not trusted.
+    for (entry, kind) in [
+        ("rabbitmq-cluster", "RabbitmqCluster"),
+        ("rabbitmq-topology", "Queue"),
+        ("kubevirt-virtualmachine", "VirtualMachine"),
+    ] {
+        assert!(
+            stale_verdicts(entry, kind).contains(&(
+                "Unknown".to_string(),
+                "ConditionRuleStaleStatus".to_string()
+            )),
+            "{entry} {kind}"
+        );
+    }
+}
+
+#[test]
+fn a_stale_status_never_claims_health() {
+    for rule in rule_library::load().unwrap() {
+        let stale: Vec<_> = rule
+            .fixtures
+            .iter()
+            .filter(|f| f.state == "stale")
+            .collect();
+        for fixture in &stale {
+            // Only a kind whose status carries no generation at all (nothing to be behind) can
+            // read as healthy after a spec change.
+            let carries_generation = fixture.object["status"]
+                .to_string()
+                .contains("observedGeneration");
+            assert!(
+                fixture.expect.status != "True" || !carries_generation,
+                "{}: a stale fixture expects True",
+                rule.name
+            );
+        }
+        if stale.iter().any(|f| {
+            f.object["status"]
+                .to_string()
+                .contains("observedGeneration")
+        }) {
+            assert!(
+                stale
+                    .iter()
+                    .any(|f| f.expect.status == "Unknown" && f.expect.reason == "StaleStatus"),
+                "{}: no stale fixture that looks healthy expects Unknown StaleStatus",
+                rule.name
+            );
+        }
+    }
+}
+
 #[test]
 fn run_once_kinds_give_complete() {
     let rules = rule_library::load().unwrap();
@@ -189,6 +274,31 @@ fn run_once_kinds_give_complete() {
             "{group}/{kind}: no entry gives Complete"
         );
     }
+}
+
+#[test]
+fn the_library_covers_most_of_argo_cds_health_catalog() {
+    let rules = rule_library::load().unwrap();
+    let all: Vec<&str> = rule_library::argocd_health_kinds().collect();
+    assert!(all.len() >= 241, "{} kinds in the catalog list", all.len());
+    let covered = rule_library::argocd_kinds_covered(&rules);
+    // Kinds with an entry of their own, a group fallback, and a suffix fallback.
+    for kind in [
+        "cert-manager.io/Certificate",
+        "gateway.networking.k8s.io/HTTPRoute",
+        "s3.aws.crossplane.io/Bucket",
+        "_.services.k8s.aws/_",
+        "_.cnrm.cloud.google.com/_",
+    ] {
+        assert!(covered.contains(&kind), "{kind} is not covered");
+    }
+    assert!(!covered.contains(&"spot.io/SpotDeployment"));
+    assert!(covered.len() >= 154, "only {} covered", covered.len());
+    let text = authoring::rules::argocd_coverage_text(&rules);
+    assert!(
+        text.starts_with(&format!("{} of the {} kinds", covered.len(), all.len())),
+        "{text}"
+    );
 }
 
 #[test]
@@ -213,13 +323,13 @@ fn list_groups_by_project_and_marks_complete() {
         .find(|l| l.contains("tekton.dev/v1 PipelineRun"))
         .unwrap();
     assert!(tekton.contains("Healthy, Complete"), "{tekton}");
+    let mut last = text.trim_end().lines().rev();
+    let coverage = last.next().unwrap();
     assert!(
-        text.trim_end()
-            .lines()
-            .last()
-            .unwrap()
-            .contains("give Complete")
+        coverage.contains("kinds Argo CD's health catalog checks have an entry"),
+        "{coverage}"
     );
+    assert!(last.next().unwrap().contains("give Complete"));
     // Fallbacks come last.
     let generic = text.find("Generic fallbacks").unwrap();
     assert!(text[generic..].contains("kstatus-ready"));

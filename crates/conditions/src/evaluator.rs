@@ -102,7 +102,7 @@ impl Evaluator {
         object: &serde_json::Value,
     ) -> Vec<ConditionUpdate> {
         limits::with_stack(self.limits(), || {
-            self.evaluate_on_json(rules.iter(), object)
+            self.evaluate_on_json(rules.iter(), object, true)
         })
     }
 
@@ -113,7 +113,7 @@ impl Evaluator {
         object: &PreparedObject,
     ) -> Vec<ConditionUpdate> {
         limits::with_stack(self.limits(), || {
-            self.evaluate_on_json(rules.iter(), object.json())
+            self.evaluate_on_json(rules.iter(), object.json(), true)
         })
     }
 
@@ -126,7 +126,7 @@ impl Evaluator {
             return None;
         }
         limits::with_stack(self.limits(), || {
-            let updates = self.evaluate_on_json(complete.iter().copied(), object);
+            let updates = self.evaluate_on_json(complete.iter().copied(), object, true);
             Some(all_true(&updates, complete.len()))
         })
     }
@@ -142,8 +142,20 @@ impl Evaluator {
             return None;
         }
         limits::with_stack(self.limits(), || {
-            let updates = self.evaluate_on_json(complete.iter().copied(), object.json());
+            let updates = self.evaluate_on_json(complete.iter().copied(), object.json(), true);
             Some(all_true(&updates, complete.len()))
+        })
+    }
+
+    /// [`Evaluator::evaluate_manifest`] without the stale guard: each rule judged as if the
+    /// status were current (the steps of `eval --explain`, whose rule the guard covers).
+    pub(crate) fn evaluate_unguarded(
+        &self,
+        rules: &[ConditionRule],
+        object: &serde_json::Value,
+    ) -> Vec<ConditionUpdate> {
+        limits::with_stack(self.limits(), || {
+            self.evaluate_on_json(rules.iter(), object, false)
         })
     }
 
@@ -216,9 +228,10 @@ impl Evaluator {
         &self,
         rules: impl Iterator<Item = &'r ConditionRule> + Clone,
         object: &serde_json::Value,
+        stale_guard: bool,
     ) -> Vec<ConditionUpdate> {
         if !needs_cel(rules.clone()) {
-            return self.evaluate_rules(rules, object, &NO_OBJECT, &[]);
+            return self.evaluate_rules(rules, object, &NO_OBJECT, &[], stale_guard);
         }
         // Compiled first for their reads, and handed to the rules; expressions that do not
         // compile read nothing: they never run.
@@ -231,7 +244,13 @@ impl Evaluator {
                 .filter_map(|(_, c)| c.as_ref().ok().map(|p| &p.reads)),
         );
         if let Some(projected) = self.objects.cached(object, &reads) {
-            return self.evaluate_rules(rules, object, &projected.variable(), &compiled);
+            return self.evaluate_rules(
+                rules,
+                object,
+                &projected.variable(),
+                &compiled,
+                stale_guard,
+            );
         }
         self.objects.count_conversion();
         let converted = projection::project(object, &reads);
@@ -240,6 +259,7 @@ impl Evaluator {
             object,
             &ObjectVariable(converted.as_ref()),
             &compiled,
+            stale_guard,
         )
     }
 
@@ -250,8 +270,9 @@ impl Evaluator {
         json: &serde_json::Value,
         variable: &ObjectVariable<'_>,
         compiled: &[(&str, Compiled)],
+        stale_guard: bool,
     ) -> Vec<ConditionUpdate> {
-        let scope = ObjectScope::new(&self.engine, json, variable, compiled);
+        let scope = ObjectScope::new(&self.engine, json, variable, compiled, stale_guard);
         rules.filter_map(|rule| scope.evaluate_rule(rule)).collect()
     }
 }

@@ -1,7 +1,8 @@
 //! Why a rule gives the condition it gives: each step of its evaluation, for `eval --explain`.
 //!
 //! The explanation is built from the same evaluator the agent uses. Each expression is judged
-//! alone (as a one-expression rule through [`Evaluator::evaluate_manifest`], so its result is
+//! alone (as a one-expression rule through the evaluator the agent uses, without the stale
+//! guard, so its result is
 //! interpreted exactly as the agent interprets it); the explanation then combines the steps
 //! (AND with short-circuit, the last True result that carried a reason or message, message
 //! precedence) into its own resulting condition. Tests check that condition against
@@ -56,7 +57,7 @@ pub enum MessageSource {
     WellKnown,
     /// The message of an expression error.
     ExpressionError,
-    /// The stale-status guard's message.
+    /// The stale-status guard's message (it withheld a True verdict).
     StaleStatus,
     /// The rule is invalid; the message says why.
     InvalidRule,
@@ -79,13 +80,16 @@ impl MessageSource {
     }
 }
 
-/// The stale-status guard, when it applied.
+/// A stale status: the generations, and whether the guard withheld a True verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Stale {
     /// `status.observedGeneration`.
     pub observed_generation: i64,
     /// `metadata.generation`.
     pub generation: i64,
+    /// The rule gave True and the guard made it Unknown `ConditionRuleStaleStatus`; a False or
+    /// Unknown verdict stands.
+    pub withheld: bool,
 }
 
 /// What a well-known rule decided.
@@ -104,7 +108,7 @@ pub struct RuleExplanation {
     pub condition: String,
     /// `CEL`, `WellKnownConditions` or what the rule said.
     pub rule_type: String,
-    /// Set when the stale-status guard decided (nothing was evaluated).
+    /// Set when the object's status is stale (the rule is still evaluated).
     pub stale: Option<Stale>,
     /// For a well-known rule of a known kind: its verdict.
     pub well_known: Option<WellKnownStep>,
@@ -181,8 +185,34 @@ impl Evaluator {
             .collect()
     }
 
-    /// One rule's evaluation on `object`, step by step.
+    /// One rule's evaluation on `object`, step by step, and the stale guard over its verdict.
     pub fn explain_rule(
+        &self,
+        rule: &ConditionRule,
+        object: &serde_json::Value,
+    ) -> RuleExplanation {
+        let mut out = self.explain_unguarded(rule, object);
+        let Some((observed, generation)) = rules::stale_generation(object) else {
+            return out;
+        };
+        let Some(verdict) = out.result.take() else {
+            return out;
+        };
+        let withheld = verdict.status == Status::True;
+        if withheld {
+            out.message_source = Some(MessageSource::StaleStatus);
+        }
+        out.stale = Some(Stale {
+            observed_generation: observed,
+            generation,
+            withheld,
+        });
+        out.result = Some(rules::guard_stale(verdict, observed, generation));
+        out
+    }
+
+    /// One rule's evaluation on `object` as if its status were current.
+    fn explain_unguarded(
         &self,
         rule: &ConditionRule,
         object: &serde_json::Value,
@@ -217,22 +247,6 @@ impl Evaluator {
             }
             ConditionRuleType::Cel => None,
         };
-        if let Some((observed, generation)) = rules::stale_generation(object) {
-            out.stale = Some(Stale {
-                observed_generation: observed,
-                generation,
-            });
-            out.not_evaluated = rule.cel_expressions.len();
-            let message = format!(
-                "Status is stale (status.observedGeneration {observed}, metadata.generation {generation}): not evaluated"
-            );
-            return out.finish(
-                MessageSource::StaleStatus,
-                Status::Unknown,
-                reasons::CONDITION_RULE_STALE_STATUS,
-                message,
-            );
-        }
         if let Some(wk) = well_known {
             out.well_known = Some(WellKnownStep {
                 passed: wk.passed,
@@ -325,9 +339,9 @@ impl Evaluator {
             message: None,
             message_expression: None,
         };
-        // Steps run only when the stale-status guard did not apply, so it cannot answer here.
+        // The guard judges the whole rule, not its steps.
         let judged = self
-            .evaluate_manifest(std::slice::from_ref(&alone), object)
+            .evaluate_unguarded(std::slice::from_ref(&alone), object)
             .pop();
         let mut step = ExpressionStep {
             index,

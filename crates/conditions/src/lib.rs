@@ -20,7 +20,10 @@
 //!   change the status (as upstream): the message then says what failed. Messages are capped at
 //!   32768 bytes.
 //! - Stale status (`status.observedGeneration` != `metadata.generation`, both integers): every
-//!   rule yields Unknown / [`reasons::CONDITION_RULE_STALE_STATUS`] without being evaluated.
+//!   rule is evaluated, and a True verdict becomes Unknown /
+//!   [`reasons::CONDITION_RULE_STALE_STATUS`] (a status written for another generation claims
+//!   nothing); a False or Unknown verdict stands, so a failure the controller reports while it
+//!   keeps `observedGeneration` at the generation it last reconciled is seen.
 //! - CEL environment: the standard library with optional types (`a.?b`, `optional.of`), the
 //!   `strings`, `lists`, `math` and `base64` extensions of cel 0.15, cel-go's `sets`, and the Kubernetes
 //!   libraries: `hasConditions(map)` (OCM: true iff the map's `conditions` is a non-empty list),

@@ -1,4 +1,5 @@
-//! One rule on one live object: stale guard, CEL evaluation, result interpretation, messages.
+//! One rule on one live object: CEL evaluation, result interpretation, messages, and the stale
+//! guard over the verdict.
 
 use std::cell::OnceCell;
 use std::sync::LazyLock;
@@ -30,6 +31,7 @@ pub(crate) struct ObjectScope<'a> {
     ctx: OnceCell<Result<Context<'a, 'a>, EvalError>>,
     /// The rules' sources, compiled before the object was converted (for their reads).
     compiled: &'a [(&'a str, Compiled)],
+    /// `(observedGeneration, generation)` when the status is stale and the guard is on.
     stale: Option<(i64, i64)>,
     budget: ManifestBudget,
 }
@@ -43,12 +45,15 @@ struct Outcome {
 
 impl<'a> ObjectScope<'a> {
     /// A scope over `object`, whose CEL value `variable` binds, with a fresh manifest budget;
-    /// `compiled` holds sources of the rules already compiled.
+    /// `compiled` holds sources of the rules already compiled. With `stale_guard` off, a stale
+    /// status is judged like any other (for `eval --explain`'s steps, which the guard of the
+    /// whole rule covers).
     pub(crate) fn new(
         engine: &'a Engine,
         object: &'a serde_json::Value,
         variable: &'a ObjectVariable<'a>,
         compiled: &'a [(&'a str, Compiled)],
+        stale_guard: bool,
     ) -> Self {
         Self {
             engine,
@@ -56,7 +61,7 @@ impl<'a> ObjectScope<'a> {
             variable,
             ctx: OnceCell::new(),
             compiled,
-            stale: stale_generation(object),
+            stale: stale_guard.then(|| stale_generation(object)).flatten(),
             budget: ManifestBudget::new(engine.limits()),
         }
     }
@@ -82,8 +87,17 @@ impl<'a> ObjectScope<'a> {
             .map_err(Clone::clone)
     }
 
-    /// The condition `rule` yields on this object, if any.
+    /// The condition `rule` yields on this object, if any, after the stale guard.
     pub(crate) fn evaluate_rule(&self, rule: &ConditionRule) -> Option<ConditionUpdate> {
+        let update = self.judge(rule)?;
+        Some(match self.stale {
+            Some((observed, generation)) => guard_stale(update, observed, generation),
+            None => update,
+        })
+    }
+
+    /// The condition `rule` yields on this object, if any, as if its status were current.
+    fn judge(&self, rule: &ConditionRule) -> Option<ConditionUpdate> {
         let condition = rule.condition_type();
         let invalid = |message: String| {
             Some(ConditionUpdate::new(
@@ -114,16 +128,6 @@ impl<'a> ObjectScope<'a> {
             }
             ConditionRuleType::Cel => None,
         };
-        if let Some((observed, generation)) = self.stale {
-            return Some(ConditionUpdate::new(
-                condition,
-                Status::Unknown,
-                reasons::CONDITION_RULE_STALE_STATUS,
-                format!(
-                    "Status is stale (status.observedGeneration {observed}, metadata.generation {generation}): not evaluated"
-                ),
-            ));
-        }
         if well_known.is_none()
             && let Some(at) = self.budget.exhausted_at()
         {
@@ -266,6 +270,28 @@ fn error_condition(where_: &str, err: EvalError) -> ConditionUpdate {
         _ => (Status::False, reasons::CONDITION_RULE_EXPRESSION_ERROR),
     };
     ConditionUpdate::new("", status, reason, cap_message(format!("{where_}: {err}")))
+}
+
+/// The stale guard: a status written for another generation cannot make a condition True (the
+/// verdict becomes Unknown `ConditionRuleStaleStatus`), but a False or Unknown verdict stands,
+/// so a failure the controller reports without moving `observedGeneration` (it often keeps the
+/// last generation it reconciled while it refuses the new spec) is seen.
+pub(crate) fn guard_stale(
+    update: ConditionUpdate,
+    observed: i64,
+    generation: i64,
+) -> ConditionUpdate {
+    if update.status != Status::True {
+        return update;
+    }
+    ConditionUpdate::new(
+        update.type_,
+        Status::Unknown,
+        reasons::CONDITION_RULE_STALE_STATUS,
+        format!(
+            "Status is stale (status.observedGeneration {observed}, metadata.generation {generation}): the rule holds only on a status written for another generation"
+        ),
+    )
 }
 
 /// `(observedGeneration, generation)` when both are integers and differ.

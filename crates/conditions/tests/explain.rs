@@ -159,14 +159,28 @@ fn the_explanation_says_where_the_and_stopped_and_where_the_message_came_from() 
 
     let stale = ev.explain_rule(
         &rules[0],
-        &job(json!({"succeeded": 2, "observedGeneration": 1}), 2),
+        &job(json!({"succeeded": 1, "observedGeneration": 1}), 2),
     );
     assert_eq!(
-        stale.stale.map(|s| (s.observed_generation, s.generation)),
-        Some((1, 2))
+        stale
+            .stale
+            .map(|s| (s.observed_generation, s.generation, s.withheld)),
+        Some((1, 2, false))
     );
-    assert!(stale.steps.is_empty());
-    assert_eq!(stale.result.map(|c| c.status), Some(Status::Unknown));
+    // The rule is evaluated; its False verdict stands.
+    assert_eq!(stale.steps.len(), 1);
+    assert_eq!(stale.result.map(|c| c.status), Some(Status::False));
+    let withheld = ev.explain_rule(
+        &rules[0],
+        &job(json!({"succeeded": 2, "observedGeneration": 1}), 2),
+    );
+    assert_eq!(withheld.stale.map(|s| s.withheld), Some(true));
+    assert_eq!(withheld.steps[0].status, Status::True);
+    assert_eq!(withheld.message_source, Some(MessageSource::StaleStatus));
+    assert_eq!(
+        withheld.result.map(|c| (c.status, c.reason)),
+        Some((Status::Unknown, "ConditionRuleStaleStatus".to_string()))
+    );
 
     let map = ev.explain_rule(&rules[3], &object);
     assert_eq!(

@@ -337,7 +337,7 @@ fn unnamed_cel_rule_yields_nothing() {
 }
 
 #[test]
-fn stale_status_is_not_trusted() {
+fn stale_status_never_makes_a_condition_true_but_a_reported_failure_stands() {
     let mut stale = obj();
     stale["metadata"]["generation"] = json!(3);
     let c = one(cel("Ready", &["true"]), &stale);
@@ -350,6 +350,51 @@ fn stale_status_is_not_trusted() {
         c.message.contains("observedGeneration 2") && c.message.contains("generation 3"),
         "{}",
         c.message
+    );
+    // The rule is still evaluated: a False or Unknown verdict (a failure the controller reports
+    // without moving observedGeneration) stands, an error is an error.
+    let failed = one(
+        cel(
+            "Ready",
+            &["{'status': 'False', 'reason': 'Failed', 'message': 'scale-down refused'}"],
+        ),
+        &stale,
+    );
+    assert_eq!(
+        (
+            failed.status,
+            failed.reason.as_str(),
+            failed.message.as_str()
+        ),
+        (Status::False, "ConditionRuleFailed", "scale-down refused")
+    );
+    assert_eq!(
+        one(
+            cel("Ready", &["{'status': 'Unknown', 'reason': 'Paused'}"]),
+            &stale
+        )
+        .reason,
+        "ConditionRulePaused"
+    );
+    assert_eq!(
+        one(cel("Ready", &["object.status.nope"]), &stale).reason,
+        "ConditionRuleExpressionError"
+    );
+    // A True verdict carried by a map is withheld too, whatever reason it gives.
+    let carried = one(
+        cel("Ready", &["{'status': 'True', 'reason': 'Ready'}"]),
+        &stale,
+    );
+    assert_eq!(
+        (carried.status, carried.reason.as_str()),
+        (Status::Unknown, "ConditionRuleStaleStatus")
+    );
+    // observedGeneration ahead of generation (a recreated object) is stale too.
+    let mut ahead = obj();
+    ahead["status"]["observedGeneration"] = json!(5);
+    assert_eq!(
+        one(cel("Ready", &["true"]), &ahead).reason,
+        "ConditionRuleStaleStatus"
     );
     // Only when both are integers.
     let mut odd = obj();

@@ -384,6 +384,13 @@ fn well_known_rules_respect_the_stale_guard() {
         (c.status, c.reason.as_str()),
         (Status::Unknown, "ConditionRuleStaleStatus")
     );
+    // A rollout the status already shows as short of replicas stays False.
+    stale["status"]["availableReplicas"] = json!(0);
+    let c = eval("Healthy", &stale).unwrap();
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (Status::False, "ConditionRuleEvaluated")
+    );
 }
 
 #[test]

@@ -137,7 +137,10 @@ fn explain_json_shows_the_stale_guard_and_map_fields() {
     ]);
     let doc: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(doc["rules"][1]["staleStatus"]["observedGeneration"], 2);
+    assert_eq!(doc["rules"][1]["staleStatus"]["withheld"], true);
     assert_eq!(doc["rules"][1]["messageSource"], "staleStatus");
+    assert_eq!(doc["rules"][2]["staleStatus"]["withheld"], false);
+    assert_eq!(doc["rules"][2]["messageSource"], "expressionError");
     let r = run(&[
         "eval",
         "--explain",

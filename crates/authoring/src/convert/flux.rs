@@ -5,8 +5,10 @@
 //! the first that is true decides (InProgress, Failed, Current), and none true means
 //! InProgress. The converted rule is one expression of nested conditionals in that order,
 //! rewritten to the `object` variable, returning a map with `status`, `reason` and `message`.
-//! The stale-status check is the agent's own guard (`status.observedGeneration` !=
-//! `metadata.generation` gives Unknown / `ConditionRuleStaleStatus`).
+//! The stale-status check is the agent's own guard: on a status whose
+//! `status.observedGeneration` differs from `metadata.generation`, a Current verdict is Unknown
+//! / `ConditionRuleStaleStatus` (Flux says InProgress); a Failed or InProgress verdict stands
+//! (Flux says InProgress for both), so a failure reported on a stale status is seen.
 
 use serde::Deserialize;
 use work_api::{CelExpression, ConditionRule, ConditionRuleType, ManifestConfigOption};

@@ -7,6 +7,7 @@ pub mod evaluate;
 pub mod latest;
 pub mod outcome;
 pub mod reconcile;
+pub mod resync;
 pub mod states;
 pub mod status;
 pub mod status_size;

@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::serve::http::Readiness;
 use crate::serve::metrics::ControllerLabels;
 use crate::spoke::applied_work::StoredApplied;
+use crate::work::admission::{self, Admission};
 use crate::work::stored_work::StoredWork;
 use crate::work::{reconcile, resync, triggers};
 
@@ -202,11 +203,30 @@ pub async fn run_controller(
     .map(|key| Ok(ReconcileRequest::from(key)))
     .boxed();
 
-    let queue = futures::stream::select_all([own, external, applied, resync]);
+    // Every source's requests wait in the admission, each work once, until the controller has
+    // room: its scheduler then holds a few works at a time, not a burst of thousands.
+    let admission = Arc::new(Admission::new(
+        usize::from(ctx.config.workers.max(1)) * admission::PER_WORKER,
+    ));
+    let offered = admission.clone();
+    let sources =
+        futures::stream::select_all([own, external, applied, resync]).for_each(move |request| {
+            match request {
+                Ok(request) => offered.offer(&request.obj_ref.name),
+                Err(e) => tracing::warn!(error = %e, "watch error"),
+            }
+            std::future::ready(())
+        });
+    let ns = namespace.clone();
+    let queue = admission.clone().admitted().map(move |name| {
+        Ok::<_, watcher::Error>(ReconcileRequest::from(
+            ObjectRef::<StoredWork>::new(&name).within(&ns),
+        ))
+    });
     let controller_config = controller::Config::default()
         .concurrency(ctx.config.workers)
         .debounce(hub_debounce);
-    controller::applier(
+    let reconciles = controller::applier(
         |work, ctx| {
             let task = tokio::spawn(reconcile::reconcile_stored(work, ctx));
             Box::pin(async move {
@@ -220,16 +240,20 @@ pub async fn run_controller(
         queue,
         controller_config,
     )
-    .for_each(|result| async move {
-        match result {
-            Ok(_) => {}
-            Err(controller::Error::QueueError(e)) => {
-                tracing::warn!(error = %e, "watch error");
-            }
-            Err(e) => tracing::debug!(error = %e, "controller"),
+    .for_each(move |result| {
+        // Every request the controller ran ends here, named: its work may be admitted again.
+        match &result {
+            Ok((work, _)) => admission.done(&work.name),
+            Err(controller::Error::ReconcilerFailed(_, work))
+            | Err(controller::Error::ObjectNotFound(work)) => admission.done(&work.name),
+            Err(_) => {}
         }
-    })
-    .await;
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "controller");
+        }
+        std::future::ready(())
+    });
+    futures::future::join(sources, reconciles).await;
 }
 
 fn error_policy(work: Arc<StoredWork>, error: &Error, ctx: Arc<Context>) -> Action {

@@ -1,6 +1,7 @@
 //! The work logic between hub and spoke: reconcile a work, turn each manifest's outcome into
 //! status, evaluate rules, and decide when to come back (triggers, backoff, TTL).
 
+pub mod admission;
 pub mod backoff;
 pub mod completion_memory;
 pub mod evaluate;

@@ -1,7 +1,7 @@
 //! Bytes per work of the agent's per-work structures, each filled with 10,000 single-ConfigMap
 //! works shaped as the agent benchmark's (`make bench-scale`): the works' store, the
-//! AppliedManifestWorks' store, the cached ConfigMaps, the object → work index, one per-work
-//! map, and kube-runtime's scheduler holding each work's resync timer.
+//! AppliedManifestWorks' store, the cached ConfigMaps, the object → work index and one per-work
+//! map; and the resync sweep's names of one round.
 //!
 //! `cargo run --release -p agent --example store_bytes` (docs/performance.md, "Limits per
 //! cluster"). "requested" counts what the structures ask the allocator for; "malloc'd" is
@@ -10,19 +10,16 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
+use agent::packed::PackedJson;
+use agent::spoke::applied_work::StoredApplied;
 use agent::spoke::live_object::{LiveObject, SharedResource};
 use agent::spoke::watches::{ObjectKey, ResourceIndex};
 use agent::work::stored_work::StoredWork;
-use futures::StreamExt;
 use kube::api::ApiResource;
-use kube::runtime::controller::{ReconcileReason, ReconcileRequest};
-use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::store::Writer;
-use kube::runtime::scheduler::{ScheduleRequest, scheduler};
 use kube::runtime::watcher::Event;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use work_api::AppliedManifestWork;
 
 /// The system allocator, counting live bytes and allocations.
 struct Counting;
@@ -186,12 +183,18 @@ fn main() {
         amws[0].len(),
         cms[0].len()
     );
+    println!(
+        "the same packed: work {} B, AppliedManifestWork {} B, ConfigMap {} B",
+        PackedJson::pack(&works[0]).len(),
+        PackedJson::pack(&amws[0]).len(),
+        PackedJson::pack(&cms[0]).len()
+    );
     let mut work_store = Writer::<StoredWork>::default();
     measure("ManifestWork store (StoredWork)", || {
         fill(&mut work_store, &works)
     });
-    let mut applied_store = Writer::<AppliedManifestWork>::default();
-    measure("AppliedManifestWork store (typed)", || {
+    let mut applied_store = Writer::<StoredApplied>::default();
+    measure("AppliedManifestWork store (StoredApplied)", || {
         fill(&mut applied_store, &amws)
     });
     let configmaps = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
@@ -217,38 +220,21 @@ fn main() {
             states.insert(name(i), "applied");
         }
     });
-    // The requests are made before: what a reconcile returns is counted with the timer.
-    let requests: Vec<ReconcileRequest<StoredWork>> = work_store
-        .as_reader()
-        .state()
-        .iter()
-        .map(|w| ReconcileRequest {
-            obj_ref: ObjectRef::from_obj(&**w),
-            reason: ReconcileReason::ReconcilerRequestedRetry,
-        })
-        .collect();
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-    else {
-        eprintln!("no runtime for the scheduler");
-        return;
-    };
-    let (tx, rx) = futures::channel::mpsc::unbounded();
-    let mut timers = Box::pin(scheduler(rx));
-    runtime.block_on(async {
-        measure("kube-runtime scheduler, one resync a work", || {
-            let at = tokio::time::Instant::now() + std::time::Duration::from_secs(3600);
-            for message in requests {
-                let _ = tx.unbounded_send(ScheduleRequest {
-                    message,
-                    run_at: at,
-                });
-            }
-            let waker = futures::task::noop_waker();
-            let mut cx = std::task::Context::from_waker(&waker);
-            let _ = timers.poll_next_unpin(&mut cx);
-        });
+    let mut names = Vec::new();
+    measure("resync sweep, one round's names", || {
+        names = work_store
+            .as_reader()
+            .state()
+            .iter()
+            .filter_map(|w| w.metadata.name.as_deref().map(Box::<str>::from))
+            .collect::<Vec<_>>();
     });
-    std::hint::black_box((&work_store, &applied_store, &live_store, &index, &states));
+    std::hint::black_box((
+        &work_store,
+        &applied_store,
+        &live_store,
+        &index,
+        &states,
+        &names,
+    ));
 }

@@ -10,14 +10,15 @@ use kube::runtime::controller::{self, Action, ReconcileRequest, trigger_self};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
-use work_api::AppliedManifestWork;
 
 use crate::context::Context;
 use crate::error::Error;
 use crate::serve::http::Readiness;
 use crate::serve::metrics::ControllerLabels;
+use crate::spoke::applied_work::StoredApplied;
+use crate::work::admission::{self, Admission};
 use crate::work::stored_work::StoredWork;
-use crate::work::{reconcile, triggers};
+use crate::work::{reconcile, resync, triggers};
 
 /// How long a work's spoke changes must be quiet before they ask for a reconcile (counting the
 /// hub's debounce, which also holds them).
@@ -36,21 +37,20 @@ type Queue = std::pin::Pin<
     Box<dyn Stream<Item = Result<ReconcileRequest<StoredWork>, watcher::Error>> + Send>,
 >;
 
-/// What of a work re-queues it from its own watch: its spec (generation), finalizers, deletion
-/// and labels, not its status. So the agent's own status writes do not re-trigger it.
-fn spec_or_lifecycle(work: &StoredWork) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    work.metadata.uid.hash(&mut hasher);
-    work.metadata.generation.hash(&mut hasher);
-    work.metadata.finalizers.hash(&mut hasher);
-    work.metadata
-        .deletion_timestamp
-        .as_ref()
-        .map(|t| t.0.as_second())
-        .hash(&mut hasher);
-    work.metadata.labels.hash(&mut hasher);
-    Some(hasher.finish())
+/// Whether `work` re-queues itself from its own watch: a new work, or a change of its spec
+/// (generation), finalizers, deletion or labels against the copy `store` holds; not its status.
+/// So the agent's own status writes do not re-trigger it. Compared with the store's copy, not a
+/// cache of its own: nothing more is kept per work.
+fn changes_spec_or_lifecycle(store: &reflector::Store<StoredWork>, work: &StoredWork) -> bool {
+    let Some(old) = store.get(&ObjectRef::from_obj(work)) else {
+        return true;
+    };
+    let (old, new) = (&old.metadata, &work.metadata);
+    old.uid != new.uid
+        || old.generation != new.generation
+        || old.finalizers != new.finalizers
+        || old.deletion_timestamp != new.deletion_timestamp
+        || old.labels != new.labels
 }
 
 /// Forgets everything kept per work once the work is gone from the hub.
@@ -67,14 +67,14 @@ fn forget_work(ctx: &Context, work: &StoredWork) {
 
 /// The ManifestWork controller: kube-runtime's applier over a queue merged from the works'
 /// own watch (spec and lifecycle changes only), their AppliedManifestWorks' watch (deletions
-/// and lost finalizers only; it also fills the AppliedManifestWork store), and the resource
-/// watches' triggers.
+/// and lost finalizers only; it also fills the AppliedManifestWork store), the resource
+/// watches' triggers and the resync sweep.
 pub async fn run_controller(
     ctx: Arc<Context>,
     triggers: tokio::sync::mpsc::Receiver<String>,
     readiness: Readiness,
     work_writer: reflector::store::Writer<StoredWork>,
-    applied_writer: reflector::store::Writer<AppliedManifestWork>,
+    applied_writer: reflector::store::Writer<StoredApplied>,
     applied_synced: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let namespace = ctx.config.cluster_name.clone();
@@ -89,27 +89,43 @@ pub async fn run_controller(
         _ => {}
     });
     let synced = ctx.clone();
-    // After the store took the event: "synced" then means the store has the full list.
-    let works = reflector::reflector(work_writer, works).inspect(move |e| match e {
-        Ok(watcher::Event::InitDone) => {
-            readiness.set_caches_synced(true);
-            synced
-                .works_synced
-                .store(true, std::sync::atomic::Ordering::Release);
-        }
-        // The store has this version now: the agent's own copy of it is not needed.
-        Ok(watcher::Event::Apply(work)) => synced
-            .status
-            .observe(&work.name_any(), work.resource_version().as_deref()),
-        _ => {}
+    let stored = ctx.work_store.clone();
+    let mut writer = work_writer;
+    let works = works.filter_map(move |event| {
+        let queued = match event {
+            Ok(event) => {
+                // Decided on the stored copy, before the store takes the new one.
+                let queue = match &event {
+                    watcher::Event::Apply(work) | watcher::Event::InitApply(work) => {
+                        changes_spec_or_lifecycle(&stored, work)
+                    }
+                    _ => false,
+                };
+                writer.apply_watcher_event(&event);
+                // After the store took the event: "synced" then means the store has the full list.
+                match event {
+                    watcher::Event::InitDone => {
+                        readiness.set_caches_synced(true);
+                        synced
+                            .works_synced
+                            .store(true, std::sync::atomic::Ordering::Release);
+                        None
+                    }
+                    watcher::Event::Apply(work) | watcher::Event::InitApply(work) => {
+                        // The store has this version now: the agent's own copy is not needed.
+                        synced
+                            .status
+                            .observe(&work.name_any(), work.resource_version().as_deref());
+                        queue.then_some(Ok(work))
+                    }
+                    _ => None,
+                }
+            }
+            Err(e) => Some(Err(e)),
+        };
+        std::future::ready(queued)
     });
-    let own: Queue = trigger_self(
-        works
-            .applied_objects()
-            .predicate_filter(spec_or_lifecycle, Default::default()),
-        (),
-    )
-    .boxed();
+    let own: Queue = trigger_self(works, ()).boxed();
 
     let ns = namespace.clone();
     let depth = ctx.metrics.trigger_queue_depth.clone();
@@ -130,11 +146,11 @@ pub async fn run_controller(
 
     let config = ctx.config.clone();
     let observed = ctx.clone();
-    let applied_api: Api<AppliedManifestWork> = ctx.applied_works();
+    // Read into the compact form the store keeps (managedFields dropped).
+    let applied_api: Api<StoredApplied> = Api::all(ctx.spoke.clone());
     let ns = namespace.clone();
     let applied: Queue = watcher(applied_api, watcher::Config::default())
         .default_backoff()
-        .modify(|a| a.managed_fields_mut().clear())
         .reflect(applied_writer)
         // After the store took the event: "synced" then means the store has the full list.
         .inspect(move |e| match e {
@@ -158,7 +174,7 @@ pub async fn run_controller(
                     // Not filtered on agentID: a restart with another --agent-id still owns
                     // its works. A name that maps to a work not in our namespace is dropped by
                     // the controller (it is not in the store).
-                    let mine = a.spec.hub_hash == config.hub_hash;
+                    let mine = a.decode().is_ok_and(|a| a.spec.hub_hash == config.hub_hash);
                     let work = a
                         .metadata
                         .name
@@ -178,17 +194,44 @@ pub async fn run_controller(
         })
         .boxed();
 
+    // The safety net: every work once a status-sync period, from one sweep over the store.
+    let resync: Queue = resync::sweep(
+        ctx.work_store.clone(),
+        namespace.clone(),
+        ctx.config.status_sync_period,
+    )
+    .map(|key| Ok(ReconcileRequest::from(key)))
+    .boxed();
+
+    // Every source's requests wait in the admission, each work once, until the controller has
+    // room: its scheduler then holds a few works at a time, not a burst of thousands.
+    let admission = Arc::new(Admission::new(
+        usize::from(ctx.config.workers.max(1)) * admission::PER_WORKER,
+    ));
+    let offered = admission.clone();
     let workqueue = ctx.metrics.workqueue.clone();
-    let queue = futures::stream::select_all([own, external, applied]).inspect(move |request| {
-        if let Ok(request) = request {
-            workqueue.added(&request.obj_ref.name);
-        }
+    let sources =
+        futures::stream::select_all([own, external, applied, resync]).for_each(move |request| {
+            match request {
+                Ok(request) => {
+                    workqueue.added(&request.obj_ref.name);
+                    offered.offer(&request.obj_ref.name)
+                }
+                Err(e) => tracing::warn!(error = %e, "watch error"),
+            }
+            std::future::ready(())
+        });
+    let ns = namespace.clone();
+    let queue = admission.clone().admitted().map(move |name| {
+        Ok::<_, watcher::Error>(ReconcileRequest::from(
+            ObjectRef::<StoredWork>::new(&name).within(&ns),
+        ))
     });
     let controller_config = controller::Config::default()
         .concurrency(ctx.config.workers)
         .debounce(hub_debounce);
-    let dropped = &ctx.metrics.workqueue;
-    controller::applier(
+    let dropped = ctx.metrics.workqueue.clone();
+    let reconciles = controller::applier(
         |work, ctx| {
             let name = work.metadata.name.clone().unwrap_or_default();
             let workqueue = ctx.metrics.workqueue.clone();
@@ -208,21 +251,25 @@ pub async fn run_controller(
         queue,
         controller_config,
     )
-    .for_each(|result| async move {
-        match result {
-            Ok(_) => {}
+    .for_each(move |result| {
+        // Every request the controller ran ends here, named: its work may be admitted again.
+        match &result {
+            Ok((work, _)) => admission.done(&work.name),
+            Err(controller::Error::ReconcilerFailed(_, work)) => admission.done(&work.name),
             // A request for a work no longer in the store leaves the queue unreconciled.
-            Err(controller::Error::ObjectNotFound(obj_ref)) => {
-                dropped.dropped(&obj_ref.name);
-                tracing::debug!(work = %obj_ref.name, "work gone before its reconcile");
+            Err(controller::Error::ObjectNotFound(work)) => {
+                dropped.dropped(&work.name);
+                tracing::debug!(work = %work.name, "work gone before its reconcile");
+                admission.done(&work.name)
             }
-            Err(controller::Error::QueueError(e)) => {
-                tracing::warn!(error = %e, "watch error");
-            }
-            Err(e) => tracing::debug!(error = %e, "controller"),
+            Err(_) => {}
         }
-    })
-    .await;
+        if let Err(e) = result {
+            tracing::debug!(error = %e, "controller");
+        }
+        std::future::ready(())
+    });
+    futures::future::join(sources, reconciles).await;
 }
 
 fn error_policy(work: Arc<StoredWork>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -251,6 +298,44 @@ fn error_policy(work: Arc<StoredWork>, error: &Error, ctx: Arc<Context>) -> Acti
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{Value, json};
+
+    fn work(meta: Value, status: &str) -> StoredWork {
+        let mut metadata = json!({"name": "w", "namespace": "c1", "uid": "u1", "generation": 1,
+            "finalizers": ["f"], "labels": {"l": "1"}, "resourceVersion": "1"});
+        if let (Some(m), Some(extra)) = (metadata.as_object_mut(), meta.as_object()) {
+            m.extend(extra.clone());
+        }
+        serde_json::from_value(json!({"metadata": metadata,
+            "status": {"conditions": [{"type": "Applied", "status": status}]}}))
+        .expect("a work")
+    }
+
+    #[test]
+    fn only_spec_and_lifecycle_changes_queue_a_work_not_its_status() {
+        let mut writer = reflector::store::Writer::<StoredWork>::default();
+        let store = writer.as_reader();
+        let stored = work(json!({}), "True");
+        assert!(changes_spec_or_lifecycle(&store, &stored), "a new work");
+        writer.apply_watcher_event(&watcher::Event::Apply(stored));
+        let unchanged = [
+            work(json!({"resourceVersion": "2"}), "False"),
+            work(json!({"annotations": {"a": "b"}}), "True"),
+        ];
+        for w in unchanged {
+            assert!(!changes_spec_or_lifecycle(&store, &w), "{:?}", w.metadata);
+        }
+        let changed = [
+            work(json!({"generation": 2}), "True"),
+            work(json!({"uid": "u2"}), "True"),
+            work(json!({"finalizers": []}), "True"),
+            work(json!({"labels": {"l": "2"}}), "True"),
+            work(json!({"deletionTimestamp": "2026-11-27T05:00:00Z"}), "True"),
+        ];
+        for w in changed {
+            assert!(changes_spec_or_lifecycle(&store, &w), "{:?}", w.metadata);
+        }
+    }
 
     #[test]
     fn a_configured_debounce_replaces_both_defaults() {

@@ -17,10 +17,12 @@ pub mod controller;
 pub mod error;
 pub mod finalizer_patch;
 pub mod hub;
+pub mod packed;
 pub mod params;
 pub mod run;
 pub mod serve;
 pub mod spoke;
+pub mod stored;
 pub mod work;
 
 pub use config::AgentConfig;

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use kube::Api;
 use kube::runtime::reflector;
-use work_api::AppliedManifestWork;
 
 use crate::config::AgentConfig;
 use crate::context::Context;
@@ -135,7 +134,7 @@ pub async fn run_until(
         triggers.clone(),
         resolver.clone(),
     );
-    let applied_writer = reflector::store::Writer::<AppliedManifestWork>::default();
+    let applied_writer = reflector::store::Writer::<applied_work::StoredApplied>::default();
     let applied_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let applied = applied_work::AppliedWorks::new(
         Api::all(spoke.clone()),

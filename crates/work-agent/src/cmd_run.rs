@@ -230,6 +230,7 @@ pub fn main(mut args: RunArgs) -> ExitCode {
             }
         };
         agent::serve::terminate_on_files::spawn(&args.terminate_on_files);
+        crate::malloc_arenas::spawn_trim();
         let result = match hub {
             HubChoice::Kube(hub) => agent::run(config, Clients { hub, spoke }).await,
             HubChoice::Mqtt(options) => match BrokerHub::start_mqtt(*options) {

@@ -522,6 +522,7 @@ impl Bench {
         // Restart, then an idle resync period.
         let s4 = self.snapshot().await?;
         self.stage("restart");
+        let restarted = Instant::now();
         self.start_agent(o.resync_period).await?;
         let quiet = self.settle(QUIET * 2, o.resync_period).await?;
         if !quiet {
@@ -541,14 +542,15 @@ impl Bench {
             ("work", remaining),
             &Harness::default(),
         ));
-        // Our agent spreads each work's period over P..1.1 P: on average one resync per work.
-        let window = o.resync_period.mul_f64(1.05);
+        // Our agent's resync sweep visits every work once between P and 2 P after its start (an
+        // agent with a timer per work: between P and 1.1 P): until 2.05 P, one resync per work.
+        let window_started = Instant::now();
+        let deadline = (restarted + o.resync_period.mul_f64(2.05)).max(window_started);
         self.stage("idle_resync");
         self.progress(&format!(
             "idle resync window: {:.0} s",
-            window.as_secs_f64()
+            (deadline - Instant::now()).as_secs_f64()
         ));
-        let deadline = Instant::now() + window;
         while Instant::now() < deadline {
             self.check_agent().await?;
             tokio::time::sleep(Duration::from_secs(5).min(deadline - Instant::now())).await;
@@ -557,8 +559,8 @@ impl Bench {
         let resync = self.phase(
             report::IDLE_RESYNC,
             format!(
-                "Nothing changed for {:.0} s, 1.05 x the resync period: on average one safety-net resync per work, if the agent keeps up.",
-                window.as_secs_f64()
+                "Nothing changed for {:.0} s, until 2.05 x the resync period after the restart: one safety-net resync per work (ours sweeps every work once between 1 and 2 periods after its start), if the agent keeps up.",
+                window_started.elapsed().as_secs_f64()
             ),
             (&s5, &s6),
             ("work", remaining),

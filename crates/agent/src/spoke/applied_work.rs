@@ -17,6 +17,7 @@ use work_api::{
 };
 
 use crate::config::AgentConfig;
+use crate::stored::Stored;
 use crate::work::latest::Latest;
 use crate::{finalizer_patch, params};
 
@@ -29,10 +30,13 @@ pub enum AppliedState {
     Deleting(AppliedManifestWork),
 }
 
+/// An AppliedManifestWork as its watch store keeps it: metadata and packed JSON.
+pub type StoredApplied = Stored<AppliedManifestWork>;
+
 /// Reads and writes AppliedManifestWorks.
 pub struct AppliedWorks {
     api: Api<AppliedManifestWork>,
-    store: Store<AppliedManifestWork>,
+    store: Store<StoredApplied>,
     synced: Arc<AtomicBool>,
     latest: Latest<AppliedManifestWork>,
 }
@@ -41,7 +45,7 @@ impl AppliedWorks {
     /// Over the store a reflector fills; `synced` turns true after its initial list.
     pub fn new(
         api: Api<AppliedManifestWork>,
-        store: Store<AppliedManifestWork>,
+        store: Store<StoredApplied>,
         synced: Arc<AtomicBool>,
     ) -> Self {
         Self {
@@ -82,13 +86,31 @@ impl AppliedWorks {
     }
 
     fn stored(&self, name: &str) -> Option<AppliedManifestWork> {
-        self.store
-            .get(&ObjectRef::new(name))
-            .map(|seen| self.latest.fresher(name, seen).as_ref().clone())
+        let seen = self.store.get(&ObjectRef::new(name))?;
+        self.fresher(&seen).map(|amw| amw.as_ref().clone())
+    }
+
+    /// `seen`, decoded, or the agent's own later write of it; `None` (logged) if the stored
+    /// text does not decode, which only an object the API server should have refused can do.
+    fn fresher(&self, seen: &StoredApplied) -> Option<Arc<AppliedManifestWork>> {
+        let name = seen.name_any();
+        if let Some(ours) = self
+            .latest
+            .newer_than(&name, seen.resource_version().as_deref())
+        {
+            return Some(ours);
+        }
+        match seen.decode() {
+            Ok(amw) => Some(self.latest.fresher(&name, Arc::new(amw))),
+            Err(e) => {
+                tracing::warn!(applied = %name, error = %e, "the AppliedManifestWork cannot be decoded");
+                None
+            }
+        }
     }
 
     /// The watch delivered `applied`: drops the agent's own copy once the store has caught up.
-    pub fn observe(&self, applied: &AppliedManifestWork) {
+    pub fn observe(&self, applied: &StoredApplied) {
         self.latest
             .observe(&applied.name_any(), applied.resource_version().as_deref());
     }
@@ -102,8 +124,8 @@ impl AppliedWorks {
     pub fn all(&self) -> Vec<Arc<AppliedManifestWork>> {
         self.store
             .state()
-            .into_iter()
-            .map(|seen| self.latest.fresher(&seen.name_any(), seen))
+            .iter()
+            .filter_map(|seen| self.fresher(seen))
             .collect()
     }
 
@@ -328,8 +350,7 @@ mod tests {
     async fn a_miss_of_a_synced_store_is_confirmed_by_a_read() {
         let requests = Arc::new(AtomicUsize::new(0));
         // Synced, but behind: it has not seen `a1` yet.
-        let store =
-            kube::runtime::reflector::store::Writer::<AppliedManifestWork>::default().as_reader();
+        let store = kube::runtime::reflector::store::Writer::<StoredApplied>::default().as_reader();
         let works = AppliedWorks::new(
             api_with_a1(requests.clone()),
             store,

@@ -1,6 +1,7 @@
 //! An applied object as the watch cache keeps it: its identity as metadata and the rest as
-//! compact JSON text. A parsed `serde_json::Value` costs several times its text in map nodes
-//! and small strings; the text is parsed only when a reconcile reads the object.
+//! compact JSON text, packed ([`crate::packed`]). A parsed `serde_json::Value` costs several
+//! times its text in map nodes and small strings; the text is parsed only when a reconcile reads
+//! the object.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -10,6 +11,8 @@ use kube::Resource;
 use kube::api::ApiResource;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
+
+use crate::packed::PackedJson;
 
 /// The annotation `kubectl apply` keeps a whole copy of the object in; nothing here reads it.
 const LAST_APPLIED_ANNOTATION: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -44,8 +47,8 @@ const IDENTITY: [&str; 4] = ["name", "namespace", "uid", "resourceVersion"];
 pub struct LiveObject {
     /// Name, namespace, uid and resourceVersion only.
     pub metadata: ObjectMeta,
-    /// The object as JSON text.
-    json: Arc<str>,
+    /// The object as JSON text, packed.
+    json: PackedJson,
 }
 
 impl LiveObject {
@@ -80,13 +83,13 @@ impl LiveObject {
         let json = serde_json::to_string(&object).ok()?;
         Some(Self {
             metadata,
-            json: json.into(),
+            json: PackedJson::pack(&json),
         })
     }
 
     /// The object as JSON, with the `apiVersion` and `kind` list items lack.
     pub fn to_value(&self, resource: &ApiResource) -> Option<Value> {
-        let mut value: Value = serde_json::from_str(&self.json).ok()?;
+        let mut value: Value = serde_json::from_slice(&self.json.unpack().ok()?).ok()?;
         let map = value.as_object_mut()?;
         map.entry("apiVersion")
             .or_insert_with(|| Value::String(resource.api_version.clone()));
@@ -112,7 +115,7 @@ impl LiveObject {
         Some(value)
     }
 
-    /// Bytes of JSON held.
+    /// Bytes of (packed) JSON held.
     pub fn json_len(&self) -> usize {
         self.json.len()
     }
@@ -194,11 +197,8 @@ mod tests {
         assert_eq!(value["metadata"]["annotations"], json!({"keep": "1"}));
         assert!(value["metadata"].get("managedFields").is_none());
         assert_eq!(value["metadata"]["uid"], "u1");
-        assert!(
-            !object.json.contains("u1"),
-            "identity held once: {}",
-            object.json
-        );
+        let text = object.json.text().expect("unpacks");
+        assert!(!text.contains("u1"), "identity held once: {text}");
     }
 
     #[test]

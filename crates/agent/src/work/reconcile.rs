@@ -224,7 +224,10 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         return ttl::ttl_step(new, ctx).await;
     }
 
-    let mut next = resync_after(ctx, &name);
+    // Nothing else to come back for: the resync sweep (`resync`) visits every work once a
+    // status-sync period.
+    let mut next: Option<Duration> = None;
+    let mut sooner = |wait: Duration| next = Some(next.map_or(wait, |n| n.min(wait)));
     if outcome.failures.is_empty() {
         ctx.backoff.clear(&name);
     } else {
@@ -232,15 +235,15 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         for failure in new {
             tracing::warn!(work = %name, error = %failure, "manifest not applied; retrying with backoff");
         }
-        next = next.min(wait);
+        sooner(wait);
     }
     if !not_pruned.is_empty() || outcome.transient_failure {
-        next = next.min(TRANSIENT_RETRY);
+        sooner(TRANSIENT_RETRY);
     }
     if outcome.has_readonly {
-        next = next.min(ctx.config.readonly_resync);
+        sooner(ctx.config.readonly_resync);
     }
-    Ok(Action::requeue(next))
+    Ok(next.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Records the resources the work is about to own that are not recorded yet, before any is
@@ -301,24 +304,6 @@ async fn republish_completion(
         })
         .await?;
     Ok(())
-}
-
-/// The safety-net resync period plus a per-work spread of up to 10 %, so that works created
-/// together do not all resync at the same moment.
-fn resync_after(ctx: &Context, work: &str) -> Duration {
-    let period = ctx.config.status_sync_period;
-    spread(period, work)
-}
-
-fn spread(period: Duration, key: &str) -> Duration {
-    let hash = key.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    let max_extra = period.as_millis() as u64 / 10;
-    if max_extra == 0 {
-        return period;
-    }
-    period + Duration::from_millis(hash % max_extra)
 }
 
 fn record_completion(work: &ManifestWork, ctx: &Context) {
@@ -383,24 +368,4 @@ async fn prune(
         }
     }
     failed
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resync_spread_stays_within_ten_percent_and_differs_per_work() {
-        let period = Duration::from_secs(300);
-        let a = spread(period, "work-a");
-        let b = spread(period, "work-b");
-        for d in [a, b] {
-            assert!(d >= period && d < period + Duration::from_secs(30), "{d:?}");
-        }
-        assert_ne!(a, b);
-        assert_eq!(
-            spread(Duration::from_millis(5), "x"),
-            Duration::from_millis(5)
-        );
-    }
 }

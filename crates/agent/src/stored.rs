@@ -1,0 +1,211 @@
+//! An API object as a watch store keeps it: the metadata the queue and the scans look at, and
+//! the whole object as compact JSON text, packed ([`crate::packed`]), decoded when a reconcile
+//! reads it. A decoded object (a work's manifests as `serde_json::Value` maps, every field its
+//! own allocation) weighs several times its text, and the stores hold every work and every
+//! AppliedManifestWork of the cluster for the agent's lifetime.
+
+use std::borrow::Cow;
+use std::marker::PhantomData;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use crate::packed::PackedJson;
+
+/// A stored `K`: its metadata (without managedFields) and its JSON.
+#[derive(Debug)]
+pub struct Stored<K> {
+    /// Name, namespace, uid, resourceVersion, generation, labels, finalizers, deletion.
+    pub metadata: ObjectMeta,
+    /// The object as JSON text, packed, its metadata only what `metadata` leaves out
+    /// (annotations and owner references): each other field is held once, in `metadata`.
+    json: PackedJson,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Stored<K> {
+    fn clone(&self) -> Self {
+        Self {
+            metadata: self.metadata.clone(),
+            json: self.json.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K: DeserializeOwned + Resource> Stored<K> {
+    /// Keeps `object` as text; `None` when it is not a JSON object or its metadata is invalid.
+    pub fn from_value(mut object: Value) -> Option<Self> {
+        let meta = object.as_object_mut()?.get_mut("metadata")?;
+        if let Some(meta) = meta.as_object_mut() {
+            meta.remove("managedFields");
+        }
+        let mut metadata: ObjectMeta = serde_json::from_value(meta.clone()).ok()?;
+        // The queue and the scans need none of these; the decoded object has them all.
+        metadata.annotations = None;
+        metadata.owner_references = None;
+        if let Some(meta) = meta.as_object_mut() {
+            meta.retain(|key, _| matches!(key.as_str(), "annotations" | "ownerReferences"));
+        }
+        let json = serde_json::to_string(&object).ok()?;
+        Some(Self {
+            metadata,
+            json: PackedJson::pack(&json),
+            kind: PhantomData,
+        })
+    }
+
+    /// The object itself; an error names what in the stored JSON is not a valid `K`.
+    pub fn decode(&self) -> Result<K, serde_json::Error> {
+        let text = self.json.unpack().map_err(serde::de::Error::custom)?;
+        let mut object: K = serde_json::from_slice(&text)?;
+        let meta = object.meta_mut();
+        *meta = ObjectMeta {
+            annotations: meta.annotations.take(),
+            owner_references: meta.owner_references.take(),
+            ..self.metadata.clone()
+        };
+        Ok(object)
+    }
+}
+
+impl<'de, K: DeserializeOwned + Resource> Deserialize<'de> for Stored<K> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        Self::from_value(value)
+            .ok_or_else(|| serde::de::Error::custom("not an API object: no valid metadata"))
+    }
+}
+
+impl<K: Resource<DynamicType = ()>> Resource for Stored<K> {
+    type DynamicType = ();
+    type Scope = K::Scope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K::kind(dt)
+    }
+
+    fn group(dt: &()) -> Cow<'_, str> {
+        K::group(dt)
+    }
+
+    fn version(dt: &()) -> Cow<'_, str> {
+        K::version(dt)
+    }
+
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K::plural(dt)
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use work_api::{AppliedManifestWork, ManifestWork};
+
+    type StoredWork = Stored<ManifestWork>;
+
+    #[test]
+    fn keeps_the_queue_metadata_and_decodes_the_whole_work() {
+        let stored: StoredWork = serde_json::from_value(json!({
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+            "metadata": {"name": "w", "namespace": "c1", "uid": "u", "resourceVersion": "5",
+                "generation": 2, "finalizers": ["f"], "labels": {"l": "v"},
+                "annotations": {"a": "b"},
+                "managedFields": [{"manager": "m", "operation": "Update"}]},
+            "spec": {"workload": {"manifests": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}}]}}
+        }))
+        .expect("a work");
+        assert_eq!(stored.metadata.name.as_deref(), Some("w"));
+        assert_eq!(stored.metadata.generation, Some(2));
+        assert_eq!(stored.metadata.finalizers, Some(vec!["f".to_string()]));
+        assert!(stored.metadata.annotations.is_none());
+        let work = stored.decode().expect("decodes");
+        assert_eq!(work.spec.workload.manifests.len(), 1);
+        assert_eq!(work.metadata.name.as_deref(), Some("w"));
+        assert_eq!(work.metadata.namespace.as_deref(), Some("c1"));
+        assert_eq!(work.metadata.uid.as_deref(), Some("u"));
+        assert_eq!(work.metadata.resource_version.as_deref(), Some("5"));
+        assert_eq!(work.metadata.generation, Some(2));
+        assert_eq!(work.metadata.finalizers, Some(vec!["f".to_string()]));
+        assert_eq!(
+            work.metadata.labels.as_ref().and_then(|l| l.get("l")),
+            Some(&"v".to_string())
+        );
+        let text = stored.json.text().expect("unpacks");
+        assert!(
+            !text.contains("\"uid\""),
+            "the text does not hold the metadata twice: {text}"
+        );
+        assert_eq!(
+            work.metadata.annotations.as_ref().and_then(|a| a.get("a")),
+            Some(&"b".to_string())
+        );
+        assert!(work.metadata.managed_fields.is_none());
+    }
+
+    /// `original` stored and decoded is `original` as a `K`, without its managedFields.
+    fn assert_round_trip<K>(mut original: Value)
+    where
+        K: DeserializeOwned + Resource + serde::Serialize,
+    {
+        let stored: Stored<K> = serde_json::from_value(original.clone()).expect("an object");
+        let decoded = serde_json::to_value(stored.decode().expect("decodes")).expect("encodes");
+        if let Some(meta) = original["metadata"].as_object_mut() {
+            meta.remove("managedFields");
+        }
+        let expected: K = serde_json::from_value(original).expect("valid");
+        assert_eq!(decoded, serde_json::to_value(expected).expect("encodes"));
+    }
+
+    #[test]
+    fn decodes_to_the_object_it_was_given() {
+        assert_round_trip::<ManifestWork>(json!({
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+            "metadata": {"name": "w", "namespace": "c1", "uid": "u", "resourceVersion": "5",
+                "generation": 3, "creationTimestamp": "2026-11-27T05:00:00Z",
+                "deletionTimestamp": "2026-11-27T06:00:00Z", "deletionGracePeriodSeconds": 0,
+                "finalizers": ["f", "g"], "labels": {"l": "v"}, "annotations": {"a": "b"},
+                "ownerReferences": [{"apiVersion": "v1", "kind": "X", "name": "o", "uid": "ou"}],
+                "managedFields": [{"manager": "m", "operation": "Update"}]},
+            "spec": {"workload": {"manifests": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "n"}}]}},
+            "status": {"conditions": [{"type": "Applied", "status": "True", "reason": "r",
+                "message": "m", "lastTransitionTime": "2026-11-27T05:00:01Z", "observedGeneration": 3}]}
+        }));
+        assert_round_trip::<AppliedManifestWork>(json!({
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "AppliedManifestWork",
+            "metadata": {"name": "h-w", "uid": "u", "resourceVersion": "5",
+                "creationTimestamp": "2026-11-27T05:00:00Z", "finalizers": ["f"],
+                "labels": {"l": "v"}, "annotations": {"a": "b"},
+                "managedFields": [{"manager": "m", "operation": "Update"}]},
+            "spec": {"hubHash": "h", "agentID": "a", "manifestWorkName": "w"},
+            "status": {"appliedResources": [{"group": "", "version": "v1",
+                "resource": "configmaps", "namespace": "n", "name": "c", "uid": "cu"}]}
+        }));
+    }
+
+    #[test]
+    fn bad_input_is_an_error_not_a_panic() {
+        assert!(serde_json::from_value::<StoredWork>(json!([1])).is_err());
+        assert!(serde_json::from_value::<StoredWork>(json!({"metadata": {"name": 3}})).is_err());
+        let stored: StoredWork = serde_json::from_value(json!({
+            "metadata": {"name": "w"}, "spec": {"workload": {"manifests": "not a list"}}
+        }))
+        .expect("metadata is valid");
+        assert!(stored.decode().is_err());
+    }
+}

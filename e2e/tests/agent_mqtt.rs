@@ -76,6 +76,12 @@ impl MqttEnv {
         ]));
     }
 
+    fn kill_agent(&mut self) {
+        if let Some(mut agent) = self.agent.take() {
+            agent.kill();
+        }
+    }
+
     fn stop_agent(&mut self) {
         if let Some(mut agent) = self.agent.take() {
             agent.stop();
@@ -716,4 +722,102 @@ async fn a_restarted_agent_does_not_apply_an_edit_to_a_completed_work() {
         Some("1"),
         "an edit made after Complete reached the spoke"
     );
+}
+
+/// Found by `chaos --hub grpc` (and in CI): the agent deleted a completed work at its TTL and
+/// cleaned it up, the source did not hear `Deleted` (it was away), and the agent was killed.
+/// The restarted agent got the work back from the source, which still had it, and must not apply
+/// it again: the AppliedManifestWork that holds its completion stays until the source heard the
+/// deletion.
+#[tokio::test]
+async fn a_ttl_deletion_the_source_did_not_hear_is_not_undone_by_a_restart() {
+    let mut env = MqttEnv::start("mqtt-unheard").await;
+    let id = env
+        .source
+        .create(
+            &env.consumer,
+            json!({
+                "manifests": [job(&env.ns, "once"), configmap(&env.ns, "side", json!({"v": "1"}))],
+                "manifestConfigs": [job_complete_config(&env.ns, "once")],
+                "deleteOption": {"propagationPolicy": "Foreground", "ttlSecondsAfterFinished": 5}
+            }),
+        )
+        .expect("job bundle");
+    env.wait_source("Complete=True at the source", |s| {
+        s.condition_status(&id, "Complete").as_deref() == Some("True")
+    })
+    .await;
+    env.source.go_away();
+    wait_for(
+        "the TTL deletion cleaned up while the source is away",
+        TIMEOUT,
+        || async {
+            env.log()
+                .contains("cleanup done; Deleted sent to the source")
+                .then_some(())
+        },
+    )
+    .await;
+    env.wait_gone("side").await;
+    let amws: Api<AppliedManifestWork> = Api::all(env.spoke.client.clone());
+    let amw_name = format!("{}-{id}", hub_hash(&env.broker.address()));
+    let kept = amws.get_opt(&amw_name).await.expect("read").expect(
+        "the AppliedManifestWork holding the completion stays until the source hears the deletion",
+    );
+    assert!(
+        kept.metadata.deletion_timestamp.is_some(),
+        "its deletion has started"
+    );
+    env.kill_agent();
+    assert!(
+        !env.source.hard_deleted(&id),
+        "the source never heard Deleted"
+    );
+
+    // Every ConfigMap the spoke gets in the namespace from now on.
+    use futures::StreamExt;
+    let created = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = created.clone();
+    let watch = tokio::spawn(
+        kube::runtime::watcher(env.configmaps(), kube::runtime::watcher::Config::default())
+            .for_each(move |event| {
+                if let Ok(
+                    kube::runtime::watcher::Event::Apply(cm)
+                    | kube::runtime::watcher::Event::InitApply(cm),
+                ) = event
+                {
+                    seen.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(cm.metadata.name.unwrap_or_default());
+                }
+                std::future::ready(())
+            }),
+    );
+    env.source.restart(1000).await.expect("the source is back");
+    env.start_agent();
+    // The restarted agent had its chance: the source sends it the work (it never heard the
+    // deletion), and it is gone from the source only once the new agent sent `Deleted`.
+    env.wait_source("the restarted agent deletes the work again", |s| {
+        s.hard_deleted(&id)
+    })
+    .await;
+    wait_for(
+        "the AppliedManifestWork is released once Deleted was heard",
+        TIMEOUT,
+        || async { amws.get_opt(&amw_name).await.ok()?.is_none().then_some(()) },
+    )
+    .await;
+    watch.abort();
+    let created = created
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    assert!(
+        !created.iter().any(|n| n == "side"),
+        "the completed work was applied again after the restart: {created:?}\n{}",
+        tail(&env.log())
+    );
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> =
+        Api::namespaced(env.spoke.client.clone(), &env.ns);
+    assert!(jobs.get_opt("once").await.expect("read").is_none());
 }

@@ -149,6 +149,11 @@ impl State {
         self.queue.len() + self.awaiting_pkid.len() + self.inflight.len() + self.unheard.len()
     }
 
+    /// Whether an event of `key` is still ours: queued, on its way, or held unheard.
+    fn is_pending(&self, key: &str) -> bool {
+        self.has_newer(key) || self.unheard.contains(key)
+    }
+
     /// Whether an event of `key` newer than an acknowledged one is queued or on its way.
     fn has_newer(&self, key: &str) -> bool {
         self.queue.contains(key)
@@ -225,6 +230,8 @@ struct Shared {
     state: Mutex<State>,
     rotation: Rotation,
     wake: Notify,
+    /// Told whenever a source took an event (see [`Publisher::taken`]).
+    taken: Notify,
     topics: Topics,
     cluster: String,
     source: String,
@@ -273,6 +280,19 @@ impl Publisher {
     /// Readiness and counters now.
     pub fn stats(&self) -> Stats {
         self.shared.lock().stats.clone()
+    }
+
+    /// Whether the event of `key` ([`event_key`]) published last is not yet heard: queued, sent
+    /// and unacknowledged, or acknowledged as heard by nobody. False once a source heard it (or
+    /// the broker refused it for good: sending it again could not help).
+    pub fn is_pending(&self, key: &str) -> bool {
+        self.shared.lock().is_pending(key)
+    }
+
+    /// Resolves when a source next takes an event (then [`Publisher::is_pending`] may have
+    /// changed). Made before looking, it misses no event taken after it was made.
+    pub fn taken(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shared.taken.notified()
     }
 
     /// The source attribute of the agent's events (`--cloudevents-client-id`).
@@ -337,6 +357,7 @@ impl MqttClient {
             state: Mutex::new(State::default()),
             rotation: Rotation::default(),
             wake: Notify::new(),
+            taken: Notify::new(),
             topics: cfg.topics.clone(),
             cluster: opts.cluster.clone(),
             source: opts.cloudevents_client_id.clone(),
@@ -539,10 +560,15 @@ async fn connection_loop(
             }
             Ok(Event::Incoming(Packet::PubAck(ack))) => {
                 let mut st = shared.lock();
+                let heard = ack.reason == PubAckReason::Success;
                 if let Some(entry) = st.inflight.remove(&ack.pkid) {
                     st.acknowledged(entry, ack.reason);
                 }
                 st.stats.queue_depth = st.depth();
+                drop(st);
+                if heard {
+                    shared.taken.notify_waiters();
+                }
             }
             Ok(Event::Outgoing(Outgoing::Disconnect)) => {
                 // Only the rotation task disconnects. rumqttc keeps the socket after sending

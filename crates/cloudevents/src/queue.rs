@@ -170,6 +170,11 @@ impl<T> Unheard<T> {
         }
     }
 
+    /// Whether an event of `key` is held.
+    pub fn contains(&self, key: &str) -> bool {
+        self.held.contains(key)
+    }
+
     /// Drops the held event of `key`: a newer one replaces it.
     pub fn forget(&mut self, key: &str) {
         self.held.remove(key);

@@ -635,10 +635,7 @@ impl MaestroSource {
     /// it holds resources of for a status resync with the hashes it has, `batch` hashes per
     /// request (Maestro: 1,000).
     pub async fn restart(&mut self, batch: usize) -> Result<(), Error> {
-        for t in self.tasks.drain(..) {
-            t.abort();
-        }
-        self.shared.lock().subscribed = false;
+        self.go_away();
         let (host, port) = self
             .broker
             .rsplit_once(':')
@@ -655,6 +652,16 @@ impl MaestroSource {
             }
         }
         Ok(())
+    }
+
+    /// Disconnects, as a source that crashed and is not back yet: nothing is subscribed to the
+    /// agents' events until [`MaestroSource::restart`], so the broker acknowledges them as heard
+    /// by nobody and keeps none. The store stays.
+    pub fn go_away(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+        self.shared.lock().subscribed = false;
     }
 
     async fn wait_subscribed(&self) -> Result<(), Error> {

@@ -17,4 +17,4 @@ pub mod seam;
 
 pub use self::kube::KubeHub;
 pub use memory::MemoryHub;
-pub use seam::{Hub, HubResult, WorkEvent, WorkEvents};
+pub use seam::{DeletionsHeard, Hub, HubResult, WorkEvent, WorkEvents};

@@ -20,6 +20,16 @@ pub type WorkEvents = BoxStream<'static, Result<WorkEvent, watcher::Error>>;
 /// A hub answer: the object written or read, or the API error that refused it.
 pub type HubResult<'a, T> = BoxFuture<'a, Result<T, ::kube::Error>>;
 
+/// Works whose deletion a hub has heard, and how many it has not heard yet (see
+/// [`Hub::deletions_heard`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeletionsHeard {
+    /// The works (by name) whose deletion the hub heard since the last call.
+    pub heard: Vec<String>,
+    /// Deletions told and not heard yet.
+    pub unheard: usize,
+}
+
 /// What the agent needs from its hub.
 pub trait Hub: Send + Sync + 'static {
     /// Watches the works assigned to this cluster (see [`WorkEvents`]).
@@ -60,6 +70,20 @@ pub trait Hub: Send + Sync + 'static {
     /// Whether the works' watch is connected and current: eviction of works the agent could not
     /// hear about waits for it.
     fn watch_is_healthy(&self) -> bool;
+
+    /// The works released by [`Hub::set_finalizers`] whose deletion the hub has heard since the
+    /// last call. A Kubernetes hub hears a release with the write itself and never lists one; a
+    /// broker's source hears it when it takes the work's `Deleted` event, which may be after a
+    /// reconnect or never (the agent stopped before).
+    fn deletions_heard(&self) -> DeletionsHeard {
+        DeletionsHeard::default()
+    }
+
+    /// Resolves when [`Hub::deletions_heard`] may have news (the source took an event since
+    /// this was called); never, for a hub that has none to give.
+    fn deletions_may_be_heard(&self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
 
     /// Adds the hub's own metrics (a transport's counters) to the agent's registry.
     fn register_metrics(&self, _registry: &mut prometheus_client::registry::Registry) {}

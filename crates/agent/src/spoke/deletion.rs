@@ -1,5 +1,7 @@
 //! Deleting a work: `Deleting` condition, delete or release its resources, wait until they are
-//! gone, then remove the finalizers (AppliedManifestWork, then ManifestWork).
+//! gone, then remove the finalizers (AppliedManifestWork, then ManifestWork). An
+//! AppliedManifestWork that holds a completion for a broker's source keeps its finalizer until
+//! the source heard the deletion ([`keeps_record_until_heard`]).
 
 use std::time::Duration;
 
@@ -17,6 +19,7 @@ use crate::context::Context;
 use crate::error::Error;
 use crate::finalizer_patch::set_finalizers;
 use crate::spoke::watches::{Cached, ObjectKey};
+use crate::work::completion_memory::Remembered;
 use crate::work::status;
 use applier::manifests;
 
@@ -80,8 +83,16 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
             delete_applied(&amw, ctx).await?;
             return Ok(Action::requeue(WAIT_FOR_GONE));
         }
-        if !cleanup_applied(&amw, work.spec.delete_option.as_ref(), ctx).await? {
+        if !cleanup_resources(&amw, work.spec.delete_option.as_ref(), ctx).await? {
             return Ok(Action::requeue(WAIT_FOR_GONE));
+        }
+        if keeps_record_until_heard(ctx.hub.keeps_status(), &amw) {
+            // The record holds the work's completion, and a source that has not heard the
+            // deletion would send the work back after a restart: it stays until the hub heard
+            // it (the eviction controller then releases it).
+            tracing::debug!(work = %name, "resources removed; the AppliedManifestWork stays until the source hears the deletion");
+        } else {
+            release_applied(&amw, ctx).await?;
         }
     }
 
@@ -112,12 +123,35 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
     Ok(Action::await_change())
 }
 
-/// Deletes (Background, as upstream: dependents are the garbage collector's) or releases
-/// (orphaned) every resource the AppliedManifestWork owns. Once
-/// all deleted ones are gone, deletes the AppliedManifestWork (UID precondition) and removes its
-/// finalizer. Returns whether that is done. A failure on one resource does not stop the others;
-/// the failures are returned together.
+/// Whether the AppliedManifestWork of a deleted work keeps its finalizer until the hub heard the
+/// deletion: when it holds the work's `Complete` for a hub that does not keep statuses (a
+/// broker's source). Were it gone first, an agent restarted before the source heard `Deleted`
+/// of a work its TTL deleted would get the work back from the source and apply it again. (A
+/// work its source deleted comes back as deleting: nothing is applied.)
+pub fn keeps_record_until_heard(hub_keeps_status: bool, amw: &AppliedManifestWork) -> bool {
+    !hub_keeps_status
+        && Remembered::from_annotations(amw.metadata.annotations.as_ref())
+            .is_some_and(|r| r.complete.is_some())
+}
+
+/// [`cleanup_resources`], then, once they are gone, [`release_applied`]. Returns whether all is
+/// done.
 pub async fn cleanup_applied(
+    amw: &AppliedManifestWork,
+    option: Option<&DeleteOption>,
+    ctx: &Context,
+) -> Result<bool, Error> {
+    if !cleanup_resources(amw, option, ctx).await? {
+        return Ok(false);
+    }
+    release_applied(amw, ctx).await?;
+    Ok(true)
+}
+
+/// Deletes (Background, as upstream: dependents are the garbage collector's) or releases
+/// (orphaned) every resource the AppliedManifestWork owns. Returns whether all deleted ones are
+/// gone. A failure on one resource does not stop the others; the failures are returned together.
+pub async fn cleanup_resources(
     amw: &AppliedManifestWork,
     option: Option<&DeleteOption>,
     ctx: &Context,
@@ -213,19 +247,25 @@ pub async fn cleanup_applied(
         return Ok(false);
     }
     ctx.cleanups.forget(&applied);
+    Ok(true)
+}
+
+/// Deletes the AppliedManifestWork (UID precondition) unless it is being deleted, and removes
+/// its finalizer.
+pub async fn release_applied(amw: &AppliedManifestWork, ctx: &Context) -> Result<(), Error> {
     let api = ctx.applied.api();
     // The object to remove the finalizer from: the delete's answer (it has the new
     // resourceVersion), or the one at hand when it was already being deleted.
     let current = if amw.metadata.deletion_timestamp.is_none() {
         match delete_applied(amw, ctx).await? {
             Some(deleting) => deleting,
-            None => return Ok(true),
+            None => return Ok(()),
         }
     } else {
         amw.clone()
     };
     if current.metadata.uid != amw.metadata.uid {
-        return Ok(true);
+        return Ok(());
     }
     let remaining: Vec<String> = current
         .finalizers()
@@ -240,7 +280,7 @@ pub async fn cleanup_applied(
             Err(e) => return Err(Error::Spoke(e)),
         }
     }
-    Ok(true)
+    Ok(())
 }
 
 /// Deletes the AppliedManifestWork (Background, UID precondition): the object being deleted, or

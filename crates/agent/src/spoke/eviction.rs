@@ -13,6 +13,7 @@
 //! re-list), so it never shows fewer works than the hub had at its last successful list or
 //! event; and the agent creates an AppliedManifestWork only for a work it saw in that store.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,48 +53,71 @@ pub enum EvictionStep {
     FinishDeletion,
 }
 
-/// Decides the step for `amw` given whether the hub has its ManifestWork.
+/// What the hub says of an AppliedManifestWork's work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HubView {
+    /// The hub has the ManifestWork.
+    pub has_work: bool,
+    /// The hub keeps works' statuses (see `Hub::keeps_status`).
+    pub keeps_status: bool,
+}
+
+/// Decides the step for `amw` given what the hub says of its ManifestWork.
 pub fn decide(
     amw: &AppliedManifestWork,
-    hub_has_work: bool,
+    hub: HubView,
     config: &AgentConfig,
     now: Timestamp,
 ) -> EvictionStep {
     if !config.is_own_agent_id(&amw.spec.agent_id) {
         return EvictionStep::Nothing;
     }
-    let unmanaged = !hub_has_work || !amw.name_any().starts_with(config.hub_hash.as_str());
-    if amw.metadata.deletion_timestamp.is_some() {
+    let unmanaged = !hub.has_work || !amw.name_any().starts_with(config.hub_hash.as_str());
+    let disabled = config.eviction_grace_period >= EVICTION_DISABLED_AT;
+    if let Some(deleted) = amw.metadata.deletion_timestamp.as_ref() {
         let ours = amw
             .finalizers()
             .iter()
             .any(|f| f == APPLIED_MANIFEST_WORK_FINALIZER);
-        return if unmanaged && ours {
-            EvictionStep::FinishDeletion
-        } else {
-            EvictionStep::Nothing
-        };
+        if !(unmanaged && ours) {
+            return EvictionStep::Nothing;
+        }
+        if deletion::keeps_record_until_heard(hub.keeps_status, amw) {
+            // It keeps a completed work's completion until its source heard the deletion; a
+            // deletion heard by this process releases it at once (`finish_heard`). One told
+            // before a restart may not have been heard: the source would then send the work
+            // back, and the record must be there. So it waits as an unmanaged one does.
+            return if !disabled && now >= grace_over(deleted.0, config) {
+                EvictionStep::FinishDeletion
+            } else {
+                EvictionStep::Wait
+            };
+        }
+        return EvictionStep::FinishDeletion;
     }
     let started = amw
         .status
         .as_ref()
         .and_then(|s| s.eviction_start_time.as_ref());
-    let disabled = config.eviction_grace_period >= EVICTION_DISABLED_AT;
     match (unmanaged && !disabled, started) {
         (false, None) => EvictionStep::Nothing,
         (false, Some(_)) => EvictionStep::Clear,
         (true, None) => EvictionStep::Start,
         (true, Some(start)) => {
-            let grace = SignedDuration::try_from(config.eviction_grace_period)
-                .unwrap_or(SignedDuration::MAX);
-            let due = start.0.checked_add(grace).unwrap_or(Timestamp::MAX);
-            if now >= due {
+            if now >= grace_over(start.0, config) {
                 EvictionStep::Evict
             } else {
                 EvictionStep::Wait
             }
         }
     }
+}
+
+/// When the eviction grace period that started at `start` is over.
+fn grace_over(start: Timestamp, config: &AgentConfig) -> Timestamp {
+    let grace =
+        SignedDuration::try_from(config.eviction_grace_period).unwrap_or(SignedDuration::MAX);
+    start.checked_add(grace).unwrap_or(Timestamp::MAX)
 }
 
 /// Time between scans: a quarter of the grace period, within 1 s .. 30 s.
@@ -116,18 +140,77 @@ pub fn spawn(ctx: Arc<Context>) -> EvictionTask {
     EvictionTask(tokio::spawn(run(ctx)))
 }
 
+/// How often the hub is asked which deletions it heard while some are unheard.
+const HEARD_PERIOD: Duration = Duration::from_secs(1);
+
 /// Runs the eviction controller.
 async fn run(ctx: Arc<Context>) {
     let period = scan_period(ctx.config.eviction_grace_period);
+    let mut next_scan = tokio::time::Instant::now();
+    let mut released = BTreeSet::new();
     loop {
-        // Until the stores are synced (and after a hub outage), look again soon.
-        let wait = if scan(&ctx).await {
-            period
+        // Made before looking: a deletion heard while this turn looks still wakes the next one.
+        let heard_wake = ctx.hub.deletions_may_be_heard();
+        let waiting = finish_heard(&ctx, &mut released).await;
+        let now = tokio::time::Instant::now();
+        if now >= next_scan {
+            // Until the stores are synced (and after a hub outage), look again soon.
+            next_scan = now
+                + if scan(&ctx).await {
+                    period
+                } else {
+                    MIN_SCAN_PERIOD
+                };
+        }
+        // While deletions are unheard, the source's next acknowledgement wakes the loop (the
+        // records go as soon as their deletion is heard); the period is the safety net.
+        let wake = if waiting {
+            next_scan.min(now + HEARD_PERIOD)
         } else {
-            MIN_SCAN_PERIOD
+            next_scan
         };
-        tokio::time::sleep(wait).await;
+        tokio::select! {
+            () = tokio::time::sleep_until(wake) => {}
+            () = heard_wake, if waiting => {}
+        }
     }
+}
+
+/// Releases the AppliedManifestWorks kept for deletions the hub has now heard
+/// (`deletion::keeps_record_until_heard`); `released` holds the works whose release failed, for
+/// the next turn. Returns whether some deletion is still unheard or some release still to do.
+async fn finish_heard(ctx: &Context, released: &mut BTreeSet<String>) -> bool {
+    let heard = ctx.hub.deletions_heard();
+    released.extend(heard.heard);
+    let namespace = ctx.config.cluster_name.as_str();
+    for work in std::mem::take(released) {
+        let key = ObjectRef::<StoredWork>::new(&work).within(namespace);
+        if ctx.work_store.get(&key).is_some() {
+            // The work is back (created again): its own reconcile decides.
+            continue;
+        }
+        let applied = ctx.config.applied_name(&work);
+        let step = match ctx.applied.confirmed(&applied).await {
+            Ok(Some(amw))
+                if amw.metadata.deletion_timestamp.is_some()
+                    && amw.spec.manifest_work_name == work =>
+            {
+                deletion::cleanup_applied(&amw, None, ctx).await.map(|_| ())
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(crate::error::Error::Spoke(e)),
+        };
+        match step {
+            Ok(()) => {
+                tracing::debug!(work = %work, "the source heard the deletion; AppliedManifestWork released")
+            }
+            Err(e) => {
+                tracing::warn!(work = %work, error = %e, "AppliedManifestWork of a heard deletion not released yet");
+                released.insert(work);
+            }
+        }
+    }
+    heard.unheard > 0 || !released.is_empty()
 }
 
 /// Why a scan cannot decide anything now, if it cannot.
@@ -160,8 +243,11 @@ async fn scan(ctx: &Context) -> bool {
     let namespace = ctx.config.cluster_name.as_str();
     for amw in ctx.applied.all() {
         let key = ObjectRef::<StoredWork>::new(&amw.spec.manifest_work_name).within(namespace);
-        let has_work = ctx.work_store.get(&key).is_some();
-        let step = decide(&amw, has_work, &ctx.config, Timestamp::now());
+        let hub = HubView {
+            has_work: ctx.work_store.get(&key).is_some(),
+            keeps_status: ctx.hub.keeps_status(),
+        };
+        let step = decide(&amw, hub, &ctx.config, Timestamp::now());
         if let Err(e) = act(ctx, &amw, step).await {
             tracing::warn!(applied = %amw.name_any(), error = %e, "AppliedManifestWork eviction step failed");
         }
@@ -250,26 +336,37 @@ mod tests {
 
     const NOW: &str = "2026-01-01T10:00:00Z";
 
+    /// A Kubernetes hub that has the work.
+    const MANAGED: HubView = HubView {
+        has_work: true,
+        keeps_status: true,
+    };
+    /// A Kubernetes hub without the work.
+    const GONE: HubView = HubView {
+        has_work: false,
+        keeps_status: true,
+    };
+
     #[test]
     fn a_work_gone_from_the_hub_is_marked_then_evicted_after_the_grace_period() {
         let c = config(Duration::from_secs(60));
         assert_eq!(
-            decide(&amw(&c, "agent-1", None), false, &c, ts(NOW)),
+            decide(&amw(&c, "agent-1", None), GONE, &c, ts(NOW)),
             EvictionStep::Start
         );
         let marked = amw(&c, "agent-1", Some("2026-01-01T09:59:30Z"));
-        assert_eq!(decide(&marked, false, &c, ts(NOW)), EvictionStep::Wait);
+        assert_eq!(decide(&marked, GONE, &c, ts(NOW)), EvictionStep::Wait);
         let old = amw(&c, "agent-1", Some("2026-01-01T09:59:00Z"));
-        assert_eq!(decide(&old, false, &c, ts(NOW)), EvictionStep::Evict);
+        assert_eq!(decide(&old, GONE, &c, ts(NOW)), EvictionStep::Evict);
     }
 
     #[test]
     fn a_work_back_on_the_hub_clears_the_mark_and_a_managed_one_is_left_alone() {
         let c = config(Duration::from_secs(60));
         let marked = amw(&c, "agent-1", Some("2026-01-01T09:00:00Z"));
-        assert_eq!(decide(&marked, true, &c, ts(NOW)), EvictionStep::Clear);
+        assert_eq!(decide(&marked, MANAGED, &c, ts(NOW)), EvictionStep::Clear);
         assert_eq!(
-            decide(&amw(&c, "agent-1", None), true, &c, ts(NOW)),
+            decide(&amw(&c, "agent-1", None), MANAGED, &c, ts(NOW)),
             EvictionStep::Nothing
         );
     }
@@ -278,7 +375,7 @@ mod tests {
     fn another_agents_work_is_never_touched() {
         let c = config(Duration::from_secs(60));
         let other = amw(&c, "agent-2", Some("2020-01-01T00:00:00Z"));
-        assert_eq!(decide(&other, false, &c, ts(NOW)), EvictionStep::Nothing);
+        assert_eq!(decide(&other, GONE, &c, ts(NOW)), EvictionStep::Nothing);
     }
 
     #[test]
@@ -286,19 +383,19 @@ mod tests {
         let given = config(Duration::from_secs(60));
         let upstream_default = amw(&given, &given.hub_hash, None);
         assert_eq!(
-            decide(&upstream_default, false, &given, ts(NOW)),
+            decide(&upstream_default, GONE, &given, ts(NOW)),
             EvictionStep::Nothing,
             "--agent-id given: only that ID, as upstream"
         );
         let generated = config(Duration::from_secs(60)).with_generated_agent_id(true);
         assert_eq!(
-            decide(&upstream_default, false, &generated, ts(NOW)),
+            decide(&upstream_default, GONE, &generated, ts(NOW)),
             EvictionStep::Start,
             "no ID given: upstream's agent would have had the hub hash"
         );
         let other = amw(&generated, "agent-2", None);
         assert_eq!(
-            decide(&other, false, &generated, ts(NOW)),
+            decide(&other, GONE, &generated, ts(NOW)),
             EvictionStep::Nothing
         );
     }
@@ -309,18 +406,18 @@ mod tests {
         let other_hub = config(Duration::from_secs(60));
         let mut foreign = amw(&other_hub, "agent-1", None);
         foreign.metadata.name = Some(format!("{}-w1", "0".repeat(64)));
-        assert_eq!(decide(&foreign, true, &c, ts(NOW)), EvictionStep::Start);
+        assert_eq!(decide(&foreign, MANAGED, &c, ts(NOW)), EvictionStep::Start);
     }
 
     #[test]
     fn a_hundred_years_disables_eviction_and_clears_marks() {
         let c = config(EVICTION_DISABLED_AT);
         assert_eq!(
-            decide(&amw(&c, "agent-1", None), false, &c, ts(NOW)),
+            decide(&amw(&c, "agent-1", None), GONE, &c, ts(NOW)),
             EvictionStep::Nothing
         );
         let marked = amw(&c, "agent-1", Some("2020-01-01T00:00:00Z"));
-        assert_eq!(decide(&marked, false, &c, ts(NOW)), EvictionStep::Clear);
+        assert_eq!(decide(&marked, GONE, &c, ts(NOW)), EvictionStep::Clear);
     }
 
     #[test]
@@ -329,19 +426,66 @@ mod tests {
         let mut deleting = amw(&c, "agent-1", Some("2026-01-01T09:00:00Z"));
         deleting.metadata.deletion_timestamp = Some(Time(ts(NOW)));
         assert_eq!(
-            decide(&deleting, false, &c, ts(NOW)),
+            decide(&deleting, GONE, &c, ts(NOW)),
             EvictionStep::Nothing,
             "no finalizer"
         );
         deleting.metadata.finalizers = Some(vec![APPLIED_MANIFEST_WORK_FINALIZER.to_string()]);
         assert_eq!(
-            decide(&deleting, false, &c, ts(NOW)),
+            decide(&deleting, GONE, &c, ts(NOW)),
             EvictionStep::FinishDeletion
         );
         assert_eq!(
-            decide(&deleting, true, &c, ts(NOW)),
+            decide(&deleting, MANAGED, &c, ts(NOW)),
             EvictionStep::Nothing,
             "the work controller's"
+        );
+    }
+
+    /// Found by `chaos --hub grpc` (seed 1795770553760893524, work w3, and in CI): an agent
+    /// killed after the TTL deletion of a completed work, before the source took `Deleted`, got
+    /// the work back after its restart, found no record of the completion and applied it again.
+    #[test]
+    fn a_deleted_record_of_a_completion_waits_for_its_source_after_a_restart() {
+        let c = config(Duration::from_secs(600));
+        let mut deleting = amw(&c, "agent-1", None);
+        deleting.metadata.deletion_timestamp = Some(Time(ts(NOW)));
+        deleting.metadata.finalizers = Some(vec![APPLIED_MANIFEST_WORK_FINALIZER.to_string()]);
+        deleting.metadata.annotations = Some(
+            [(
+                crate::work::completion_memory::ANNOTATION.to_string(),
+                json!({"complete": {"type": "Complete", "status": "True", "reason": "Done",
+                    "message": "", "lastTransitionTime": "2026-01-01T09:00:00Z"}})
+                .to_string(),
+            )]
+            .into(),
+        );
+        let broker_gone = HubView {
+            has_work: false,
+            keeps_status: false,
+        };
+        assert_eq!(
+            decide(&deleting, broker_gone, &c, ts(NOW)),
+            EvictionStep::Wait,
+            "the source may send the work back"
+        );
+        assert_eq!(
+            decide(&deleting, broker_gone, &c, ts("2026-01-01T10:10:00Z")),
+            EvictionStep::FinishDeletion,
+            "after the grace period, as any unmanaged record"
+        );
+        assert_eq!(
+            decide(&deleting, GONE, &c, ts(NOW)),
+            EvictionStep::FinishDeletion,
+            "a Kubernetes hub keeps the completion itself"
+        );
+        let without = amw(&c, "agent-1", None);
+        let mut plain = deleting.clone();
+        plain.metadata.annotations = without.metadata.annotations;
+        assert_eq!(
+            decide(&plain, broker_gone, &c, ts(NOW)),
+            EvictionStep::FinishDeletion,
+            "nothing completed to remember"
         );
     }
 

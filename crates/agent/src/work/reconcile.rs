@@ -113,6 +113,16 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         .map_err(Error::Spoke)?
     {
         AppliedState::Ready(applied) => applied,
+        AppliedState::Deleting(amw)
+            if deletion::keeps_record_until_heard(ctx.hub.keeps_status(), &amw) =>
+        {
+            // Deleted on the spoke, but it holds the work's completion, which nothing else
+            // keeps: its resources go, the record stays (until the work is deleted and its source
+            // heard it), and the work stays complete. So it is for a completed work the source
+            // sends back after a restart because it never heard its deletion.
+            deletion::cleanup_resources(&amw, work.spec.delete_option.as_ref(), ctx).await?;
+            amw
+        }
         AppliedState::Deleting(amw) => {
             // Deleted on the spoke: clean up its resources, then re-create it once it is gone
             // (its deletion event re-queues the work).

@@ -111,6 +111,8 @@ struct Shared {
     state: Mutex<State>,
     /// Wakes the publish loop (an event queued, a subscription up).
     wake: Notify,
+    /// Told whenever the source took an event (see [`GrpcPublisher::taken`]).
+    taken: Notify,
     /// The publish loop saw the connection of session `broken_session` fail: the connection loop
     /// starts a new session.
     broken: Notify,
@@ -165,6 +167,20 @@ impl GrpcPublisher {
     /// Readiness and counters now.
     pub fn stats(&self) -> Stats {
         self.shared.lock().stats.clone()
+    }
+
+    /// Whether the event of `key` ([`event_key`]) published last is not yet taken: queued, in a
+    /// `Publish` call that has not returned, or refused for now. False once the source answered
+    /// the call (or refused the event as malformed: sending it again could not help).
+    pub fn is_pending(&self, key: &str) -> bool {
+        let st = self.shared.lock();
+        st.queue.contains(key) || st.inflight.contains(key) || st.delayed.contains_key(key)
+    }
+
+    /// Resolves when the source next takes an event (then [`GrpcPublisher::is_pending`] may
+    /// have changed). Made before looking, it misses no event taken after it was made.
+    pub fn taken(&self) -> tokio::sync::futures::Notified<'_> {
+        self.shared.taken.notified()
     }
 
     /// The source attribute of the agent's events (`--cloudevents-client-id`).
@@ -315,6 +331,7 @@ impl GrpcClient {
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake: Notify::new(),
+            taken: Notify::new(),
             broken: Notify::new(),
             broken_session: AtomicU64::new(0),
             rotated: Notify::new(),
@@ -688,6 +705,7 @@ fn settle(
         Ok(_) => {
             st.refusals.remove(&key);
             *st.stats.sent.entry(ty).or_default() += 1;
+            shared.taken.notify_waiters();
         }
         Err(status) if connection_failure(status.code()) => {
             st.queue.requeue(key, pb);

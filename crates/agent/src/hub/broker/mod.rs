@@ -19,12 +19,14 @@ pub mod metrics;
 pub mod spec;
 pub mod status;
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use cloudevents::client::{ClientOptions, MqttClient, Publisher, Stats};
 use cloudevents::codec::{self, Incoming, ResourceStatusHashList, SpecUpdate};
 use cloudevents::grpc::{GrpcClient, GrpcClientOptions, GrpcPublisher};
+use cloudevents::queue::event_key;
 use cloudevents::snowflake::Snowflake;
 use cloudevents::{CloudEvent, EventType};
 use futures::future::BoxFuture;
@@ -35,7 +37,7 @@ use tokio::sync::mpsc;
 use work_api::{ManifestWork, ManifestWorkStatus};
 
 use super::local_works::{LocalWorks, api_error};
-use super::seam::{Hub, HubResult, WorkEvents};
+use super::seam::{DeletionsHeard, Hub, HubResult, WorkEvents};
 use spec::SpecChange;
 
 /// Where events to the source go: the transport's publishing half.
@@ -44,6 +46,11 @@ pub trait Outbox: Send + Sync + 'static {
     fn publish(&self, event: CloudEvent) -> Result<(), cloudevents::Error>;
     /// Readiness and counters now.
     fn stats(&self) -> Stats;
+    /// Whether the last event of `key` (`cloudevents::queue::event_key`) is not yet taken by
+    /// the source.
+    fn is_pending(&self, key: &str) -> bool;
+    /// Resolves when the source next takes an event.
+    fn taken(&self) -> BoxFuture<'_, ()>;
 }
 
 impl Outbox for Publisher {
@@ -54,6 +61,14 @@ impl Outbox for Publisher {
     fn stats(&self) -> Stats {
         Publisher::stats(self)
     }
+
+    fn is_pending(&self, key: &str) -> bool {
+        Publisher::is_pending(self, key)
+    }
+
+    fn taken(&self) -> BoxFuture<'_, ()> {
+        Box::pin(Publisher::taken(self))
+    }
 }
 
 impl Outbox for GrpcPublisher {
@@ -63,6 +78,14 @@ impl Outbox for GrpcPublisher {
 
     fn stats(&self) -> Stats {
         GrpcPublisher::stats(self)
+    }
+
+    fn is_pending(&self, key: &str) -> bool {
+        GrpcPublisher::is_pending(self, key)
+    }
+
+    fn taken(&self) -> BoxFuture<'_, ()> {
+        Box::pin(GrpcPublisher::taken(self))
     }
 }
 
@@ -122,6 +145,8 @@ struct Inner {
     client_id: String,
     works: LocalWorks,
     deleted: Mutex<Deleted>,
+    /// The works whose `Deleted` the source has not taken yet: work name → the event's queue key.
+    unheard_deletions: Mutex<BTreeMap<String, String>>,
     sequence: Snowflake,
     outbox: OnceLock<Arc<dyn Outbox>>,
     status_resync: Histogram,
@@ -152,6 +177,7 @@ impl BrokerHub {
                 client_id: client_id.to_string(),
                 works: LocalWorks::default(),
                 deleted: Mutex::default(),
+                unheard_deletions: Mutex::default(),
                 sequence: Snowflake::new(),
                 outbox: OnceLock::new(),
                 status_resync: metrics::status_resync_histogram(),
@@ -234,8 +260,8 @@ impl BrokerHub {
             .ok_or_else(|| unavailable("the broker connection is not started".into()))
     }
 
-    /// Publishes the status of `work` as an event of `ty`.
-    fn publish_status(&self, work: &ManifestWork, ty: EventType) -> Result<(), kube::Error> {
+    /// Publishes the status of `work` as an event of `ty`; returns the event's queue key.
+    fn publish_status(&self, work: &ManifestWork, ty: EventType) -> Result<String, kube::Error> {
         let name = work.metadata.name.clone().unwrap_or_default();
         let event = status::status_event(
             work,
@@ -244,9 +270,11 @@ impl BrokerHub {
             self.inner.sequence.next_id(),
         )
         .map_err(|e| unavailable(format!("the status of {name} cannot be encoded: {e}")))?;
+        let key = event_key(&event);
         self.outbox()?
             .publish(event)
-            .map_err(|e| unavailable(format!("the status of {name} cannot be queued: {e}")))
+            .map_err(|e| unavailable(format!("the status of {name} cannot be queued: {e}")))?;
+        Ok(key)
     }
 
     /// Tells the source that `work` is gone from the cluster.
@@ -259,7 +287,14 @@ impl BrokerHub {
                 .remember(uid, work.metadata.generation.unwrap_or(0));
         }
         let deleted = status::with_deleted_condition(work.clone());
-        self.publish_status(&deleted, EventType::StatusUpdate)?;
+        let key = self.publish_status(&deleted, EventType::StatusUpdate)?;
+        if let Some(name) = work.metadata.name.clone() {
+            self.inner
+                .unheard_deletions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(name, key);
+        }
         tracing::info!(
             work = %work.metadata.name.clone().unwrap_or_default(),
             "cleanup done; Deleted sent to the source"
@@ -397,7 +432,7 @@ impl Hub for BrokerHub {
             .inner
             .works
             .write_status(name, resource_version, status, |work| {
-                self.publish_status(work, EventType::StatusUpdate)
+                self.publish_status(work, EventType::StatusUpdate).map(drop)
             });
         self.processed("patch", &result);
         Box::pin(async move { result })
@@ -452,6 +487,37 @@ impl Hub for BrokerHub {
         self.inner.outbox.get().is_some_and(|o| o.stats().ready)
     }
 
+    fn deletions_may_be_heard(&self) -> BoxFuture<'_, ()> {
+        match self.inner.outbox.get() {
+            Some(outbox) => outbox.taken(),
+            None => Box::pin(std::future::pending()),
+        }
+    }
+
+    /// The source has heard a deletion once the transport no longer holds its `Deleted`.
+    fn deletions_heard(&self) -> DeletionsHeard {
+        let Some(outbox) = self.inner.outbox.get() else {
+            return DeletionsHeard::default();
+        };
+        let mut unheard = self
+            .inner
+            .unheard_deletions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut heard = Vec::new();
+        unheard.retain(|name, key| {
+            let pending = outbox.is_pending(key);
+            if !pending {
+                heard.push(name.clone());
+            }
+            pending
+        });
+        DeletionsHeard {
+            heard,
+            unheard: unheard.len(),
+        }
+    }
+
     fn register_metrics(&self, registry: &mut Registry) {
         let hub = self.clone();
         let stats: metrics::StatsSource = Arc::new(move || {
@@ -482,11 +548,14 @@ mod tests {
     use kube::runtime::watcher;
     use work_api::MANIFEST_WORK_FINALIZER;
 
-    /// An outbox that keeps what it is given, and can refuse.
+    /// An outbox that keeps what it is given, and can refuse; while `unheard` is set, what it
+    /// takes stays pending until [`Recorder::hear`].
     #[derive(Default)]
     struct Recorder {
         events: Mutex<Vec<CloudEvent>>,
         refuse: std::sync::atomic::AtomicBool,
+        unheard: std::sync::atomic::AtomicBool,
+        pending: Mutex<std::collections::BTreeSet<String>>,
     }
 
     impl Outbox for Recorder {
@@ -494,11 +563,28 @@ mod tests {
             if self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
                 return Err(cloudevents::Error::Binding("queue full".into()));
             }
+            if self.unheard.load(std::sync::atomic::Ordering::SeqCst) {
+                self.pending
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(event_key(&event));
+            }
             self.events
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(event);
             Ok(())
+        }
+
+        fn is_pending(&self, key: &str) -> bool {
+            self.pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(key)
+        }
+
+        fn taken(&self) -> BoxFuture<'_, ()> {
+            Box::pin(std::future::pending())
         }
 
         fn stats(&self) -> Stats {
@@ -510,6 +596,14 @@ mod tests {
     }
 
     impl Recorder {
+        /// The source hears everything sent so far.
+        fn hear(&self) {
+            self.pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+        }
+
         fn taken(&self) -> Vec<CloudEvent> {
             std::mem::take(&mut *self.events.lock().unwrap_or_else(PoisonError::into_inner))
         }
@@ -660,6 +754,46 @@ mod tests {
                 .ok()
                 .flatten(),
             Some(2)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_deletion_is_heard_once_the_source_took_its_deleted() {
+        let (hub, outbox, _tx) = hub();
+        assert_eq!(hub.deletions_heard(), DeletionsHeard::default());
+        outbox
+            .unheard
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        create_then_delete(&hub, "u5").await;
+        // A status of another work, unheard too, is no deletion.
+        hub.apply_spec(&create("u6", 1));
+        let work = hub.get_work("u6").await.expect("read").expect("stored");
+        hub.write_status(
+            "u6",
+            work.metadata.resource_version.as_deref(),
+            &Default::default(),
+        )
+        .await
+        .expect("written");
+        assert_eq!(
+            hub.deletions_heard(),
+            DeletionsHeard {
+                heard: vec![],
+                unheard: 1
+            }
+        );
+        outbox.hear();
+        assert_eq!(
+            hub.deletions_heard(),
+            DeletionsHeard {
+                heard: vec!["u5".into()],
+                unheard: 0
+            }
+        );
+        assert_eq!(
+            hub.deletions_heard(),
+            DeletionsHeard::default(),
+            "told once"
         );
     }
 

@@ -437,6 +437,13 @@ async fn a_job_completes_and_its_ttl_deletes_the_work() {
         jobs.get_opt("once").await.ok()?.is_none().then_some(())
     })
     .await;
+    // The record that held the completion goes once the source has taken Deleted.
+    let amws: Api<AppliedManifestWork> = Api::all(env.spoke.client.clone());
+    let amw_name = format!("{}-{id}", hub_hash(&env.broker.address()));
+    wait_for("the AppliedManifestWork is released", TIMEOUT, || async {
+        amws.get_opt(&amw_name).await.ok()?.is_none().then_some(())
+    })
+    .await;
     assert_eq!(
         env.source.counters().deleted_unrequested,
         1,

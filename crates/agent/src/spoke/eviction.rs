@@ -162,8 +162,9 @@ async fn run(ctx: Arc<Context>) {
                     MIN_SCAN_PERIOD
                 };
         }
-        // While deletions are unheard, the source's next acknowledgement wakes the loop (the
-        // records go as soon as their deletion is heard); the period is the safety net.
+        // The source's next acknowledgement wakes the loop, so a record goes as soon as its
+        // deletion is heard (a turn without one to release costs a lock); while some are
+        // unheard, the period is the safety net.
         let wake = if waiting {
             next_scan.min(now + HEARD_PERIOD)
         } else {
@@ -171,7 +172,7 @@ async fn run(ctx: Arc<Context>) {
         };
         tokio::select! {
             () = tokio::time::sleep_until(wake) => {}
-            () = heard_wake, if waiting => {}
+            () = heard_wake => {}
         }
     }
 }
@@ -185,9 +186,15 @@ async fn finish_heard(ctx: &Context, released: &mut BTreeSet<String>) -> bool {
     let namespace = ctx.config.cluster_name.as_str();
     for work in std::mem::take(released) {
         let key = ObjectRef::<StoredWork>::new(&work).within(namespace);
-        if ctx.work_store.get(&key).is_some() {
+        match ctx.work_store.get(&key) {
+            // The store has not taken the work's removal yet: look again next turn.
+            Some(w) if w.metadata.deletion_timestamp.is_some() => {
+                released.insert(work);
+                continue;
+            }
             // The work is back (created again): its own reconcile decides.
-            continue;
+            Some(_) => continue,
+            None => {}
         }
         let applied = ctx.config.applied_name(&work);
         let step = match ctx.applied.confirmed(&applied).await {

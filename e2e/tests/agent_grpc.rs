@@ -544,3 +544,43 @@ fn a_config_without_a_url_or_client_id_is_a_one_line_error() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// As upstream's agent orders a deletion: the source takes the work's `Deleting` before the
+/// cleanup starts. While the source refuses that status, the AppliedManifestWork is not deleted
+/// and the resources stay; once it takes it, the cleanup runs and `Deleted` follows.
+#[tokio::test]
+async fn the_cleanup_starts_once_the_source_took_deleting() {
+    let env = GrpcEnv::start("grpc-deleting", "").await;
+    let id = env
+        .source
+        .create(&env.cluster, bundle(&env.ns, "held", json!({"v": "1"})))
+        .expect("create");
+    env.wait_data("held", "v", "1").await;
+    env.wait_applied(&id).await;
+    let refused_before = env.source.publishes_refused();
+    // Four refusals: about 1.5 s of retries (100 ms, doubling).
+    env.source.refuse_resource(&id, 4);
+    env.source.delete(&id).expect("delete");
+    // The agent had its chance: it heard the deletion and sent `Deleting` three times already.
+    env.wait_source("Deleting refused three times", |s| {
+        s.publishes_refused() >= refused_before + 3
+    })
+    .await;
+    let applied: Api<AppliedManifestWork> = Api::all(env.spoke.client.clone());
+    let amw = applied
+        .get(&env.amw_name(&id))
+        .await
+        .expect("the AppliedManifestWork is there");
+    assert!(
+        amw.metadata.deletion_timestamp.is_none(),
+        "the cleanup started before the source took Deleting\n{}",
+        tail(&env.log())
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(env.spoke.client.clone(), &env.ns);
+    assert!(cms.get_opt("held").await.expect("read").is_some());
+    env.wait_source("Deleted reported once Deleting was taken", |s| {
+        s.hard_deleted(&id)
+    })
+    .await;
+    env.wait_gone("held").await;
+}

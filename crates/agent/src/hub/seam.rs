@@ -79,10 +79,17 @@ pub trait Hub: Send + Sync + 'static {
         DeletionsHeard::default()
     }
 
-    /// Resolves when [`Hub::deletions_heard`] may have news (the source took an event since
-    /// this was called); never, for a hub that has none to give.
-    fn deletions_may_be_heard(&self) -> BoxFuture<'_, ()> {
+    /// Resolves when the source takes an event after this was called ([`Hub::deletions_heard`]
+    /// and [`Hub::status_heard`] may then have news); never, for a hub that hears every write
+    /// as it is made.
+    fn events_taken(&self) -> BoxFuture<'_, ()> {
         Box::pin(std::future::pending())
+    }
+
+    /// Whether the hub has taken the last status written for work `name`. A Kubernetes hub takes
+    /// a status with the write; a broker's source when it takes the event.
+    fn status_heard(&self, _name: &str) -> bool {
+        true
     }
 
     /// Adds the hub's own metrics (a transport's counters) to the agent's registry.

@@ -77,6 +77,11 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
         .map_err(Error::Spoke)?;
     if let Some(amw) = amw {
         if amw.metadata.deletion_timestamp.is_none() {
+            // As upstream's agent: the hub has taken the work's last status (`Deleting`) before
+            // the cleanup starts; behind a broker, that is the source's answer to its event.
+            if !status_taken(&name, ctx).await {
+                return Ok(Action::requeue(STATUS_TAKEN_RETRY));
+            }
             // As upstream's agent: the AppliedManifestWork goes first, and its resources are
             // cleaned up once its deletion is seen (its watch wakes this work). The spoke then
             // shows the cleanup under way, and a restarted agent finds it there, whatever the hub.
@@ -121,6 +126,32 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
     ctx.states.set_ttl_pending(&ctx.metrics, &name, false);
     tracing::info!(work = %name, "work deleted");
     Ok(Action::await_change())
+}
+
+/// How long a deletion waits in its reconcile for the source to take the work's last status.
+const STATUS_TAKEN_WAIT: Duration = Duration::from_secs(1);
+/// When a deletion whose last status the source has not taken is looked at again (the source is
+/// away: the deletion waits for it, as upstream's agent's does).
+const STATUS_TAKEN_RETRY: Duration = Duration::from_secs(2);
+
+/// Whether the hub has taken work `name`'s last status, waiting up to [`STATUS_TAKEN_WAIT`] for
+/// it (a source answers in milliseconds).
+async fn status_taken(name: &str, ctx: &Context) -> bool {
+    let taken = ctx.hub.events_taken();
+    if ctx.hub.status_heard(name) {
+        return true;
+    }
+    let deadline = tokio::time::Instant::now() + STATUS_TAKEN_WAIT;
+    let mut taken = taken;
+    loop {
+        if tokio::time::timeout_at(deadline, taken).await.is_err() {
+            return ctx.hub.status_heard(name);
+        }
+        taken = ctx.hub.events_taken();
+        if ctx.hub.status_heard(name) {
+            return true;
+        }
+    }
 }
 
 /// Whether the AppliedManifestWork of a deleted work keeps its finalizer until the hub heard the

@@ -150,7 +150,7 @@ async fn run(ctx: Arc<Context>) {
     let mut released = BTreeSet::new();
     loop {
         // Made before looking: a deletion heard while this turn looks still wakes the next one.
-        let heard_wake = ctx.hub.deletions_may_be_heard();
+        let heard_wake = ctx.hub.events_taken();
         let waiting = finish_heard(&ctx, &mut released).await;
         let now = tokio::time::Instant::now();
         if now >= next_scan {

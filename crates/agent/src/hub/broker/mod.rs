@@ -487,11 +487,27 @@ impl Hub for BrokerHub {
         self.inner.outbox.get().is_some_and(|o| o.stats().ready)
     }
 
-    fn deletions_may_be_heard(&self) -> BoxFuture<'_, ()> {
+    fn events_taken(&self) -> BoxFuture<'_, ()> {
         match self.inner.outbox.get() {
             Some(outbox) => outbox.taken(),
             None => Box::pin(std::future::pending()),
         }
+    }
+
+    /// The source has taken a work's status once the transport no longer holds it (statuses
+    /// queue under the work's UID).
+    fn status_heard(&self, name: &str) -> bool {
+        let uid = self
+            .inner
+            .works
+            .lock()
+            .works()
+            .get(name)
+            .and_then(|w| w.metadata.uid.clone());
+        let (Some(outbox), Some(uid)) = (self.inner.outbox.get(), uid) else {
+            return true;
+        };
+        !outbox.is_pending(&uid)
     }
 
     /// The source has heard a deletion once the transport no longer holds its `Deleted`.

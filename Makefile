@@ -17,10 +17,11 @@ fmt: ## format the code
 	$(CARGO) fmt --all
 
 .PHONY: lint
-lint: ## rustfmt check, clippy with warnings as errors, no import cycle between modules
+lint: ## rustfmt check, clippy with warnings as errors, no import cycle between modules, the agent's layers one way
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 	python3 scripts/module-cycles.py
+	python3 scripts/agent-layers.py
 
 .PHONY: unit
 unit: ## tests that need no cluster (the CloudEvents client tests get a throw-away local mosquitto)

@@ -10,11 +10,11 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};
 
+use agent::hub::stored_work::StoredWork;
 use agent::packed::PackedJson;
 use agent::spoke::applied_work::StoredApplied;
 use agent::spoke::live_object::{LiveObject, SharedResource};
 use agent::spoke::watches::{ObjectKey, ResourceIndex};
-use agent::work::stored_work::StoredWork;
 use kube::api::ApiResource;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;

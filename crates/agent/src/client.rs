@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use tower::{Layer, Service};
 
-use crate::serve::metrics::{self, ApiRequestLabels};
+use crate::metrics::{self, ApiRequestLabels};
 
 /// How long a request (other than a watch) may wait for its response before it fails. The
 /// API server ends its own requests after 60 s; without a client-side limit, a request lost on

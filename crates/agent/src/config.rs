@@ -33,7 +33,7 @@ pub struct AgentConfig {
     /// Address of the HTTPS probe endpoint (`/healthz`, `/readyz`); none: not served.
     pub health_address: Option<SocketAddr>,
     /// TLS settings of the probe endpoint.
-    pub health_tls: crate::serve::tls::TlsSettings,
+    pub health_tls: crate::tls::TlsSettings,
     /// How long an AppliedManifestWork whose work is gone from the hub is kept before it (and so
     /// its resources) is deleted; at least [`EVICTION_DISABLED_AT`] disables eviction.
     pub eviction_grace_period: Duration,
@@ -68,6 +68,10 @@ pub fn generated_agent_id(hub_hash: &str, cluster_name: &str) -> String {
     applier::agent_label_value(hub_hash, cluster_name)
 }
 
+/// The default `--max-json-raw-length`: the longest JSON a `RawJsonString` feedback value may
+/// have (upstream's default).
+pub const MAX_JSON_RAW: usize = 1024;
+
 /// A grace period this long (100 years) or longer disables eviction, as upstream.
 pub const EVICTION_DISABLED_AT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
@@ -89,12 +93,12 @@ impl AgentConfig {
             readonly_resync: Duration::from_secs(10),
             status_sync_period: Duration::from_secs(300),
             health_address: None,
-            health_tls: crate::serve::tls::TlsSettings::default(),
+            health_tls: crate::tls::TlsSettings::default(),
             eviction_grace_period: Duration::from_secs(3600),
             leader_timing: None,
             ttl_deletion_events: false,
             gates: FeatureGates::default(),
-            max_json_raw_length: crate::spoke::feedback::MAX_JSON_RAW,
+            max_json_raw_length: MAX_JSON_RAW,
             reconcile_debounce: None,
         }
     }
@@ -133,7 +137,7 @@ impl AgentConfig {
     pub fn with_health(
         mut self,
         address: Option<SocketAddr>,
-        tls: crate::serve::tls::TlsSettings,
+        tls: crate::tls::TlsSettings,
     ) -> Self {
         self.health_address = address;
         self.health_tls = tls;

@@ -8,17 +8,17 @@ use kube::Api;
 use kube::runtime::reflector::Store;
 use work_api::AppliedManifestWork;
 
+use crate::backoff::Backoff;
 use crate::config::AgentConfig;
 use crate::hub::Hub;
-use crate::serve::metrics::Metrics;
+use crate::hub::stored_work::StoredWork;
+use crate::metrics::Metrics;
 use crate::spoke::applied_work::AppliedWorks;
 use crate::spoke::cleanup_memory::CleanupMemory;
 use crate::spoke::executor::ExecutorCheck;
 use crate::spoke::watches::Watches;
-use crate::work::backoff::Backoff;
 use crate::work::states::WorkStates;
 use crate::work::status_writer::StatusWriter;
-use crate::work::stored_work::StoredWork;
 
 /// Shared state of the controllers.
 pub struct Context {

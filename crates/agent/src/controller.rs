@@ -13,12 +13,13 @@ use kube::{Api, ResourceExt};
 
 use crate::context::Context;
 use crate::error::Error;
+use crate::hub::stored_work::StoredWork;
+use crate::metrics::ControllerLabels;
 use crate::serve::http::Readiness;
-use crate::serve::metrics::ControllerLabels;
 use crate::spoke::applied_work::StoredApplied;
+use crate::spoke::triggers;
 use crate::work::admission::{self, Admission};
-use crate::work::stored_work::StoredWork;
-use crate::work::{reconcile, resync, triggers};
+use crate::work::{reconcile, resync};
 
 /// How long a work's spoke changes must be quiet before they ask for a reconcile (counting the
 /// hub's debounce, which also holds them).

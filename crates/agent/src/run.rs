@@ -7,16 +7,17 @@ use std::time::Duration;
 use kube::Api;
 use kube::runtime::reflector;
 
+use crate::backoff;
 use crate::config::AgentConfig;
 use crate::context::Context;
 use crate::controller::run_controller;
+use crate::hub::stored_work::StoredWork;
 use crate::hub::{Hub, KubeHub};
+use crate::metrics::Metrics;
 use crate::serve::http::{HttpServer, HttpState, Readiness};
 use crate::serve::leader::{self, LeaderConfig, LeaderHandle};
-use crate::serve::metrics::Metrics;
-use crate::spoke::{applied_work, blockers, cleanup_memory, eviction, executor, watches};
-use crate::work::stored_work::StoredWork;
-use crate::work::{backoff, states, status_writer, triggers};
+use crate::spoke::{applied_work, blockers, cleanup_memory, executor, triggers, watches};
+use crate::work::{eviction, states, status_writer};
 
 /// The two API clients.
 pub struct Clients {

@@ -315,7 +315,7 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, HubChoice, kube::Client
         .map_err(SetupError::Flag)?;
     let gates = crate::upstream_flags::parse_feature_gates(&upstream.feature_gates)
         .map_err(SetupError::Flag)?;
-    let health_tls = agent::serve::tls::TlsSettings::from_flags(
+    let health_tls = agent::tls::TlsSettings::from_flags(
         upstream.tls_min_version.as_deref(),
         upstream.tls_cipher_suites.as_deref(),
     )

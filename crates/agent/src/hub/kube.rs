@@ -14,8 +14,8 @@ use work_api::{ManifestWork, ManifestWorkStatus};
 use super::auth::{HubAuth, ProbeAnswer};
 use super::seam::{Hub, HubResult, WorkEvents};
 use crate::finalizer_patch;
+use crate::hub::stored_work::StoredWork;
 use crate::params;
-use crate::work::stored_work::StoredWork;
 
 /// A hub API server, reached with one client, serving one cluster namespace.
 pub struct KubeHub {

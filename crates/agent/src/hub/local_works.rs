@@ -19,7 +19,7 @@ use tokio::sync::broadcast;
 use work_api::{ManifestWork, ManifestWorkStatus};
 
 use super::seam::{WorkEvent, WorkEvents};
-use crate::work::stored_work::StoredWork;
+use crate::hub::stored_work::StoredWork;
 
 /// Changes a watcher may fall behind by before it re-lists. The channel keeps the last this many
 /// events (each a work's text) after every watcher has read them, so it is small; a watcher

@@ -14,6 +14,7 @@ pub mod kube;
 pub mod local_works;
 pub mod memory;
 pub mod seam;
+pub mod stored_work;
 
 pub use self::kube::KubeHub;
 pub use memory::MemoryHub;

@@ -8,7 +8,7 @@ use kube::runtime::events::Event;
 use kube::runtime::watcher;
 use work_api::{ManifestWork, ManifestWorkStatus};
 
-use crate::work::stored_work::StoredWork;
+use crate::hub::stored_work::StoredWork;
 
 /// One change of the cluster's works, as a watch reports it.
 pub type WorkEvent = watcher::Event<StoredWork>;

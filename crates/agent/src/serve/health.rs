@@ -29,7 +29,7 @@ pub enum HealthError {
 pub async fn spawn_for(
     config: &crate::config::AgentConfig,
     hub: &Arc<dyn Hub>,
-    metrics: &Arc<crate::serve::metrics::Metrics>,
+    metrics: &Arc<crate::metrics::Metrics>,
     readiness: &Readiness,
     stop: watch::Receiver<bool>,
 ) -> Result<(), HealthError> {

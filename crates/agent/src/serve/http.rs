@@ -22,7 +22,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-use crate::serve::metrics::Metrics;
+use crate::metrics::Metrics;
 
 /// Content type of `/metrics`: prometheus-client writes OpenMetrics text.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

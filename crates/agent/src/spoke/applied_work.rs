@@ -17,8 +17,8 @@ use work_api::{
 };
 
 use crate::config::AgentConfig;
+use crate::latest::Latest;
 use crate::stored::Stored;
-use crate::work::latest::Latest;
 use crate::{finalizer_patch, params};
 
 /// Where a work's AppliedManifestWork stands.
@@ -229,19 +229,19 @@ impl AppliedWorks {
 }
 
 impl AppliedWorks {
-    /// Keeps `remembered` in the AppliedManifestWork's completion annotation (UID precondition:
-    /// never on another object of that name).
-    pub async fn remember_completion(
+    /// Sets annotation `key` of the AppliedManifestWork to `value` (UID precondition: never on
+    /// another object of that name).
+    pub async fn annotate(
         &self,
         applied: &AppliedManifestWork,
-        remembered: &crate::work::completion_memory::Remembered,
+        key: &str,
+        value: &str,
     ) -> Result<(), kube::Error> {
         let name = applied.name_any();
-        let text = serde_json::to_string(remembered).map_err(kube::Error::SerdeError)?;
         let patch = json!({
             "metadata": {
                 "uid": applied.metadata.uid,
-                "annotations": {crate::work::completion_memory::ANNOTATION: text},
+                "annotations": {key: value},
             },
         });
         let written = self

@@ -13,8 +13,8 @@ use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
-use crate::work::backoff::Backoff;
-use crate::work::triggers::Triggers;
+use crate::backoff::Backoff;
+use crate::spoke::triggers::Triggers;
 
 /// Starts the two watches; they run until the returned handles are aborted or the trigger
 /// queue closes.

@@ -14,7 +14,7 @@ use k8s_openapi::api::authorization::v1::{
 use kube::Api;
 use work_api::{ExecutorSubjectType, ManifestWorkExecutor};
 
-use crate::work::triggers::Triggers;
+use crate::spoke::triggers::Triggers;
 
 /// How long an "allowed" answer is reused.
 const ALLOWED_TTL: Duration = Duration::from_secs(300);

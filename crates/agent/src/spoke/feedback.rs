@@ -15,7 +15,7 @@ use work_api::{FeedbackRule, FeedbackType, FeedbackValue, FieldValue, JsonPath, 
 
 /// Longest JSON text reported as a `JsonRaw` value by default (upstream's
 /// `--max-json-raw-length`).
-pub const MAX_JSON_RAW: usize = 1024;
+pub use crate::config::MAX_JSON_RAW;
 
 /// The well-known status paths of a kind (upstream's list).
 fn well_known_paths(group: &str, kind: &str) -> &'static [(&'static str, &'static str)] {

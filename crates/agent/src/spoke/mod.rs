@@ -1,13 +1,12 @@
-//! The managed cluster's side: the watches and caches of applied resources and
-//! AppliedManifestWorks, and every write there (apply, deletion, eviction).
+//! The managed cluster's side, as the work logic uses it: the watches and caches of applied
+//! resources and AppliedManifestWorks, their records, executor checks, status feedback, and the
+//! triggers that wake works.
 
 pub mod applied_work;
-pub mod apply;
 pub mod blockers;
 pub mod cleanup_memory;
-pub mod deletion;
-pub mod eviction;
 pub mod executor;
 pub mod feedback;
 pub mod live_object;
+pub mod triggers;
 pub mod watches;

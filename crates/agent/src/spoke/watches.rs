@@ -18,7 +18,7 @@ use serde_json::Value;
 use applier::ResolvedResource;
 
 use crate::spoke::live_object::{LiveObject, SharedResource};
-use crate::work::triggers::Triggers;
+use crate::spoke::triggers::Triggers;
 
 /// Identifies an object: group, resource (plural), namespace, name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -9,7 +9,7 @@ use conditions::{ConditionUpdate, Evaluator, Status, reasons};
 use serde_json::Value;
 use work_api::{ConditionRule, condition_types};
 
-use crate::serve::metrics::{Metrics, RuleResultLabels};
+use crate::metrics::{Metrics, RuleResultLabels};
 
 /// The conditions `rules` yield on `object`, evaluated on the blocking pool (and metered).
 pub async fn evaluate_rules(

@@ -1,11 +1,13 @@
-//! The work logic between hub and spoke: reconcile a work, turn each manifest's outcome into
-//! status, evaluate rules, and decide when to come back (triggers, backoff, TTL).
+//! The work logic between hub and spoke: reconcile a work, apply its manifests, turn each
+//! manifest's outcome into status, evaluate rules, delete and evict, and decide when to come back
+//! (TTL, resync, admission).
 
 pub mod admission;
-pub mod backoff;
+pub mod apply;
 pub mod completion_memory;
+pub mod deletion;
 pub mod evaluate;
-pub mod latest;
+pub mod eviction;
 pub mod outcome;
 pub mod reconcile;
 pub mod resync;
@@ -13,7 +15,5 @@ pub mod states;
 pub mod status;
 pub mod status_size;
 pub mod status_writer;
-pub mod stored_work;
-pub mod triggers;
 pub mod ttl;
 pub mod ttl_failures;

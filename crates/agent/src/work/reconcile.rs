@@ -18,14 +18,14 @@ use work_api::{
 use crate::context::Context;
 use crate::error::Error;
 use crate::finalizer_patch::with_finalizer;
-use crate::serve::metrics::ControllerLabels;
+use crate::hub::stored_work::StoredWork;
+use crate::latest::is_newer;
+use crate::metrics::ControllerLabels;
 use crate::spoke::applied_work::AppliedState;
 use crate::spoke::watches::ObjectKey;
 use crate::work::completion_memory::{self, Remembered};
-use crate::work::latest::is_newer;
 use crate::work::status::{self, DesiredStatus};
-use crate::work::stored_work::StoredWork;
-use crate::{spoke::apply, spoke::deletion, work::ttl};
+use crate::work::{apply, deletion, ttl};
 use applier::manifests;
 
 /// Delay before retrying a manifest whose apply failed for a reason that may pass by itself.
@@ -293,8 +293,9 @@ async fn remember(
     if !now.adds_to(&remembered) {
         return Ok(remembered);
     }
+    let text = serde_json::to_string(&now).map_err(|e| Error::Spoke(kube::Error::SerdeError(e)))?;
     ctx.applied
-        .remember_completion(applied, &now)
+        .annotate(applied, completion_memory::ANNOTATION, &text)
         .await
         .map_err(Error::Spoke)?;
     Ok(now)

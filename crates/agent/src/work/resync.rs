@@ -76,7 +76,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::work::stored_work::StoredWork;
+    use crate::hub::stored_work::StoredWork;
     use futures::StreamExt;
     use kube::runtime::reflector::store::Writer;
     use kube::runtime::watcher::Event;

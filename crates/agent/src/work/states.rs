@@ -3,7 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 
-use crate::serve::metrics::{Metrics, StateLabels};
+use crate::metrics::{Metrics, StateLabels};
 
 /// Last known state of each work, and which works wait for their TTL.
 #[derive(Default, Debug)]

@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::error::Error;
 use crate::hub::Hub;
-use crate::work::latest::Latest;
+use crate::latest::Latest;
 use crate::work::status;
 use crate::work::status_size::{MIN_STATUS_BUDGET, budget_for, fit_status, is_too_large};
 

@@ -5,7 +5,7 @@
 use kube::runtime::controller::Action;
 
 use crate::context::Context;
-use crate::serve::metrics::ReasonLabels;
+use crate::metrics::ReasonLabels;
 
 /// Handles the outcome of a TTL deletion attempt: for [`gc::GcOutcome::Forbidden`] counts it,
 /// logs it and returns the requeue after the backoff; any other outcome clears the work's

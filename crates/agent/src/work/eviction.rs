@@ -27,8 +27,8 @@ use work_api::{APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestWork};
 
 use crate::config::{AgentConfig, EVICTION_DISABLED_AT};
 use crate::context::Context;
-use crate::spoke::deletion;
-use crate::work::stored_work::StoredWork;
+use crate::hub::stored_work::StoredWork;
+use crate::work::deletion;
 
 /// Longest time between two scans.
 const MAX_SCAN_PERIOD: Duration = Duration::from_secs(30);

@@ -13,7 +13,7 @@ use work_api::{
 };
 
 use crate::context::Context;
-use crate::serve::metrics::{ApplyLabels, StrategyLabels};
+use crate::metrics::{ApplyLabels, StrategyLabels};
 use crate::spoke::watches::{Cached, ObjectKey};
 use crate::work::evaluate::{self, CompleteRules};
 use crate::work::outcome::{Feedback, Live, ManifestOutcome, not_evaluated_because};

@@ -1,6 +1,8 @@
 //! Prometheus metrics of the agent (`/metrics`). Names follow Prometheus conventions and label
 //! sets stay small: no per-object labels, so cardinality does not grow with the number of works.
 
+pub mod workqueue;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -8,7 +10,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::serve::workqueue::WorkQueueMetrics;
+use workqueue::WorkQueueMetrics;
 
 /// Label: the state of a work (`applying`, `available`, `complete`, `deleting`, `failed`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

@@ -1,6 +1,6 @@
 //! TTL garbage collection on real API servers.
 //!
-//! First `gc::next_action` / `gc::collect` directly against the hub (the work's `Complete` status
+//! First `gc::next_action` / `agent::work::ttl::collect` directly against the hub (the work's `Complete` status
 //! is written by the test through the status subresource, no agent runs), then the whole agent:
 //! restarts during the wait, Foreground vs Orphan, and the metrics.
 
@@ -12,14 +12,13 @@ use agent_common::*;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::events::Recorder;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
 use test_support::{AgentProcess, TestCluster, free_port, unique_name, wait_for};
 use work_api::ManifestWork;
 
 // ------------------------------------------------------------------------------------------
-// Direct: gc against the hub
+// Direct: the TTL deletion against the hub
 
 struct Hub {
     cluster: TestCluster,
@@ -35,10 +34,6 @@ impl Hub {
 
     fn works(&self) -> Api<ManifestWork> {
         Api::namespaced(self.cluster.client.clone(), &self.ns)
-    }
-
-    fn recorder(&self) -> Recorder {
-        Recorder::new(self.cluster.client.clone(), gc::event_reporter(None))
     }
 
     /// Creates a work with an optional TTL and no finalizer (no agent serves this namespace, so a
@@ -76,18 +71,14 @@ impl Hub {
 
     async fn collect(&self, work: &ManifestWork) -> gc::GcOutcome {
         let uid = work.uid().expect("stored work has a uid");
-        let (works, recorder) = (self.works(), self.recorder());
-        gc::collect(
-            &gc::KubeWorks {
-                api: &works,
-                recorder: &recorder,
-            },
-            true,
-            &work.name_any(),
-            &uid,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("collect {}: {e}", work.name_any()))
+        let hub = agent::hub::KubeHub::new(
+            self.cluster.client.clone(),
+            &self.ns,
+            gc::event_reporter(None),
+        );
+        agent::work::ttl::collect(&hub, true, &work.name_any(), &uid)
+            .await
+            .unwrap_or_else(|e| panic!("collect {}: {e}", work.name_any()))
     }
 
     async fn exists(&self, name: &str) -> bool {

@@ -1,11 +1,11 @@
-//! The I/O side: re-read, re-check and delete a due work on the hub, then record an Event.
+//! What a due work's deletion decides, as plain functions: re-check the work read back from the
+//! hub, classify the delete's answer, the Events to record. The reads and writes are the agent's
+//! (through its hub seam).
 
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{DeleteParams, Preconditions};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::{Api, Resource, ResourceExt};
+use kube::runtime::events::{Event, EventType, Reporter};
 use work_api::ManifestWork;
 
 use crate::deadline::{GcAction, next_action, ttl_seconds};
@@ -22,7 +22,7 @@ pub const FORBIDDEN_RETRY_FIRST: Duration = Duration::from_secs(5);
 /// Longest wait between two attempts at a forbidden TTL deletion.
 pub const FORBIDDEN_RETRY_MAX: Duration = Duration::from_secs(300);
 
-/// What [`collect`] did.
+/// What a TTL deletion did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GcOutcome {
     /// Deleted on the hub; `lag` is the time between the deadline and the delete call.
@@ -76,57 +76,6 @@ pub enum GcError {
     },
 }
 
-/// What a TTL deletion needs from the hub: read the work, delete it under a UID precondition,
-/// record an Event on it.
-pub trait WorkDeleter: Sync {
-    /// Reads work `name`; `None` when it is gone.
-    fn get(
-        &self,
-        name: &str,
-    ) -> impl std::future::Future<Output = Result<Option<ManifestWork>, kube::Error>> + Send;
-    /// Deletes work `name` if it is still the object `uid` (a 409 Conflict otherwise).
-    fn delete(
-        &self,
-        name: &str,
-        uid: &str,
-    ) -> impl std::future::Future<Output = Result<(), kube::Error>> + Send;
-    /// Records `event` on `work`.
-    fn publish(
-        &self,
-        work: &ManifestWork,
-        event: Event,
-    ) -> impl std::future::Future<Output = Result<(), kube::Error>> + Send;
-}
-
-/// A Kubernetes hub: the ManifestWork API of a namespace and an Event recorder.
-pub struct KubeWorks<'a> {
-    /// The works.
-    pub api: &'a Api<ManifestWork>,
-    /// Records Events on them.
-    pub recorder: &'a Recorder,
-}
-
-impl WorkDeleter for KubeWorks<'_> {
-    async fn get(&self, name: &str) -> Result<Option<ManifestWork>, kube::Error> {
-        self.api.get_opt(name).await
-    }
-
-    async fn delete(&self, name: &str, uid: &str) -> Result<(), kube::Error> {
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: Some(uid.to_owned()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        self.api.delete(name, &params).await.map(|_| ())
-    }
-
-    async fn publish(&self, work: &ManifestWork, event: Event) -> Result<(), kube::Error> {
-        self.recorder.publish(&event, &work.object_ref(&())).await
-    }
-}
-
 /// The Event reporter the agent uses: controller `work-agent`, instance e.g. the pod name.
 pub fn event_reporter(instance: Option<String>) -> Reporter {
     Reporter {
@@ -135,97 +84,76 @@ pub fn event_reporter(instance: Option<String>) -> Reporter {
     }
 }
 
-/// Deletes the work `name` if it is still the object `expected_uid`, still Complete and past its
-/// TTL deadline by the clock now. The delete carries a UID precondition, so a work re-created
-/// under the same name in between is never deleted by the old deadline. With `deletion_event`,
-/// an Event is recorded on the deleted work (one more hub write; a failure to record it is logged,
-/// not returned: the work is gone). A refused deletion always gets a Warning Event.
-pub async fn collect(
-    hub: &impl WorkDeleter,
-    deletion_event: bool,
-    name: &str,
+/// What the work read back from the hub says of a TTL deletion that was due: delete it now
+/// (`Ok`, with the time past the deadline by the clock `now`), or the outcome that stops it. A
+/// work that is another object (`expected_uid` differs), being deleted, no longer Complete or
+/// given more time is not deleted.
+pub fn recheck(
+    work: Option<&ManifestWork>,
     expected_uid: &str,
-) -> Result<GcOutcome, GcError> {
-    collect_at(hub, deletion_event, name, expected_uid, Timestamp::now).await
-}
-
-/// [`collect`] with an injected clock, read after the work is fetched.
-pub async fn collect_at(
-    hub: &impl WorkDeleter,
-    deletion_event: bool,
-    name: &str,
-    expected_uid: &str,
-    now: impl Fn() -> Timestamp,
-) -> Result<GcOutcome, GcError> {
-    let read = |source| GcError::Read {
-        name: name.to_owned(),
-        source,
-    };
-    let Some(work) = hub.get(name).await.map_err(read)? else {
-        return Ok(GcOutcome::AlreadyGone);
+    now: Timestamp,
+) -> Result<Duration, GcOutcome> {
+    let Some(work) = work else {
+        return Err(GcOutcome::AlreadyGone);
     };
     if work.metadata.uid.as_deref() != Some(expected_uid) {
-        return Ok(GcOutcome::Replaced);
+        return Err(GcOutcome::Replaced);
     }
     if work.metadata.deletion_timestamp.is_some() {
-        return Ok(GcOutcome::AlreadyGone);
+        return Err(GcOutcome::AlreadyGone);
     }
-    let lag = match next_action(&work, now()) {
-        GcAction::NotEligible => return Ok(GcOutcome::NoLongerComplete),
-        GcAction::WaitFor(left) => return Ok(GcOutcome::NotYetDue(left)),
-        GcAction::DeleteNow { lag } => lag,
-    };
-    match hub.delete(name, expected_uid).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.is_not_found() => return Ok(GcOutcome::AlreadyGone),
-        // A failed UID precondition is a 409: the name now belongs to another object.
-        Err(kube::Error::Api(s)) if s.is_conflict() => return Ok(GcOutcome::Replaced),
-        Err(kube::Error::Api(s)) if s.is_forbidden() => {
-            record_forbidden_event(hub, &work, &s.message).await;
-            return Ok(GcOutcome::Forbidden);
-        }
-        Err(source) => {
-            return Err(GcError::Delete {
-                name: name.to_owned(),
-                source,
-            });
-        }
+    match next_action(work, now) {
+        GcAction::NotEligible => Err(GcOutcome::NoLongerComplete),
+        GcAction::WaitFor(left) => Err(GcOutcome::NotYetDue(left)),
+        GcAction::DeleteNow { lag } => Ok(lag),
     }
-    tracing::info!(
-        namespace = work.namespace().unwrap_or_default(),
-        name,
-        lag_seconds = lag.as_secs_f64(),
-        "deleted ManifestWork after its TTL"
-    );
-    if deletion_event {
-        record_event(hub, &work, lag).await;
-    }
-    Ok(GcOutcome::Deleted { lag })
 }
 
-async fn record_event(hub: &impl WorkDeleter, work: &ManifestWork, lag: Duration) {
-    let event = Event {
+/// The hub's answer to the UID-preconditioned delete of a due work.
+#[derive(Debug)]
+pub enum DeleteAnswer {
+    /// Deleted (or marked for deletion).
+    Deleted,
+    /// Already gone.
+    AlreadyGone,
+    /// The UID precondition failed (409): the name belongs to another object now.
+    Replaced,
+    /// The hub refused (403), with its message.
+    Forbidden(String),
+    /// Any other failure.
+    Failed(kube::Error),
+}
+
+/// Classifies the delete's answer.
+pub fn delete_answered(answer: Result<(), kube::Error>) -> DeleteAnswer {
+    match answer {
+        Ok(()) => DeleteAnswer::Deleted,
+        Err(kube::Error::Api(s)) if s.is_not_found() => DeleteAnswer::AlreadyGone,
+        Err(kube::Error::Api(s)) if s.is_conflict() => DeleteAnswer::Replaced,
+        Err(kube::Error::Api(s)) if s.is_forbidden() => DeleteAnswer::Forbidden(s.message),
+        Err(e) => DeleteAnswer::Failed(e),
+    }
+}
+
+/// The Normal Event recorded on a work deleted `lag` past its deadline.
+pub fn deletion_event(work: &ManifestWork, lag: Duration) -> Event {
+    Event {
         type_: EventType::Normal,
         reason: EVENT_REASON.into(),
         note: Some(event_note(ttl_seconds(work).unwrap_or(0), lag)),
         action: EVENT_ACTION.into(),
         secondary: None,
-    };
-    if let Err(e) = hub.publish(work, event).await {
-        tracing::warn!(name = work.name_any(), error = %e, "recording the TTL deletion Event failed");
     }
 }
 
-async fn record_forbidden_event(hub: &impl WorkDeleter, work: &ManifestWork, message: &str) {
-    let event = Event {
+/// The Warning Event recorded on a work whose deletion the hub forbade with `message`.
+pub fn forbidden_event(message: &str) -> Event {
+    Event {
         type_: EventType::Warning,
         reason: FORBIDDEN_EVENT_REASON.into(),
         note: Some(forbidden_note(message)),
         action: EVENT_ACTION.into(),
         secondary: None,
-    };
-    if let Err(e) = hub.publish(work, event).await {
-        tracing::warn!(name = work.name_any(), error = %e, "recording the forbidden TTL deletion Event failed");
     }
 }
 

@@ -3,11 +3,10 @@
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use gc::WorkDeleter;
-use kube::Api;
-use kube::api::{ListParams, Patch};
+use kube::api::{DeleteParams, ListParams, Patch, Preconditions};
 use kube::runtime::events::{Event, Recorder};
 use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Resource};
 use serde_json::json;
 use work_api::{ManifestWork, ManifestWorkStatus};
 
@@ -39,14 +38,6 @@ impl KubeHub {
             namespace: namespace.to_owned(),
             auth: HubAuth::new(),
             client,
-        }
-    }
-
-    /// The same works as the TTL collector's Kubernetes hub sees them.
-    fn gc_works(&self) -> gc::KubeWorks<'_> {
-        gc::KubeWorks {
-            api: &self.works,
-            recorder: &self.recorder,
         }
     }
 }
@@ -96,11 +87,20 @@ impl Hub for KubeHub {
     }
 
     fn delete_work<'a>(&'a self, name: &'a str, uid: &'a str) -> HubResult<'a, ()> {
-        Box::pin(async move { self.gc_works().delete(name, uid).await })
+        Box::pin(async move {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid.to_owned()),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            self.works.delete(name, &params).await.map(|_| ())
+        })
     }
 
     fn record_event<'a>(&'a self, work: &'a ManifestWork, event: Event) -> HubResult<'a, ()> {
-        Box::pin(async move { self.gc_works().publish(work, event).await })
+        Box::pin(async move { self.recorder.publish(&event, &work.object_ref(&())).await })
     }
 
     fn reachable(&self) -> BoxFuture<'_, bool> {

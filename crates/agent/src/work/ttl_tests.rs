@@ -1,15 +1,16 @@
-//! `collect` against a scripted fake API server: which requests it sends and what it concludes.
+//! `collect` through a Kubernetes hub on a scripted fake API server: which requests it sends and
+//! what it concludes.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use gc::{EVENT_REASON, GcOutcome, event_reporter};
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::events::Recorder;
-use kube::{Api, Client};
+use kube::Client;
 use serde_json::{Value, json};
-use work_api::ManifestWork;
 
-use crate::{EVENT_REASON, GcOutcome, KubeWorks, collect_at, event_reporter};
+use super::collect_at;
+use crate::hub::KubeHub;
 
 const WORK_PATH: &str = "/apis/work.open-cluster-management.io/v1/namespaces/c1/manifestworks/w";
 const EVENTS_PATH: &str = "/apis/events.k8s.io/v1/namespaces/c1/events";
@@ -103,21 +104,11 @@ async fn run(start: Option<Value>, uid: &str, now: &str) -> (GcOutcome, Hub) {
 async fn run_hub(hub: Hub, uid: &str, now: &str, deletion_event: bool) -> (GcOutcome, Hub) {
     let hub = Arc::new(Mutex::new(hub));
     let client = fake_client(hub.clone());
-    let api: Api<ManifestWork> = Api::namespaced(client.clone(), "c1");
-    let recorder = Recorder::new(client, event_reporter(None));
+    let kube_hub = KubeHub::new(client, "c1", event_reporter(None));
     let now: Timestamp = now.parse().expect("test timestamp");
-    let outcome = collect_at(
-        &KubeWorks {
-            api: &api,
-            recorder: &recorder,
-        },
-        deletion_event,
-        "w",
-        uid,
-        || now,
-    )
-    .await
-    .expect("the fake hub answers every request");
+    let outcome = collect_at(&kube_hub, deletion_event, "w", uid, || now)
+        .await
+        .expect("the fake hub answers every request");
     let hub = std::mem::take(&mut *hub.lock().expect("not poisoned"));
     (outcome, hub)
 }

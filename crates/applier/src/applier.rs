@@ -441,7 +441,7 @@ impl Applier {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Value>, ApplyError> {
-        let target = ManifestId::of_resource(resource, namespace.unwrap_or_default(), name);
+        let target = crate::manifest_id_of(resource, namespace.unwrap_or_default(), name);
         let api = self.api(resource, target.namespace(), &target)?;
         get_value(&api, &target).await
     }
@@ -480,7 +480,7 @@ impl Applier {
         };
         let namespace =
             Some(meta.namespace.as_str()).filter(|ns| resource.namespaced && !ns.is_empty());
-        let target = ManifestId::of_resource(&resource, namespace.unwrap_or_default(), &meta.name);
+        let target = crate::manifest_id_of(&resource, namespace.unwrap_or_default(), &meta.name);
         let api = self.api(&resource, namespace, &target)?;
         Ok(Some((api, target)))
     }

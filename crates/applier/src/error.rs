@@ -67,6 +67,12 @@ pub enum ApplyError {
     },
 }
 
+impl From<work_semantics::InvalidManifest> for ApplyError {
+    fn from(e: work_semantics::InvalidManifest) -> Self {
+        ApplyError::InvalidManifest(e.0)
+    }
+}
+
 impl ApplyError {
     /// True for a 409 from the API server: a stale resourceVersion, a failed delete precondition,
     /// or a server-side apply field conflict.

@@ -61,13 +61,11 @@
 
 mod applier;
 mod error;
-mod identity;
 mod ignore;
 mod jq;
 pub mod json_path;
 mod managed_fields;
 mod manifest;
-pub mod manifests;
 mod order;
 mod owner;
 mod resolver;
@@ -76,7 +74,6 @@ pub use applier::{
     Applied, Applier, ApplyOutcome, ApplyRequest, CompleteCheck, DeleteOutcome, WriteGate,
 };
 pub use error::ApplyError;
-pub use identity::ManifestId;
 pub use ignore::{
     CONFIG_SPEC_HASH_ANNOTATION, IgnorePlan, check_jq_path, parse_json_path, parse_json_pointer,
     plan_ignore_fields,
@@ -89,4 +86,5 @@ pub use owner::{
     AGENT_LABEL, agent_label_value, has_owner_reference, merge_owner_references, owner_reference,
     remove_owner_reference,
 };
-pub use resolver::{ResolvedResource, Resolver};
+pub use resolver::{ResolvedResource, Resolver, manifest_id_of};
+pub use work_semantics::{ManifestId, manifests};

@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList;
 use kube::discovery::ApiResource;
 
 use crate::ApplyError;
+use work_semantics::ManifestId;
 
 /// A resolved API resource: what the API server serves for a kind.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -315,6 +316,18 @@ pub(crate) fn group_version(group: &str, version: &str) -> String {
         version.to_string()
     } else {
         format!("{group}/{version}")
+    }
+}
+
+/// The identity of object `namespace`/`name` of `resource`.
+pub fn manifest_id_of(resource: &ResolvedResource, namespace: &str, name: &str) -> ManifestId {
+    ManifestId {
+        api_version: resource.api_version(),
+        group: resource.group.clone(),
+        version: resource.version.clone(),
+        kind: resource.kind.clone(),
+        name: name.to_string(),
+        namespace: namespace.to_string(),
     }
 }
 

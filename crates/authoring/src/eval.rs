@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use serde_json::{Value, json};
 use work_api::{ManifestCondition, ManifestWork};
 
-use applier::manifests::resource_meta;
+use work_semantics::manifests::resource_meta;
 
 use crate::locate::locate;
 

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use work_api::{CelExpression, ConditionRule, ConditionRuleType, ManifestWork};
 
 use crate::locate::locate;
-use applier::manifests::resource_meta;
+use work_semantics::manifests::resource_meta;
 
 /// Condition type used when a single expression is explained.
 pub const EXPRESSION_CONDITION: &str = "Expression";

@@ -19,7 +19,7 @@ use work_api::{
 use crate::eval::parse_documents;
 use crate::locate::guess_plural;
 use crate::{lint_cel, rule_library};
-use applier::manifests::{ManifestId, glob_match};
+use work_semantics::manifests::{ManifestId, glob_match};
 
 /// Largest total size of a work's manifests the hub accepts (upstream OCM's limit).
 pub const MAX_MANIFESTS_BYTES: usize = 500 * 1024;

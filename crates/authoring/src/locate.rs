@@ -4,7 +4,7 @@
 use serde_json::Value;
 use work_api::ManifestWork;
 
-use applier::manifests::{ManifestId, glob_match, settings_for};
+use work_semantics::manifests::{ManifestId, glob_match, settings_for};
 
 /// The plural resource name of a kind, as discovery would most likely report it.
 pub fn guess_plural(kind: &str) -> String {

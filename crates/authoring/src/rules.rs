@@ -16,7 +16,7 @@ use work_api::{ManifestConfigOption, ManifestWork, ResourceIdentifier};
 
 use crate::lint::selects;
 use crate::rule_library::{self, LibraryRule};
-use applier::manifests::ManifestId;
+use work_semantics::manifests::ManifestId;
 
 /// Arguments of `work-agent rules`.
 #[derive(clap::Args, Debug)]

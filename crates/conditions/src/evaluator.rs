@@ -308,10 +308,7 @@ fn cel_sources<'r>(
 }
 
 fn complete_rules(rules: &[ConditionRule]) -> Vec<&ConditionRule> {
-    rules
-        .iter()
-        .filter(|r| r.condition_type() == work_api::condition_types::COMPLETE)
-        .collect()
+    work_semantics::manifests::complete_rules(rules).collect()
 }
 
 /// Whether each of `expected` rules yielded a True condition.

@@ -7,7 +7,7 @@
 //! [`aggregate_work_conditions`] for the work level and [`merge_conditions`] /
 //! [`merge_work_conditions`] to write them.
 //!
-//! Behaviour (see `shared/notes/semantics.md` §3-§4):
+//! Behaviour (the contract is `docs/semantics.md` §3-§4):
 //! - CEL expressions of a rule are AND-ed and stop at the first result that is not True;
 //!   an empty list is True. A result is a bool, or a map `{status?, reason?, message?}` where
 //!   `status` is a bool or "True"/"False"/"Unknown" (absent means True). A map's `reason` must match

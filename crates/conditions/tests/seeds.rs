@@ -1,5 +1,5 @@
-//! The examples of the seeds: the Workload Completion enhancement (seeds/002) and Flux's CEL
-//! health checks (seeds/000).
+//! The examples of the design documents the project started from: OCM's Workload Completion
+//! enhancement ("002" below) and Flux's CEL health checks ("000").
 
 use conditions::{Bindings, Evaluator, Status};
 use serde_json::{Value, json};
@@ -13,7 +13,7 @@ fn job(conditions: Value) -> Value {
     json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "some-job"}, "status": {"conditions": conditions}})
 }
 
-/// seeds/002: the enhancement's Job rule, written in CEL, agrees with the built-in one.
+/// 002: the enhancement's Job rule, written in CEL, agrees with the built-in one.
 #[test]
 fn enhancement_job_rule_matches_well_known() {
     let cel = rules(
@@ -62,7 +62,7 @@ fn enhancement_job_rule_matches_well_known() {
     );
 }
 
-/// seeds/002: the enhancement's Pod rule.
+/// 002: the enhancement's Pod rule.
 #[test]
 fn enhancement_pod_rule() {
     let rule = rules(
@@ -87,7 +87,7 @@ fn enhancement_pod_rule() {
     }
 }
 
-/// seeds/002: CEL conditions for a custom resource (Complete and MyCondition).
+/// 002: CEL conditions for a custom resource (Complete and MyCondition).
 #[test]
 fn enhancement_custom_resource_rules() {
     let rules = rules(json!([
@@ -164,7 +164,7 @@ fn certificate(issuing: &str, ready: &str, observed: i64) -> Value {
             {"type": "Ready", "status": ready, "observedGeneration": observed}]}})
 }
 
-/// seeds/000: Flux's Certificate expressions, bound at top level as Flux does.
+/// 000: Flux's Certificate expressions, bound at top level as Flux does.
 #[test]
 fn flux_certificate_health_checks() {
     let in_progress = "status.conditions.filter(e, e.type == 'Issuing').all(e, e.observedGeneration == metadata.generation && e.status == 'True')";
@@ -196,7 +196,7 @@ fn flux_certificate_health_checks() {
     );
 }
 
-/// seeds/000: the same checks as condition rules on `object`, and the stale-status guard.
+/// 000: the same checks as condition rules on `object`, and the stale-status guard.
 #[test]
 fn flux_checks_as_rules_and_stale_guard() {
     let rule = rules(

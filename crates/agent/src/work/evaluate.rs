@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use conditions::{ConditionUpdate, Evaluator, Status, reasons};
 use serde_json::Value;
-use work_api::{ConditionRule, condition_types};
+use work_api::ConditionRule;
 
 use crate::metrics::{Metrics, RuleResultLabels};
 
@@ -54,11 +54,7 @@ fn rule_result_label(u: &ConditionUpdate) -> &'static str {
 
 /// The rules of a manifest that decide its `Complete` condition.
 pub fn complete_rules(rules: &[ConditionRule]) -> Vec<ConditionRule> {
-    rules
-        .iter()
-        .filter(|r| r.condition_type() == condition_types::COMPLETE)
-        .cloned()
-        .collect()
+    applier::manifests::complete_rules(rules).cloned().collect()
 }
 
 /// The applier's pre-update check: the manifest's `Complete` rules on the live object, on the

@@ -24,6 +24,14 @@ pub fn resource_meta(ordinal: usize, id: &ManifestId, resource: &str) -> Manifes
     }
 }
 
+/// The rules of a manifest that decide its `Complete` condition (those whose condition type is
+/// `Complete`, the well-known completions among them).
+pub fn complete_rules(rules: &[ConditionRule]) -> impl Iterator<Item = &ConditionRule> {
+    rules
+        .iter()
+        .filter(|r| r.condition_type() == condition_types::COMPLETE)
+}
+
 /// The settings a manifest gets from `manifestConfigs`.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ManifestSettings {

@@ -3,7 +3,10 @@
 
 use serde_json::Value;
 
-use crate::{ApplyError, ResolvedResource};
+/// A manifest that does not say what it is: no kind, no name, metadata of the wrong shape.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid manifest: {0}")]
+pub struct InvalidManifest(pub String);
 
 /// Identity of a manifest: apiVersion (and its group and version), kind, name, namespace.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,8 +28,8 @@ pub struct ManifestId {
 impl ManifestId {
     /// Reads apiVersion, kind, name and namespace, with a clear error for each one missing or
     /// of the wrong type.
-    pub fn of(manifest: &Value) -> Result<Self, ApplyError> {
-        let invalid = |message: &str| ApplyError::InvalidManifest(message.to_string());
+    pub fn of(manifest: &Value) -> Result<Self, InvalidManifest> {
+        let invalid = |message: &str| InvalidManifest(message.to_string());
         let obj = manifest
             .as_object()
             .ok_or_else(|| invalid("a manifest must be a JSON object"))?;
@@ -38,8 +41,8 @@ impl ManifestId {
             None => return Err(invalid("metadata.name is required")),
         };
         let name = required_string(meta.get("name"), "metadata.name").map_err(|e| match e {
-            ApplyError::InvalidManifest(m) if m.ends_with("required") => {
-                ApplyError::InvalidManifest(format!("{m} (generateName is not supported)"))
+            InvalidManifest(m) if m.ends_with("required") => {
+                InvalidManifest(format!("{m} (generateName is not supported)"))
             }
             other => other,
         })?;
@@ -62,18 +65,6 @@ impl ManifestId {
         })
     }
 
-    /// The identity of object `name` of a resolved resource type.
-    pub fn of_resource(resource: &ResolvedResource, namespace: &str, name: &str) -> Self {
-        Self {
-            api_version: resource.api_version(),
-            group: resource.group.clone(),
-            version: resource.version.clone(),
-            kind: resource.kind.clone(),
-            name: name.to_string(),
-            namespace: namespace.to_string(),
-        }
-    }
-
     /// The namespace, `None` when the manifest names none.
     pub fn namespace(&self) -> Option<&str> {
         Some(self.namespace.as_str()).filter(|ns| !ns.is_empty())
@@ -88,15 +79,13 @@ impl ManifestId {
     }
 }
 
-fn required_string(value: Option<&Value>, field: &str) -> Result<String, ApplyError> {
+fn required_string(value: Option<&Value>, field: &str) -> Result<String, InvalidManifest> {
     match value {
         Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
         Some(Value::String(_) | Value::Null) | None => {
-            Err(ApplyError::InvalidManifest(format!("{field} is required")))
+            Err(InvalidManifest(format!("{field} is required")))
         }
-        Some(_) => Err(ApplyError::InvalidManifest(format!(
-            "{field} must be a string"
-        ))),
+        Some(_) => Err(InvalidManifest(format!("{field} must be a string"))),
     }
 }
 

@@ -1,0 +1,12 @@
+//! What a ManifestWork means, as plain functions over plain data, written once for everyone who
+//! needs it: the applier that writes manifests, the agent that reports on them and the authoring
+//! tools that check them before they ship. A manifest's identity ([`ManifestId`]), which
+//! `manifestConfigs` entry applies to it, sticky completion, orphaning and pruning
+//! ([`manifests`]). No I/O.
+
+#![warn(missing_docs)]
+
+mod identity;
+pub mod manifests;
+
+pub use identity::{InvalidManifest, ManifestId};

@@ -21,7 +21,8 @@ use crate::manifest::{
     owner_references_patch, set_apply_owner_references, update_body,
 };
 use crate::owner::{has_owner_reference, remove_owner_reference};
-use crate::{ApplyError, ManifestId, ResolvedResource, Resolver};
+use crate::{ApplyError, ResolvedResource, Resolver};
+use work_semantics::ManifestId;
 
 /// Field manager for the agent's own (non-apply) writes.
 const WRITER: &str = "work-agent";
@@ -441,7 +442,7 @@ impl Applier {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Value>, ApplyError> {
-        let target = crate::manifest_id_of(resource, namespace.unwrap_or_default(), name);
+        let target = crate::resolver::manifest_id_of(resource, namespace.unwrap_or_default(), name);
         let api = self.api(resource, target.namespace(), &target)?;
         get_value(&api, &target).await
     }
@@ -480,7 +481,8 @@ impl Applier {
         };
         let namespace =
             Some(meta.namespace.as_str()).filter(|ns| resource.namespaced && !ns.is_empty());
-        let target = crate::manifest_id_of(&resource, namespace.unwrap_or_default(), &meta.name);
+        let target =
+            crate::resolver::manifest_id_of(&resource, namespace.unwrap_or_default(), &meta.name);
         let api = self.api(&resource, namespace, &target)?;
         Ok(Some((api, target)))
     }

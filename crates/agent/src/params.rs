@@ -22,14 +22,22 @@ pub fn post() -> PostParams {
     }
 }
 
-/// Parameters of a Background delete of exactly the object `uid` (a 409 Conflict if the name
-/// now belongs to another object).
-pub fn delete_background_of(uid: Option<String>) -> DeleteParams {
+/// Parameters of a delete of exactly the object `uid` (a 409 Conflict if the name now belongs to
+/// another object), with the server's default propagation.
+pub fn delete_of(uid: Option<String>) -> DeleteParams {
     DeleteParams {
         preconditions: Some(Preconditions {
             uid,
             resource_version: None,
         }),
-        ..DeleteParams::background()
+        ..DeleteParams::default()
+    }
+}
+
+/// [`delete_of`] with Background propagation.
+pub fn delete_background_of(uid: Option<String>) -> DeleteParams {
+    DeleteParams {
+        propagation_policy: DeleteParams::background().propagation_policy,
+        ..delete_of(uid)
     }
 }

@@ -3,7 +3,7 @@
 
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use kube::api::{DeleteParams, ListParams, Patch, Preconditions};
+use kube::api::{ListParams, Patch};
 use kube::runtime::events::{Event, Recorder};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
@@ -88,13 +88,7 @@ impl Hub for KubeHub {
 
     fn delete_work<'a>(&'a self, name: &'a str, uid: &'a str) -> HubResult<'a, ()> {
         Box::pin(async move {
-            let params = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(uid.to_owned()),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default()
-            };
+            let params = params::delete_of(Some(uid.to_owned()));
             self.works.delete(name, &params).await.map(|_| ())
         })
     }

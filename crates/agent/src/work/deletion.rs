@@ -137,19 +137,15 @@ const STATUS_TAKEN_RETRY: Duration = Duration::from_secs(2);
 /// Whether the hub has taken work `name`'s last status, waiting up to [`STATUS_TAKEN_WAIT`] for
 /// it (a source answers in milliseconds).
 async fn status_taken(name: &str, ctx: &Context) -> bool {
-    let taken = ctx.hub.events_taken();
-    if ctx.hub.status_heard(name) {
-        return true;
-    }
     let deadline = tokio::time::Instant::now() + STATUS_TAKEN_WAIT;
-    let mut taken = taken;
     loop {
-        if tokio::time::timeout_at(deadline, taken).await.is_err() {
-            return ctx.hub.status_heard(name);
-        }
-        taken = ctx.hub.events_taken();
+        // Made before looking: an event taken while this looks still wakes the wait.
+        let taken = ctx.hub.events_taken();
         if ctx.hub.status_heard(name) {
             return true;
+        }
+        if tokio::time::timeout_at(deadline, taken).await.is_err() {
+            return ctx.hub.status_heard(name);
         }
     }
 }

@@ -486,9 +486,8 @@ mod tests {
             EvictionStep::FinishDeletion,
             "a Kubernetes hub keeps the completion itself"
         );
-        let without = amw(&c, "agent-1", None);
         let mut plain = deleting.clone();
-        plain.metadata.annotations = without.metadata.annotations;
+        plain.metadata.annotations = None;
         assert_eq!(
             decide(&plain, broker_gone, &c, ts(NOW)),
             EvictionStep::FinishDeletion,

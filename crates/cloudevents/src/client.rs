@@ -1,51 +1,36 @@
-//! The agent's MQTT client on `rumqttc` v5: connect (MQTT 5, clean start, QoS from the config),
-//! subscribe, decode spec events into a stream, publish status events from a bounded queue that
-//! keeps only the latest event per work while the broker is away, and call a hook after every
-//! (re)subscribe. Reconnects with jittered exponential backoff (upstream: 5 s to 1 min).
+//! The agent's CloudEvents client, one for every wire: it drives a [`Transport`] (MQTT, gRPC),
+//! decodes the source's spec events into a stream, publishes status events from a bounded queue
+//! that keeps only the latest event per work while the source is away, and calls a hook after
+//! every (re)subscribe (the agent's spec resync request). Reconnects with jittered exponential
+//! backoff (upstream: 5 s to 1 min); at once, without backoff, when the client certificate was
+//! rotated (its files are read again every refresh period, upstream's `clientCertRotating`).
 //!
-//! With TLS, a task reads the client certificate files again every refresh period (upstream's
-//! `clientCertRotating`); when the certificate changed and the connection presented the old one,
-//! it closes the connection (an MQTT DISCONNECT, then the socket) and the client reconnects at
-//! once, without backoff, presenting the new certificate.
-//!
-//! Loss-free across broker restarts: with a clean start the broker and rumqttc both forget
-//! unacknowledged publishes, so every event stays ours until its PUBACK; on a connection error the
-//! unacknowledged ones go back into the queue (unless a newer event for the same work is there).
-//! An event the broker acknowledges as heard by nobody (MQTT 5 reason 0x10: the source was away)
-//! is held and sent again once the source is back ([`Unheard`]).
+//! Loss-free across broker and server restarts: an event stays the client's until the source has
+//! taken it ([`Sent::Taken`]); one lost with its connection goes back to the queue (unless a newer
+//! event of the same work is there), one the broker took while no source listened is held and sent
+//! again once a source is back, one the source could not apply now is tried again after a growing
+//! delay, one the source called malformed is dropped and counted.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+mod outbox;
+
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rumqttc::Outgoing;
-use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::{Packet, PubAckReason, PublishProperties};
-use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, watch};
 
 use crate::Error;
 use crate::codec::{Decoder, Incoming};
-use crate::config::{MqttConfig, mqtt_client_id};
 use crate::event::CloudEvent;
-use crate::mqtt::{self, Message, Topics};
-use crate::queue::{LatestQueue, Unheard, event_key, reconnect_backoff};
+use crate::queue::{event_key, reconnect_backoff};
 use crate::tls::ReloadingClientCert;
-use crate::types::{self, EventType};
+use crate::transport::{EventSender, Received, Sent, Transport};
+use outbox::Outbox;
 
-/// Room for a ~1 MiB bundle plus attributes (rumqttc's default is 10 KiB).
-pub const MAX_PACKET: u32 = 2 * 1024 * 1024;
-
-/// Publishes awaiting their PUBACK at most (fewer when the broker's Receive Maximum is lower:
-/// mosquitto's default is 20). rumqttc keeps a slot per possible packet in flight from the
-/// start, and its default (65,535 slots) held 14 MiB before the first publish.
-pub const MAX_INFLIGHT: u16 = 256;
-
-/// What a client needs besides the config file (`C`: [`MqttConfig`], or the gRPC config for
-/// [`crate::grpc::GrpcClient`]).
+/// What a client needs besides its transport (`C`: the wire's parsed config file, which the
+/// transport is made from).
 #[derive(Clone, Debug)]
-pub struct ClientOptions<C = MqttConfig> {
+pub struct ClientOptions<C = crate::config::MqttConfig> {
     /// The parsed config.
     pub config: C,
     /// This agent's cluster.
@@ -54,7 +39,7 @@ pub struct ClientOptions<C = MqttConfig> {
     pub cloudevents_client_id: String,
     /// Largest spec payload accepted.
     pub max_payload: usize,
-    /// Works whose latest status may wait while the broker is away; beyond, publish fails.
+    /// Works whose latest status may wait while the source is away; beyond, publish fails.
     pub queue_capacity: usize,
     /// First reconnect delay (upstream 5 s).
     pub reconnect_min: Duration,
@@ -88,19 +73,19 @@ impl<C> ClientOptions<C> {
 /// Counters and readiness as plain data, for metrics and probes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Subscribed to every topic now.
+    /// Subscribed now.
     pub ready: bool,
     /// Events received, by type (unknown types under their type string).
     pub received: BTreeMap<String, u64>,
-    /// Events acknowledged by the broker, by type.
+    /// Events the source took, by type.
     pub sent: BTreeMap<String, u64>,
     /// Messages that could not be decoded (binding, codec or wrong cluster).
     pub rejected: u64,
     /// Connection losses followed by a new attempt.
     pub reconnects: u64,
-    /// Events waiting to be published, including unacknowledged ones.
+    /// Events waiting to be published, including those on their way, unheard or refused for now.
     pub queue_depth: usize,
-    /// Events the source refused as malformed; dropped, as retrying cannot help.
+    /// Events the source or broker refused as malformed; dropped, as retrying cannot help.
     pub dropped: u64,
     /// Events the broker took while no source was subscribed (held and sent again).
     pub unheard: u64,
@@ -109,99 +94,26 @@ pub struct Stats {
 /// Called after every successful (re)subscribe with the client, e.g. to send the spec resync request.
 pub type SubscribedHook = Arc<dyn Fn(&Publisher) + Send + Sync>;
 
-/// First delay before an unheard event is sent again as a probe.
-const UNHEARD_RETRY_MIN: Duration = Duration::from_secs(1);
-/// Longest delay between two probes while no source listens: how late at most a returning
-/// source hears what it missed (one held event is sent per period while it is away).
-const UNHEARD_RETRY_MAX: Duration = Duration::from_secs(10);
-
-struct State {
-    ready: bool,
-    /// What waits to be published, with its topic: the latest event per work.
-    queue: LatestQueue<(String, CloudEvent)>,
-    /// Handed to rumqttc, waiting for their packet id (rumqttc sends in request order).
-    awaiting_pkid: VecDeque<(String, String, CloudEvent)>,
-    /// Sent, waiting for PUBACK.
-    inflight: HashMap<u16, (String, String, CloudEvent)>,
-    /// Acknowledged, but no source was subscribed: sent again when one is.
-    unheard: Unheard<(String, CloudEvent)>,
-    /// The broker's last answer was "no matching subscribers" (logged once per outage).
-    nobody_listens: bool,
-    stats: Stats,
+/// Between the client's tasks.
+struct Shared {
+    outbox: Mutex<Outbox>,
+    /// Wakes the publish loop (an event queued, a send settled, a connection up).
+    wake: Notify,
+    /// Told whenever a source took an event (see [`Publisher::taken`]).
+    taken: Notify,
+    /// A send found the connection of a session failed (the session, why): the connection loop
+    /// ends it when it is the current one.
+    lost: Notify,
+    lost_session: Mutex<Option<(u64, String)>>,
+    /// Refuses events the wire cannot carry, when they are queued.
+    check: fn(&CloudEvent) -> Result<(), Error>,
+    source: String,
 }
 
-impl Default for State {
-    fn default() -> Self {
-        Self {
-            ready: false,
-            queue: LatestQueue::default(),
-            awaiting_pkid: VecDeque::new(),
-            inflight: HashMap::new(),
-            unheard: Unheard::new(UNHEARD_RETRY_MIN, UNHEARD_RETRY_MAX),
-            nobody_listens: false,
-            stats: Stats::default(),
-        }
-    }
-}
-
-impl State {
-    fn depth(&self) -> usize {
-        self.queue.len() + self.awaiting_pkid.len() + self.inflight.len() + self.unheard.len()
-    }
-
-    /// Whether an event of `key` is still ours: queued, on its way, or held unheard.
-    fn is_pending(&self, key: &str) -> bool {
-        self.has_newer(key) || self.unheard.contains(key)
-    }
-
-    /// Whether an event of `key` newer than an acknowledged one is queued or on its way.
-    fn has_newer(&self, key: &str) -> bool {
-        self.queue.contains(key)
-            || self.awaiting_pkid.iter().any(|(k, _, _)| k == key)
-            || self.inflight.values().any(|(k, _, _)| k == key)
-    }
-
-    /// The broker's answer to the publish `entry`.
-    fn acknowledged(&mut self, entry: (String, String, CloudEvent), reason: PubAckReason) {
-        let (key, topic, ev) = entry;
-        match reason {
-            PubAckReason::Success => {
-                *self.stats.sent.entry(ev.type_).or_default() += 1;
-                // Someone listens again: what nobody heard goes out (behind anything newer).
-                let again = self.unheard.heard();
-                if std::mem::take(&mut self.nobody_listens) {
-                    tracing::info!(
-                        events = again.len(),
-                        "a source listens again; sending the events nobody heard"
-                    );
-                }
-                for (key, item) in again {
-                    self.queue.retry_later(key, item);
-                }
-            }
-            PubAckReason::NoMatchingSubscribers => {
-                if !std::mem::replace(&mut self.nobody_listens, true) {
-                    tracing::info!(
-                        event_type = %ev.type_,
-                        "the MQTT broker says no source is subscribed; holding events until one is"
-                    );
-                }
-                self.stats.unheard += 1;
-                if !self.has_newer(&key) {
-                    self.unheard
-                        .hold(key, (topic, ev), std::time::Instant::now());
-                }
-            }
-            other => {
-                self.stats.dropped += 1;
-                tracing::warn!(reason = ?other, event_type = %ev.type_, "the MQTT broker refused an event; dropped");
-            }
-        }
-    }
-
-    /// Puts an event back after a connection loss unless a newer one for the key is queued.
-    fn requeue(&mut self, key: String, topic: String, ev: CloudEvent) {
-        self.queue.requeue(key, (topic, ev));
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Outbox> {
+        // A panic elsewhere while holding the lock leaves consistent-enough data to keep publishing.
+        self.outbox.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -211,68 +123,15 @@ pub struct Publisher {
     shared: Arc<Shared>,
 }
 
-/// Between the connection loop and the certificate rotation task.
-#[derive(Default)]
-struct Rotation {
-    /// CONNACK seen, no connection loss since.
-    connected: AtomicBool,
-    /// A DISCONNECT for a rotation is on its way; the loop clears it with the connection.
-    disconnecting: AtomicBool,
-    /// A rotation wants a new connection: the next one is made without backoff.
-    requested: AtomicBool,
-    /// Wakes the connection loop out of its backoff when the certificate changed.
-    rotated: Notify,
-    /// Asks the rotation task to check again (a CONNACK for a connection with an old certificate).
-    check: Notify,
-}
-
-struct Shared {
-    state: Mutex<State>,
-    rotation: Rotation,
-    wake: Notify,
-    /// Told whenever a source took an event (see [`Publisher::taken`]).
-    taken: Notify,
-    topics: Topics,
-    cluster: String,
-    source: String,
-    capacity: usize,
-    qos: QoS,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic elsewhere while holding the lock leaves consistent-enough data to keep publishing.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
-
-fn qos(q: u8) -> QoS {
-    match q {
-        0 => QoS::AtMostOnce,
-        2 => QoS::ExactlyOnce,
-        _ => QoS::AtLeastOnce,
-    }
-}
-
 impl Publisher {
     /// Queues `event` for publishing. A status event replaces any queued, unsent status of the
-    /// same work; events without `resourceid` (resync requests) queue on their own.
+    /// same work; events without `resourceid` (resync requests) queue on their own. An event the
+    /// wire cannot carry is refused here.
     pub fn publish(&self, event: CloudEvent) -> Result<(), Error> {
-        let ty = event.event_type()?;
-        let topic = match (ty, event.ext_string(types::EXT_ORIGINAL_SOURCE).as_deref()) {
-            (EventType::SpecResyncRequest, Some("") | None) => {
-                self.shared.topics.agent_resync_all(&self.shared.cluster)
-            }
-            _ => self.shared.topics.agent_publish(&self.shared.cluster),
-        };
+        event.event_type()?;
+        (self.shared.check)(&event)?;
         let key = event_key(&event);
-        let mut st = self.shared.lock();
-        st.unheard.forget(&key);
-        let held = st.awaiting_pkid.len() + st.inflight.len() + st.unheard.len();
-        st.queue
-            .push(key, (topic, event), self.shared.capacity, held)?;
-        st.stats.queue_depth = st.depth();
-        drop(st);
+        self.shared.lock().push(key, event)?;
         self.shared.wake.notify_one();
         Ok(())
     }
@@ -282,9 +141,9 @@ impl Publisher {
         self.shared.lock().stats.clone()
     }
 
-    /// Whether the event of `key` ([`event_key`]) published last is not yet heard: queued, sent
-    /// and unacknowledged, or acknowledged as heard by nobody. False once a source heard it (or
-    /// the broker refused it for good: sending it again could not help).
+    /// Whether the event of `key` ([`event_key`]) published last is not yet taken by a source:
+    /// queued, on its way, held unheard, or refused for now. False once a source took it (or it
+    /// was refused as malformed: sending it again could not help).
     pub fn is_pending(&self, key: &str) -> bool {
         self.shared.lock().is_pending(key)
     }
@@ -302,7 +161,7 @@ impl Publisher {
 }
 
 /// A running client: the incoming spec events, and the publisher.
-pub struct MqttClient {
+pub struct Client {
     /// Decoded events from the source, and decode errors (already counted) for logging.
     pub incoming: mpsc::Receiver<Result<Incoming, Error>>,
     /// Publishing and stats.
@@ -310,7 +169,7 @@ pub struct MqttClient {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-impl Drop for MqttClient {
+impl Drop for Client {
     fn drop(&mut self) {
         for t in &self.tasks {
             t.abort();
@@ -318,345 +177,290 @@ impl Drop for MqttClient {
     }
 }
 
-impl MqttClient {
-    /// Starts the connection and publishing tasks on the current tokio runtime.
-    pub fn start(opts: ClientOptions, on_subscribed: SubscribedHook) -> Result<Self, Error> {
-        Topics::check_cluster(&opts.cluster)?;
-        let cfg = &opts.config;
-        let mut mo = MqttOptions::new(
-            mqtt_client_id(&opts.cloudevents_client_id)?,
-            cfg.host.clone(),
-            cfg.port,
-        );
-        mo.set_clean_start(true)
-            .set_keep_alive(cfg.keep_alive.max(Duration::from_secs(1)))
-            .set_connection_timeout(cfg.dial_timeout.as_secs().max(1))
-            .set_max_packet_size(Some(MAX_PACKET))
-            .set_outgoing_inflight_upper_limit(MAX_INFLIGHT);
-        // Each event is sent as soon as it is written, as Go's agent does (Go sockets have Nagle's
-        // algorithm off): with it on, a status written while the previous packet waits for its
-        // ACK waited for the broker's delayed ACK, about 40 ms on Linux, for every event.
-        let mut network = rumqttc::NetworkOptions::new();
-        network.set_tcp_nodelay(true);
-        mo.set_network_options(network);
-        if let (Some(u), p) = (&cfg.username, &cfg.password) {
-            mo.set_credentials(u.clone(), p.clone().unwrap_or_default());
-        }
-        let mut client_cert = None;
-        if cfg.uses_tls() {
-            // TLS 1.3 only, system roots plus the CA, reloading client certificate (`crate::tls`);
-            // rumqttc verifies the broker against `cfg.host`.
-            let tls = crate::tls::client_tls(&cfg.certs, opts.cert_refresh)?;
-            mo.set_transport(rumqttc::Transport::tls_with_config(
-                rumqttc::TlsConfiguration::Rustls(tls.config),
-            ));
-            client_cert = Some(tls.cert);
-        }
-        let (client, eventloop) = AsyncClient::new(mo, 64);
+impl Client {
+    /// Starts driving `transport` on the current tokio runtime, with the cluster, payload limit,
+    /// queue capacity, backoff and certificate refresh of `options`.
+    pub fn start<C, T: Transport>(
+        transport: T,
+        options: &ClientOptions<C>,
+        on_subscribed: SubscribedHook,
+    ) -> Self {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            rotation: Rotation::default(),
+            outbox: Mutex::new(Outbox::new(options.queue_capacity)),
             wake: Notify::new(),
             taken: Notify::new(),
-            topics: cfg.topics.clone(),
-            cluster: opts.cluster.clone(),
-            source: opts.cloudevents_client_id.clone(),
-            capacity: opts.queue_capacity,
-            qos: qos(cfg.pub_qos),
+            lost: Notify::new(),
+            lost_session: Mutex::new(None),
+            check: T::check,
+            source: options.cloudevents_client_id.clone(),
         });
         let publisher = Publisher {
             shared: shared.clone(),
         };
         let (tx, rx) = mpsc::channel(100);
         let decoder = Decoder {
-            cluster: opts.cluster.clone(),
-            max_payload: opts.max_payload,
+            cluster: options.cluster.clone(),
+            max_payload: options.max_payload,
         };
-        let conn = tokio::spawn(connection_loop(
-            eventloop,
-            client.clone(),
-            publisher.clone(),
+        let (current_tx, current_rx) = watch::channel(None);
+        let max_inflight = transport.max_inflight().max(1);
+        let cert = transport.client_cert();
+        let connection = Connection {
+            name: transport.name(),
+            publisher: publisher.clone(),
             decoder,
-            tx,
-            on_subscribed,
-            opts.clone(),
-            client_cert.clone(),
-        ));
-        let mut tasks = vec![conn];
-        if let Some(cert) = client_cert {
+            incoming: tx,
+            hook: on_subscribed,
+            backoff: (options.reconnect_min, options.reconnect_max),
+            client_cert: cert.clone(),
+            current: current_tx,
+        };
+        let (rotated, rotations) = watch::channel(0);
+        let mut tasks = vec![tokio::spawn(connection.run(transport, rotations))];
+        if let Some(cert) = cert {
             tasks.push(tokio::spawn(rotation_loop(
                 cert,
-                opts.cert_refresh,
-                client.clone(),
-                shared.clone(),
+                options.cert_refresh,
+                rotated,
             )));
         }
-        tasks.push(tokio::spawn(publish_loop(client, shared)));
-        Ok(Self {
+        tasks.push(tokio::spawn(publish_loop(shared, current_rx, max_inflight)));
+        Self {
             incoming: rx,
             publisher,
             tasks,
-        })
+        }
     }
 }
 
-fn backoff(opts: &ClientOptions) -> impl Iterator<Item = Duration> {
-    reconnect_backoff(opts.reconnect_min, opts.reconnect_max)
+/// The sender of the connection that is up, with its session number.
+type Current<S> = Option<(u64, S)>;
+
+/// The connection loop's state.
+struct Connection<S> {
+    name: &'static str,
+    publisher: Publisher,
+    decoder: Decoder,
+    incoming: mpsc::Sender<Result<Incoming, Error>>,
+    hook: SubscribedHook,
+    backoff: (Duration, Duration),
+    client_cert: Option<Arc<ReloadingClientCert>>,
+    current: watch::Sender<Current<S>>,
 }
 
-fn to_message(p: &rumqttc::v5::mqttbytes::v5::Publish) -> Message {
-    let props = p.properties.clone().unwrap_or_default();
-    Message {
-        content_type: props.content_type,
-        user_properties: props.user_properties,
-        payload: p.payload.to_vec(),
+/// Why a connection ended.
+enum End {
+    /// Nobody reads the incoming events any more: stop.
+    Stopped,
+    /// Reconnect after the backoff.
+    Lost(String),
+    /// The client certificate changed: reconnect at once.
+    Rotated,
+}
+
+impl<S: EventSender> Connection<S> {
+    fn shared(&self) -> &Shared {
+        &self.publisher.shared
+    }
+
+    async fn run<T: Transport<Sender = S>>(
+        self,
+        mut transport: T,
+        mut rotations: watch::Receiver<u64>,
+    ) {
+        let (min, max) = self.backoff;
+        let mut delays = reconnect_backoff(min, max);
+        let mut session = 0u64;
+        loop {
+            // A rotation from here on (during the attempt or the backoff) ends a backoff at once.
+            rotations.borrow_and_update();
+            let end = match transport.connect().await {
+                Err(why) => End::Lost(why),
+                Ok(sender) => {
+                    session += 1;
+                    delays = reconnect_backoff(min, max);
+                    let end = self
+                        .serve(&mut transport, session, sender, &mut rotations)
+                        .await;
+                    let _ = self.current.send(None);
+                    transport.close().await;
+                    end
+                }
+            };
+            // A failed attempt counts as a reconnect too: the next one follows.
+            self.shared().lock().disconnected();
+            match end {
+                End::Stopped => return,
+                End::Rotated => {
+                    tracing::info!("{} client certificate rotated; reconnecting now", self.name);
+                }
+                End::Lost(why) => {
+                    let delay = delays.next().unwrap_or(max);
+                    tracing::warn!(error = %why, ?delay, "{} connection lost; reconnecting", self.name);
+                    tokio::select! {
+                        _ = tokio::time::sleep(delay) => {}
+                        Ok(()) = rotations.changed() => {
+                            tracing::info!("{} client certificate rotated; reconnecting now", self.name);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Hands a decoded event (or why it is none, counted) to the agent; an error when nobody
+    /// takes them any more.
+    async fn forward(&self, result: Result<Incoming, Error>) -> Result<(), ()> {
+        if result.is_err() {
+            self.shared().lock().stats.rejected += 1;
+        }
+        self.incoming.send(result).await.map_err(drop)
+    }
+
+    /// Takes what one connection produces until it ends.
+    async fn serve<T: Transport<Sender = S>>(
+        &self,
+        transport: &mut T,
+        session: u64,
+        sender: S,
+        rotations: &mut watch::Receiver<u64>,
+    ) -> End {
+        self.shared().lock().stats.ready = true;
+        let _ = self.current.send(Some((session, sender)));
+        self.shared().wake.notify_one();
+        tracing::info!("{} connected and subscribed", self.name);
+        loop {
+            let received = tokio::select! {
+                received = transport.next() => received,
+                _ = self.shared().lost.notified() => {
+                    // A late word about an earlier connection changes nothing.
+                    let lost = self.shared().lost_session.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    match lost {
+                        Some((s, why)) if s == session => return End::Lost(format!("publish: {why}")),
+                        _ => continue,
+                    }
+                }
+                Ok(()) = rotations.changed() => {
+                    // A rotation before this connection's handshake needs no new connection.
+                    if self.client_cert.as_deref().is_some_and(ReloadingClientCert::outdated) {
+                        return End::Rotated;
+                    }
+                    continue;
+                }
+            };
+            match received {
+                Ok(Received::Subscribed) => (self.hook)(&self.publisher),
+                Ok(Received::Event(event)) => {
+                    let result = {
+                        let mut outbox = self.shared().lock();
+                        *outbox
+                            .stats
+                            .received
+                            .entry(event.type_.clone())
+                            .or_default() += 1;
+                        drop(outbox);
+                        self.decoder.decode(&event)
+                    };
+                    if self.forward(result).await.is_err() {
+                        return End::Stopped;
+                    }
+                }
+                Ok(Received::Malformed(e)) => {
+                    if self.forward(Err(e)).await.is_err() {
+                        return End::Stopped;
+                    }
+                }
+                Err(why) => return End::Lost(why),
+            }
+        }
     }
 }
 
 /// The shortest period of the certificate polling, whatever the refresh period.
 const MIN_CERT_POLL: Duration = Duration::from_millis(100);
 
-/// Every `period` reads the client certificate again; when it changed and the connection presented
-/// the old one, closes the connection (upstream's `loadClientCert`: the first load is no rotation).
+/// Every `period` reads the client certificate again; when it changed, counts a rotation, which
+/// the connection loop answers with a new connection (upstream's `loadClientCert`: the first load
+/// is no rotation).
 async fn rotation_loop(
     cert: Arc<ReloadingClientCert>,
     period: Duration,
-    client: AsyncClient,
-    shared: Arc<Shared>,
+    rotations: watch::Sender<u64>,
 ) {
-    let rotation = &shared.rotation;
     let period = period.max(MIN_CERT_POLL);
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            _ = ticks.tick() => {
-                // Small local files: read in place, as the handshake does.
-                match cert.reload() {
-                    Ok(true) => {
-                        rotation.requested.store(true, Ordering::SeqCst);
-                        // Out of a backoff sleep: the next attempt presents the new certificate.
-                        rotation.rotated.notify_waiters();
-                    }
-                    Ok(false) => {}
-                    Err(e) => tracing::warn!(
-                        error = %e,
-                        "reloading the MQTT client certificate failed; keeping the last good one"
-                    ),
-                }
+        ticks.tick().await;
+        // Small local files: read in place, as the handshake does.
+        match cert.reload() {
+            Ok(true) => {
+                rotations.send_modify(|n| *n = n.wrapping_add(1));
             }
-            _ = rotation.check.notified() => {}
-        }
-        if cert.outdated()
-            && rotation.connected.load(Ordering::SeqCst)
-            && !rotation.disconnecting.swap(true, Ordering::SeqCst)
-        {
-            tracing::info!(
-                "MQTT client certificate rotated; closing the connection to reconnect with it"
-            );
-            rotation.requested.store(true, Ordering::SeqCst);
-            if client.disconnect().await.is_err() {
-                return; // the event loop is gone
-            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(
+                error = %e,
+                "reloading the client certificate failed; keeping the last good one"
+            ),
         }
     }
 }
 
-/// After a connection loss: not ready, unacknowledged events back in the queue.
-fn connection_lost(shared: &Shared) {
-    shared.rotation.connected.store(false, Ordering::SeqCst);
-    shared.rotation.disconnecting.store(false, Ordering::SeqCst);
-    let mut st = shared.lock();
-    st.ready = false;
-    st.stats.ready = false;
-    st.stats.reconnects += 1;
-    let mut lost: Vec<_> = st.inflight.drain().collect();
-    lost.sort_by_key(|(pkid, _)| std::cmp::Reverse(*pkid));
-    let awaiting: Vec<_> = st.awaiting_pkid.drain(..).rev().collect();
-    for (k, t, ev) in awaiting.into_iter().chain(lost.into_iter().map(|(_, x)| x)) {
-        st.requeue(k, t, ev);
-    }
-    st.stats.queue_depth = st.depth();
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn connection_loop(
-    mut eventloop: EventLoop,
-    client: AsyncClient,
-    publisher: Publisher,
-    decoder: Decoder,
-    tx: mpsc::Sender<Result<Incoming, Error>>,
-    hook: SubscribedHook,
-    opts: ClientOptions,
-    client_cert: Option<Arc<ReloadingClientCert>>,
+/// Sends queued events, up to `max_inflight` at a time and one per work, while a connection is
+/// up; refused and unheard events wait for their retry without holding up the others.
+async fn publish_loop<S: EventSender>(
+    shared: Arc<Shared>,
+    current: watch::Receiver<Current<S>>,
+    max_inflight: usize,
 ) {
-    let shared = publisher.shared.clone();
-    let rotation = &shared.rotation;
-    let subs = opts.config.topics.agent_subscriptions(&opts.cluster);
-    let sub_qos = qos(opts.config.sub_qos);
-    let mut delays = backoff(&opts);
-    let mut acks_pending = 0usize;
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_inflight));
     loop {
-        match eventloop.poll().await {
-            Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                delays = backoff(&opts);
-                rotation.connected.store(true, Ordering::SeqCst);
-                if client_cert.as_ref().is_some_and(|c| c.outdated()) {
-                    // Rotated during the handshake: the rotation task closes this connection.
-                    rotation.check.notify_one();
-                } else {
-                    rotation.requested.store(false, Ordering::SeqCst);
-                }
-                acks_pending = subs.len();
-                for t in &subs {
-                    if let Err(e) = client.subscribe(t.clone(), sub_qos).await {
-                        tracing::warn!(topic = %t, error = %e, "subscribe request failed");
-                    }
-                }
+        let connection = current.borrow().clone();
+        let (next, due) = match (connection, slots.clone().try_acquire_owned()) {
+            (Some((session, sender)), Ok(slot)) => {
+                let (next, due) = shared.lock().next(tokio::time::Instant::now());
+                (next.map(|n| (session, sender, n, slot)), due)
             }
-            Ok(Event::Incoming(Packet::SubAck(ack))) => {
-                let failed = ack.return_codes.iter().any(|c| {
-                    !matches!(
-                        c,
-                        rumqttc::v5::mqttbytes::v5::SubscribeReasonCode::Success(_)
-                    )
-                });
-                if failed {
-                    tracing::warn!(codes = ?ack.return_codes, "broker refused a subscription");
-                    continue;
-                }
-                acks_pending = acks_pending.saturating_sub(1);
-                if acks_pending == 0 {
-                    shared.lock().stats.ready = true;
-                    hook(&publisher);
-                    shared.wake.notify_one();
-                }
-            }
-            Ok(Event::Incoming(Packet::Publish(p))) => {
-                let result = mqtt::from_message(&to_message(&p)).and_then(|ev| {
-                    let mut st = shared.lock();
-                    *st.stats.received.entry(ev.type_.clone()).or_default() += 1;
-                    drop(st);
-                    decoder.decode(&ev)
-                });
-                if result.is_err() {
-                    shared.lock().stats.rejected += 1;
-                }
-                if tx.send(result).await.is_err() {
-                    return; // nobody listens any more
-                }
-            }
-            Ok(Event::Outgoing(Outgoing::Publish(pkid))) => {
-                let mut st = shared.lock();
-                if let Some(entry) = st.awaiting_pkid.pop_front() {
-                    if pkid == 0 {
-                        // QoS 0: no PUBACK will come; written is as sent as it gets.
-                        *st.stats.sent.entry(entry.2.type_).or_default() += 1;
-                    } else {
-                        st.inflight.insert(pkid, entry);
-                    }
-                }
-                st.stats.queue_depth = st.depth();
-            }
-            Ok(Event::Incoming(Packet::PubAck(ack))) => {
-                let mut st = shared.lock();
-                let heard = ack.reason == PubAckReason::Success;
-                if let Some(entry) = st.inflight.remove(&ack.pkid) {
-                    st.acknowledged(entry, ack.reason);
-                }
-                st.stats.queue_depth = st.depth();
-                drop(st);
-                if heard {
-                    shared.taken.notify_waiters();
-                }
-            }
-            Ok(Event::Outgoing(Outgoing::Disconnect)) => {
-                // Only the rotation task disconnects. rumqttc keeps the socket after sending
-                // DISCONNECT: drop it (unacknowledged publishes move to rumqttc's pending list,
-                // which the clean start discards; ours go back into the queue) and reconnect now.
-                eventloop.clean();
-                connection_lost(&shared);
-                rotation.requested.store(false, Ordering::SeqCst);
-                tracing::info!(
-                    "MQTT connection closed for the rotated client certificate; reconnecting"
-                );
-            }
-            Ok(_) => {}
-            Err(e) => {
-                connection_lost(&shared);
-                // A rotation (also one arriving during the sleep) skips the backoff once.
-                let rotated = rotation.rotated.notified();
-                tokio::pin!(rotated);
-                rotated.as_mut().enable();
-                if rotation.requested.swap(false, Ordering::SeqCst) {
-                    tracing::warn!(error = %e, "MQTT connection lost after a certificate rotation; reconnecting now");
-                } else {
-                    let delay = delays.next().unwrap_or(opts.reconnect_max);
-                    tracing::warn!(error = %e, ?delay, "MQTT connection lost; reconnecting");
-                    tokio::select! {
-                        _ = tokio::time::sleep(delay) => {}
-                        _ = rotated => {
-                            rotation.requested.store(false, Ordering::SeqCst);
-                            tracing::info!("MQTT client certificate rotated; reconnecting now");
-                        }
-                    }
-                }
-            }
-        }
-        // `ready` for the publisher follows the stats flag set on the last SUBACK.
-        let mut st = shared.lock();
-        st.ready = st.stats.ready;
-    }
-}
-
-async fn publish_loop(client: AsyncClient, shared: Arc<Shared>) {
-    loop {
-        let sent_one = {
-            let mut st = shared.lock();
-            if st.ready
-                && st.queue.is_empty()
-                && st.awaiting_pkid.is_empty()
-                && st.inflight.is_empty()
-                && let Some((key, item)) = st.unheard.probe(std::time::Instant::now())
-            {
-                // Nothing else is on its way that could tell whether a source listens again.
-                st.queue.requeue(key, item);
-            }
-            if !st.ready {
-                false
-            } else if let Some((key, (topic, ev))) = st.queue.pop() {
-                let msg = mqtt::to_binary(&ev);
-                let props = PublishProperties {
-                    content_type: msg.content_type,
-                    user_properties: msg.user_properties,
-                    ..Default::default()
-                };
-                match client.try_publish_with_properties(
-                    topic.clone(),
-                    shared.qos,
-                    false,
-                    msg.payload,
-                    props,
-                ) {
-                    Ok(()) => {
-                        st.awaiting_pkid.push_back((key, topic, ev));
-                        true
-                    }
-                    Err(_) => {
-                        // rumqttc's request channel is full: keep the event and retry shortly.
-                        st.requeue(key, topic, ev);
-                        false
-                    }
-                }
-            } else {
-                false
-            }
+            _ => (None, None),
         };
-        if !sent_one {
-            tokio::select! {
-                _ = shared.wake.notified() => {}
-                _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+        let Some((session, sender, (key, event), slot)) = next else {
+            // Woken by a new event, a settled send or a new connection; or a retry is due.
+            let wake = shared.wake.notified();
+            match due {
+                Some(at) => {
+                    tokio::select! {
+                        _ = wake => {}
+                        _ = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => wake.await,
             }
-        }
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let outcome = sender.send(event).await;
+            let why = match &outcome {
+                Sent::Lost(why) => Some(why.clone()),
+                _ => None,
+            };
+            let settled = shared
+                .lock()
+                .settle(key, outcome, tokio::time::Instant::now());
+            if settled.taken {
+                shared.taken.notify_waiters();
+            }
+            if settled.lost {
+                tracing::debug!(error = %why.clone().unwrap_or_default(), "a publish found the connection failed");
+                *shared
+                    .lost_session
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) =
+                    Some((session, why.clone().unwrap_or_default()));
+                shared.lost.notify_one();
+            }
+            drop(slot);
+            shared.wake.notify_one();
+        });
     }
 }

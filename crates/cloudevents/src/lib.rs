@@ -1,8 +1,8 @@
 //! The CloudEvents work protocol as OCM agents speak it to a source (Maestro, OCM's gRPC server):
 //! the event model, the ManifestBundle codec, the MQTT 5 and gRPC bindings, the transport config
-//! files, the `sequenceid` generator, and MQTT and gRPC clients with reconnect, resubscribe hook
-//! and a loss-free, latest-per-work publish queue. Layered like OCM's sdk-go: model → codec →
-//! binding → client.
+//! files, the `sequenceid` generator, and one client with reconnect, resubscribe hook and a
+//! loss-free, latest-per-work publish queue that drives a transport per wire (MQTT, gRPC).
+//! Layered like OCM's sdk-go: model → codec → binding → transport → client.
 
 #![warn(missing_docs)]
 
@@ -16,6 +16,7 @@ pub mod mqtt;
 pub mod queue;
 pub mod snowflake;
 pub mod tls;
+pub mod transport;
 pub mod types;
 
 pub use error::Error;

@@ -193,6 +193,11 @@ impl<T> Unheard<T> {
         None
     }
 
+    /// When the next probe is due, while events are held.
+    pub fn next_probe(&self) -> Option<Instant> {
+        self.probe_at.filter(|_| !self.held.is_empty())
+    }
+
     /// Someone heard an event: every held one, oldest first, to be sent again.
     pub fn heard(&mut self) -> Vec<(String, T)> {
         self.delay = self.min;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cloudevents::client::{ClientOptions, MqttClient};
+use cloudevents::client::ClientOptions;
 use cloudevents::codec::{self, Incoming, StatusReport};
 use cloudevents::config::MqttConfig;
 use cloudevents::mqtt::{self, Message};
@@ -188,7 +188,7 @@ async fn spec_in_status_out_broker_restart_and_a_large_bundle() {
     // Slower than the source's 100 ms so the source is subscribed again first after a restart.
     opts.reconnect_min = Duration::from_secs(2);
     opts.reconnect_max = Duration::from_secs(3);
-    let mut agent = MqttClient::start(opts, resync_hook(&cluster)).expect("starts");
+    let mut agent = cloudevents::mqtt::start(&opts, resync_hook(&cluster)).expect("starts");
 
     // Subscribed: the hook's resync request arrives.
     let resync = src.next_of(EventType::SpecResyncRequest).await;
@@ -344,8 +344,9 @@ async fn events_nobody_heard_go_again_once_the_source_is_back() {
     let (host, port) = broker();
     let cluster = format!("u{}", std::process::id());
     // No source yet: the resync request and three statuses (two of u1) reach nobody.
-    let agent = MqttClient::start(agent_options(&host, port, &cluster), resync_hook(&cluster))
-        .expect("starts");
+    let agent =
+        cloudevents::mqtt::start(&agent_options(&host, port, &cluster), resync_hook(&cluster))
+            .expect("starts");
     for (uid, g, seq) in [("u1", 1, 1), ("u1", 2, 2), ("u2", 1, 3)] {
         agent
             .publisher

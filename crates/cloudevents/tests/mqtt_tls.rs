@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cloudevents::client::{ClientOptions, MqttClient, SubscribedHook};
+use cloudevents::client::{Client, ClientOptions, SubscribedHook};
 use cloudevents::codec::{self, StatusReport};
 use cloudevents::config::MqttConfig;
 use cloudevents::types::EventType;
@@ -259,21 +259,21 @@ async fn listen(dir: &TempDir, ca: &Ca, broker: &TlsBroker, cluster: &str) {
 }
 
 /// Starts a client whose subscribed hook sends the spec resync request.
-fn start(cfg: MqttConfig, cluster: &str) -> MqttClient {
+fn start(cfg: MqttConfig, cluster: &str) -> Client {
     let mut opts = ClientOptions::new(cfg, cluster, format!("{cluster}-work-agent"));
     opts.reconnect_min = Duration::from_millis(200);
     opts.reconnect_max = Duration::from_millis(500);
     start_with(opts, cluster)
 }
 
-fn start_with(opts: ClientOptions, cluster: &str) -> MqttClient {
+fn start_with(opts: ClientOptions, cluster: &str) -> Client {
     let hook_cluster = cluster.to_string();
     let hook: SubscribedHook = Arc::new(move |p| {
         let ev =
             codec::encode_spec_resync_request(vec![], &hook_cluster, p.source()).expect("encodes");
         p.publish(ev).expect("queues");
     });
-    MqttClient::start(opts, hook).expect("starts")
+    cloudevents::mqtt::start(&opts, hook).expect("starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -295,7 +295,7 @@ async fn a_client_certificate_of_the_brokers_ca_connects_over_tls13() {
         )
         .await;
     }
-    let clients: Vec<(String, MqttClient)> = [("127.0.0.1", "tls-ip"), ("localhost", "tls-dns")]
+    let clients: Vec<(String, Client)> = [("127.0.0.1", "tls-ip"), ("localhost", "tls-dns")]
         .into_iter()
         .map(|(host, name)| {
             let cluster = format!("{name}-{}", std::process::id());
@@ -389,7 +389,7 @@ fn status_event(cluster: &str, uid: &str, seq: u64) -> cloudevents::CloudEvent {
 
 /// Polls `done` on the client's stats every 20 ms until it holds; panics after `within`.
 async fn wait_for(
-    client: &MqttClient,
+    client: &Client,
     broker: &TlsBroker,
     within: Duration,
     what: &str,

@@ -7,9 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cloudevents::client::{Client, Publisher};
 use cloudevents::codec::{self, Incoming, ResourceVersion, StatusReport};
 use cloudevents::config::GrpcConfig;
-use cloudevents::grpc::{GrpcClient, GrpcClientOptions, GrpcPublisher};
+use cloudevents::grpc::GrpcClientOptions;
 use cloudevents::types::EventType;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -35,11 +36,11 @@ async fn source() -> GrpcSource {
 /// The versions the client's "agent" holds: what its resync hook lists.
 type Held = Arc<Mutex<Vec<ResourceVersion>>>;
 
-fn client(url: &str, extra: &str) -> (GrpcClient, Held) {
+fn client(url: &str, extra: &str) -> (Client, Held) {
     client_with(url, extra, Duration::from_secs(300))
 }
 
-fn client_with(url: &str, extra: &str, cert_refresh: Duration) -> (GrpcClient, Held) {
+fn client_with(url: &str, extra: &str, cert_refresh: Duration) -> (Client, Held) {
     let config = GrpcConfig::parse(&format!("url: {url}\n{extra}")).expect("config");
     let mut opts = GrpcClientOptions::new(config, CLUSTER, "cluster1-work-agent");
     opts.reconnect_min = Duration::from_millis(50);
@@ -47,13 +48,16 @@ fn client_with(url: &str, extra: &str, cert_refresh: Duration) -> (GrpcClient, H
     opts.cert_refresh = cert_refresh;
     let held: Held = Arc::default();
     let list = held.clone();
-    let hook = Arc::new(move |p: &GrpcPublisher| {
+    let hook = Arc::new(move |p: &Publisher| {
         let versions = list.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let ev = codec::encode_spec_resync_request(versions, CLUSTER, p.source())
             .expect("resync request");
         p.publish(ev).expect("queued");
     });
-    (GrpcClient::start(opts, hook).expect("client starts"), held)
+    (
+        cloudevents::grpc::start(&opts, hook).expect("client starts"),
+        held,
+    )
 }
 
 fn bundle(name: &str) -> serde_json::Value {
@@ -61,7 +65,7 @@ fn bundle(name: &str) -> serde_json::Value {
         "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}}]})
 }
 
-async fn next_spec(client: &mut GrpcClient) -> Box<codec::SpecUpdate> {
+async fn next_spec(client: &mut Client) -> Box<codec::SpecUpdate> {
     match timeout(WAIT, client.incoming.recv()).await {
         Ok(Some(Ok(Incoming::Spec(s)))) => s,
         Ok(Some(other)) => panic!("not a spec event: {other:?}"),
@@ -97,7 +101,7 @@ fn applied_status(uid: &str, generation: i64, sequence: u64) -> cloudevents::Clo
 }
 
 /// Publishes an `Applied` status of `id` and waits until the source accepted it.
-async fn publish_applied(src: &GrpcSource, client: &GrpcClient, id: &str, what: &str) {
+async fn publish_applied(src: &GrpcSource, client: &Client, id: &str, what: &str) {
     client
         .publisher
         .publish(applied_status(id, 1, sequence()))

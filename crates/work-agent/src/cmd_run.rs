@@ -14,7 +14,8 @@ use agent::hub::broker::BrokerHub;
 use agent::{AgentConfig, Clients};
 use cloudevents::client::ClientOptions;
 use cloudevents::config::{GrpcConfig, MqttConfig};
-use cloudevents::grpc::GrpcClientOptions;
+use cloudevents::grpc::{GrpcClientOptions, GrpcTransport};
+use cloudevents::mqtt::MqttTransport;
 use cloudevents::mqtt::Topics;
 
 use crate::upstream_flags::Driver;
@@ -233,12 +234,18 @@ pub fn main(mut args: RunArgs) -> ExitCode {
         crate::malloc_arenas::spawn_trim();
         let result = match hub {
             HubChoice::Kube(hub) => agent::run(config, Clients { hub, spoke }).await,
-            HubChoice::Mqtt(options) => match BrokerHub::start_mqtt(*options) {
-                Ok(hub) => agent::run_with_hub(config, Arc::new(hub), spoke).await,
+            HubChoice::Mqtt(options) => match MqttTransport::new(&options) {
+                Ok(mqtt) => {
+                    let hub = BrokerHub::start(mqtt, &options);
+                    agent::run_with_hub(config, Arc::new(hub), spoke).await
+                }
                 Err(e) => return source_config_error(&e),
             },
-            HubChoice::Grpc(options) => match BrokerHub::start_grpc(*options) {
-                Ok(hub) => agent::run_with_hub(config, Arc::new(hub), spoke).await,
+            HubChoice::Grpc(options) => match GrpcTransport::new(&options) {
+                Ok(grpc) => {
+                    let hub = BrokerHub::start(grpc, &options);
+                    agent::run_with_hub(config, Arc::new(hub), spoke).await
+                }
                 Err(e) => return source_config_error(&e),
             },
         };

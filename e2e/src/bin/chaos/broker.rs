@@ -233,7 +233,12 @@ impl BrokerHub {
             format!("--cloudevents-client-id={c}-work-agent"),
             format!("--http-address=127.0.0.1:{http}"),
             "--health-address=off".into(),
-            "--log-level=info".into(),
+            // CHAOS_AGENT_LOG (e.g. `info,agent::hub::broker=debug,cloudevents=debug`) for a
+            // reproduction that needs more than the default.
+            format!(
+                "--log-level={}",
+                std::env::var("CHAOS_AGENT_LOG").unwrap_or_else(|_| "info".into())
+            ),
         ]);
         args
     }

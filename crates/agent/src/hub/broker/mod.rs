@@ -23,12 +23,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
-use cloudevents::client::{ClientOptions, MqttClient, Publisher, Stats};
+use cloudevents::EventType;
+use cloudevents::client::{Client, ClientOptions, Publisher};
 use cloudevents::codec::{self, Incoming, ResourceStatusHashList, SpecUpdate};
-use cloudevents::grpc::{GrpcClient, GrpcClientOptions, GrpcPublisher};
 use cloudevents::queue::event_key;
 use cloudevents::snowflake::Snowflake;
-use cloudevents::{CloudEvent, EventType};
+use cloudevents::transport::Transport;
 use futures::future::BoxFuture;
 use kube::runtime::events::Event;
 use prometheus_client::metrics::histogram::Histogram;
@@ -39,55 +39,6 @@ use work_api::{ManifestWork, ManifestWorkStatus};
 use super::local_works::{LocalWorks, api_error};
 use super::seam::{DeletionsHeard, Hub, HubResult, WorkEvents};
 use spec::SpecChange;
-
-/// Where events to the source go: the transport's publishing half.
-pub trait Outbox: Send + Sync + 'static {
-    /// Queues `event` (a status replaces the queued, unsent one of the same work).
-    fn publish(&self, event: CloudEvent) -> Result<(), cloudevents::Error>;
-    /// Readiness and counters now.
-    fn stats(&self) -> Stats;
-    /// Whether the last event of `key` (`cloudevents::queue::event_key`) is not yet taken by
-    /// the source.
-    fn is_pending(&self, key: &str) -> bool;
-    /// Resolves when the source next takes an event.
-    fn taken(&self) -> BoxFuture<'_, ()>;
-}
-
-impl Outbox for Publisher {
-    fn publish(&self, event: CloudEvent) -> Result<(), cloudevents::Error> {
-        Publisher::publish(self, event)
-    }
-
-    fn stats(&self) -> Stats {
-        Publisher::stats(self)
-    }
-
-    fn is_pending(&self, key: &str) -> bool {
-        Publisher::is_pending(self, key)
-    }
-
-    fn taken(&self) -> BoxFuture<'_, ()> {
-        Box::pin(Publisher::taken(self))
-    }
-}
-
-impl Outbox for GrpcPublisher {
-    fn publish(&self, event: CloudEvent) -> Result<(), cloudevents::Error> {
-        GrpcPublisher::publish(self, event)
-    }
-
-    fn stats(&self) -> Stats {
-        GrpcPublisher::stats(self)
-    }
-
-    fn is_pending(&self, key: &str) -> bool {
-        GrpcPublisher::is_pending(self, key)
-    }
-
-    fn taken(&self) -> BoxFuture<'_, ()> {
-        Box::pin(GrpcPublisher::taken(self))
-    }
-}
 
 /// How many works deleted here are remembered (see [`Deleted`]).
 const DELETED_REMEMBERED: usize = 10_000;
@@ -148,12 +99,13 @@ struct Inner {
     /// The works whose `Deleted` the source has not taken yet: work name → the event's queue key.
     unheard_deletions: Mutex<BTreeMap<String, String>>,
     sequence: Snowflake,
-    outbox: OnceLock<Arc<dyn Outbox>>,
+    /// The client's publishing half, once it is started.
+    outbox: OnceLock<Publisher>,
     status_resync: Histogram,
     /// `manifestworks_processed_total`, as sdk-go's agent client counts its store's answers.
     processed: metrics::Processed,
-    /// Keeps the transport's tasks running as long as the hub lives.
-    transport: Mutex<Option<Box<dyn std::any::Any + Send>>>,
+    /// Keeps the client's tasks running as long as the hub lives.
+    client: Mutex<Option<Client>>,
 }
 
 /// The works of one cluster, from a source behind a broker.
@@ -182,58 +134,33 @@ impl BrokerHub {
                 outbox: OnceLock::new(),
                 status_resync: metrics::status_resync_histogram(),
                 processed: metrics::Processed::default(),
-                transport: Mutex::new(None),
+                client: Mutex::new(None),
             }),
         }
     }
 
-    /// Connects to the MQTT broker of `options` and starts taking its events.
-    pub fn start_mqtt(options: ClientOptions) -> Result<Self, cloudevents::Error> {
+    /// Starts a client on `transport` (MQTT, gRPC) with `options` and takes its events.
+    pub fn start<C, T: Transport>(transport: T, options: &ClientOptions<C>) -> Self {
         let hub = Self::new(&options.cluster, &options.cloudevents_client_id);
         let resync = hub.clone();
-        let mut client = MqttClient::start(
-            options,
-            Arc::new(move |publisher: &Publisher| resync.request_spec_resync(publisher)),
-        )?;
+        let hook = Arc::new(move |publisher: &Publisher| resync.request_spec_resync(publisher));
+        let mut client = Client::start(transport, options, hook);
         let incoming = std::mem::replace(&mut client.incoming, mpsc::channel(1).1);
-        Ok(hub.run_on(Arc::new(client.publisher.clone()), incoming, client))
-    }
-
-    /// Connects to the gRPC source of `options` and starts taking its events.
-    pub fn start_grpc(options: GrpcClientOptions) -> Result<Self, cloudevents::Error> {
-        let hub = Self::new(&options.cluster, &options.cloudevents_client_id);
-        let resync = hub.clone();
-        let mut client = GrpcClient::start(
-            options,
-            Arc::new(move |publisher: &GrpcPublisher| resync.request_spec_resync(publisher)),
-        )?;
-        let incoming = std::mem::replace(&mut client.incoming, mpsc::channel(1).1);
-        Ok(hub.run_on(Arc::new(client.publisher.clone()), incoming, client))
-    }
-
-    /// Attaches a started transport, which lives as long as the hub.
-    fn run_on(
-        self,
-        outbox: Arc<dyn Outbox>,
-        incoming: mpsc::Receiver<Result<Incoming, cloudevents::Error>>,
-        transport: impl Send + 'static,
-    ) -> Self {
-        self.attach(outbox, incoming);
-        *self
-            .inner
-            .transport
+        hub.attach(client.publisher.clone(), incoming);
+        *hub.inner
+            .client
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = Some(Box::new(transport));
-        self
+            .unwrap_or_else(PoisonError::into_inner) = Some(client);
+        hub
     }
 
-    /// Connects `outbox` and starts applying the events of `incoming`.
+    /// Connects `publisher` and starts applying the events of `incoming`.
     pub fn attach(
         &self,
-        outbox: Arc<dyn Outbox>,
+        publisher: Publisher,
         incoming: mpsc::Receiver<Result<Incoming, cloudevents::Error>>,
     ) {
-        let _ = self.inner.outbox.set(outbox);
+        let _ = self.inner.outbox.set(publisher);
         tokio::spawn(self.clone().receive(incoming));
     }
 
@@ -253,7 +180,7 @@ impl BrokerHub {
         self.inner.works.lock().decoded()
     }
 
-    fn outbox(&self) -> Result<&Arc<dyn Outbox>, kube::Error> {
+    fn outbox(&self) -> Result<&Publisher, kube::Error> {
         self.inner
             .outbox
             .get()
@@ -303,7 +230,7 @@ impl BrokerHub {
     }
 
     /// Sends the spec resync request (after every subscribe): the versions the agent holds.
-    fn request_spec_resync(&self, outbox: &dyn Outbox) {
+    fn request_spec_resync(&self, outbox: &Publisher) {
         self.inner
             .deleted
             .lock()
@@ -489,7 +416,7 @@ impl Hub for BrokerHub {
 
     fn events_taken(&self) -> BoxFuture<'_, ()> {
         match self.inner.outbox.get() {
-            Some(outbox) => outbox.taken(),
+            Some(outbox) => Box::pin(outbox.taken()),
             None => Box::pin(std::future::pending()),
         }
     }
@@ -556,7 +483,9 @@ impl Hub for BrokerHub {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cloudevents::CloudEvent;
     use cloudevents::codec::ResourceStatusHash;
+    use cloudevents::transport::{EventSender, Received, Sent};
     use cloudevents::types;
     use futures::StreamExt;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -564,64 +493,122 @@ mod tests {
     use kube::runtime::watcher;
     use work_api::MANIFEST_WORK_FINALIZER;
 
-    /// An outbox that keeps what it is given, and can refuse; while `unheard` is set, what it
-    /// takes stays pending until [`Recorder::hear`].
+    /// A source that takes what it is sent and keeps it; while it holds, what it is sent stays
+    /// on its way (pending) until [`Source::hear`]. It never says it subscribed, so the hub
+    /// sends no spec resync request of its own.
     #[derive(Default)]
     struct Recorder {
         events: Mutex<Vec<CloudEvent>>,
-        refuse: std::sync::atomic::AtomicBool,
-        unheard: std::sync::atomic::AtomicBool,
-        pending: Mutex<std::collections::BTreeSet<String>>,
+        /// Sends that reached the source, taken or held.
+        arrived: std::sync::atomic::AtomicUsize,
+        hold: std::sync::atomic::AtomicBool,
+        heard: tokio::sync::Notify,
     }
 
-    impl Outbox for Recorder {
-        fn publish(&self, event: CloudEvent) -> Result<(), cloudevents::Error> {
-            if self.refuse.load(std::sync::atomic::Ordering::SeqCst) {
-                return Err(cloudevents::Error::Binding("queue full".into()));
+    /// The recorder as a transport (and its own sender).
+    #[derive(Clone, Default)]
+    struct Recording(Arc<Recorder>);
+
+    impl EventSender for Recording {
+        async fn send(&self, event: CloudEvent) -> Sent {
+            let heard = self.0.heard.notified();
+            self.0
+                .arrived
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if self.0.hold.load(std::sync::atomic::Ordering::SeqCst) {
+                heard.await;
             }
-            if self.unheard.load(std::sync::atomic::Ordering::SeqCst) {
-                self.pending
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(event_key(&event));
-            }
-            self.events
+            self.0
+                .events
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .push(event);
-            Ok(())
-        }
-
-        fn is_pending(&self, key: &str) -> bool {
-            self.pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .contains(key)
-        }
-
-        fn taken(&self) -> BoxFuture<'_, ()> {
-            Box::pin(std::future::pending())
-        }
-
-        fn stats(&self) -> Stats {
-            Stats {
-                ready: true,
-                ..Stats::default()
-            }
+            Sent::Taken
         }
     }
 
-    impl Recorder {
-        /// The source hears everything sent so far.
-        fn hear(&self) {
-            self.pending
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clear();
+    impl Transport for Recording {
+        type Sender = Recording;
+
+        fn name(&self) -> &'static str {
+            "recording"
         }
 
-        fn taken(&self) -> Vec<CloudEvent> {
-            std::mem::take(&mut *self.events.lock().unwrap_or_else(PoisonError::into_inner))
+        fn max_inflight(&self) -> usize {
+            8
+        }
+
+        async fn connect(&mut self) -> Result<Recording, String> {
+            Ok(self.clone())
+        }
+
+        async fn next(&mut self) -> Result<Received, String> {
+            std::future::pending().await
+        }
+
+        async fn close(&mut self) {}
+    }
+
+    /// The test's side: what the agent sent, and the source's hearing.
+    struct Source {
+        recorder: Arc<Recorder>,
+        publisher: Publisher,
+    }
+
+    impl Source {
+        /// Holds what is sent from now on, until [`Source::hear`].
+        fn hold(&self) {
+            self.recorder
+                .hold
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+
+        /// The source hears everything sent so far (and from now on).
+        async fn hear(&self) {
+            self.recorder
+                .hold
+                .store(false, std::sync::atomic::Ordering::SeqCst);
+            self.recorder.heard.notify_waiters();
+            self.drained().await;
+        }
+
+        /// Waits until `n` sends in all reached the source.
+        async fn arrived(&self, n: usize) {
+            tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                while self
+                    .recorder
+                    .arrived
+                    .load(std::sync::atomic::Ordering::SeqCst)
+                    < n
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            })
+            .await
+            .expect("the client sends what it holds");
+        }
+
+        /// Waits until the client holds nothing more.
+        async fn drained(&self) {
+            tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                while self.publisher.stats().queue_depth > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            })
+            .await
+            .expect("the client sends what it holds");
+        }
+
+        /// What the source took since the last look, once the client holds nothing more.
+        async fn taken(&self) -> Vec<CloudEvent> {
+            self.drained().await;
+            std::mem::take(
+                &mut *self
+                    .recorder
+                    .events
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner),
+            )
         }
     }
 
@@ -646,14 +633,36 @@ mod tests {
 
     fn hub() -> (
         BrokerHub,
-        Arc<Recorder>,
+        Source,
+        mpsc::Sender<Result<Incoming, cloudevents::Error>>,
+    ) {
+        hub_with(100)
+    }
+
+    /// A hub on a recording client whose queue holds `capacity` works' events.
+    fn hub_with(
+        capacity: usize,
+    ) -> (
+        BrokerHub,
+        Source,
         mpsc::Sender<Result<Incoming, cloudevents::Error>>,
     ) {
         let hub = BrokerHub::new("cluster1", "cluster1-work-agent");
-        let outbox = Arc::new(Recorder::default());
+        let recording = Recording::default();
+        let mut options = ClientOptions::new((), "cluster1", "cluster1-work-agent");
+        options.queue_capacity = capacity;
+        let client = Client::start(recording.clone(), &options, Arc::new(|_: &Publisher| {}));
         let (tx, rx) = mpsc::channel(8);
-        hub.attach(outbox.clone(), rx);
-        (hub, outbox, tx)
+        hub.attach(client.publisher.clone(), rx);
+        let source = Source {
+            recorder: recording.0,
+            publisher: client.publisher.clone(),
+        };
+        *hub.inner
+            .client
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(client);
+        (hub, source, tx)
     }
 
     fn conditions(ev: &CloudEvent) -> Vec<(String, String)> {
@@ -700,11 +709,10 @@ mod tests {
             last_transition_time: Time(Timestamp::now()),
             observed_generation: Some(1),
         });
-        let written = hub
-            .write_status("u1", rv.as_deref(), &status)
+        hub.write_status("u1", rv.as_deref(), &status)
             .await
             .expect("written");
-        let sent = outbox.taken();
+        let sent = outbox.taken().await;
         assert_eq!(sent.len(), 1);
         assert_eq!(sent[0].type_, EventType::StatusUpdate.as_type());
         assert_eq!(
@@ -718,23 +726,50 @@ mod tests {
             .await
             .expect_err("stale");
         assert!(matches!(err, kube::Error::Api(s) if s.code == 409));
-        assert!(outbox.taken().is_empty());
+        assert!(outbox.taken().await.is_empty());
+    }
 
-        // A refused publish leaves the copy as it was, so the write is retried.
-        outbox
-            .refuse
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+    #[tokio::test]
+    async fn a_status_the_client_cannot_queue_leaves_the_copy_as_it_was() {
+        // Room for one work's events; the source holds the first one.
+        let (hub, outbox, _tx) = hub_with(1);
+        outbox.hold();
+        hub.apply_spec(&create("u1", 1));
+        let work = hub.get_work("u1").await.expect("read").expect("stored");
+        let written = hub
+            .write_status(
+                "u1",
+                work.metadata.resource_version.as_deref(),
+                &Default::default(),
+            )
+            .await
+            .expect("queued");
+        outbox.arrived(1).await;
         let err = hub
             .write_status(
                 "u1",
                 written.metadata.resource_version.as_deref(),
-                &ManifestWorkStatus::default(),
+                &ManifestWorkStatus {
+                    conditions: vec![Condition {
+                        type_: "Applied".into(),
+                        status: "True".into(),
+                        reason: "AppliedManifestWorkComplete".into(),
+                        message: String::new(),
+                        last_transition_time: Time(Timestamp::now()),
+                        observed_generation: Some(1),
+                    }],
+                    ..Default::default()
+                },
             )
             .await
             .expect_err("refused");
         assert!(matches!(err, kube::Error::Api(s) if s.code == 503));
         let kept = hub.get_work("u1").await.expect("read").expect("stored");
-        assert_eq!(kept.status, written.status);
+        assert_eq!(
+            kept.status, written.status,
+            "the write is retried from the same copy"
+        );
+        outbox.hear().await;
     }
 
     #[tokio::test]
@@ -746,7 +781,7 @@ mod tests {
             .await
             .expect("finalizer");
         assert!(
-            outbox.taken().is_empty(),
+            outbox.taken().await.is_empty(),
             "finalizers are local bookkeeping"
         );
         let mut deleting = create("u2", 2);
@@ -761,7 +796,7 @@ mod tests {
             hub.get_work("u2").await.expect("read").is_none(),
             "forgotten"
         );
-        let sent = outbox.taken();
+        let sent = outbox.taken().await;
         assert_eq!(sent.len(), 1);
         assert!(conditions(&sent[0]).contains(&("Deleted".to_string(), "True".to_string())));
         assert_eq!(
@@ -777,9 +812,7 @@ mod tests {
     async fn a_deletion_is_heard_once_the_source_took_its_deleted() {
         let (hub, outbox, _tx) = hub();
         assert_eq!(hub.deletions_heard(), DeletionsHeard::default());
-        outbox
-            .unheard
-            .store(true, std::sync::atomic::Ordering::SeqCst);
+        outbox.hold();
         create_then_delete(&hub, "u5").await;
         // A status of another work, unheard too, is no deletion.
         hub.apply_spec(&create("u6", 1));
@@ -798,7 +831,7 @@ mod tests {
                 unheard: 1
             }
         );
-        outbox.hear();
+        outbox.hear().await;
         assert_eq!(
             hub.deletions_heard(),
             DeletionsHeard {
@@ -838,7 +871,7 @@ mod tests {
     async fn a_late_spec_event_of_a_work_deleted_here_does_not_bring_it_back() {
         let (hub, outbox, _tx) = hub();
         let deleting = create_then_delete(&hub, "u9").await;
-        assert_eq!(outbox.taken().len(), 1, "Deleted sent");
+        assert_eq!(outbox.taken().await.len(), 1, "Deleted sent");
 
         // The late answer: part of a resync answer at the same version, not deleting.
         let mut late = create("u9", 1);
@@ -861,7 +894,7 @@ mod tests {
             .expect("deleting copy");
         assert!(again.metadata.deletion_timestamp.is_some());
         hub.set_finalizers(&again, vec![]).await.expect("released");
-        assert_eq!(outbox.taken().len(), 1, "Deleted sent again");
+        assert_eq!(outbox.taken().await.len(), 1, "Deleted sent again");
         // A newer version is news from the source: taken.
         hub.apply_spec(&create("u9", 2));
         assert!(hub.get_work("u9").await.expect("read").is_some());
@@ -898,12 +931,15 @@ mod tests {
             .expect("read")
             .expect("kept until cleaned up");
         assert!(marked.metadata.deletion_timestamp.is_some());
-        assert!(outbox.taken().is_empty(), "Deleted only once cleaned up");
+        assert!(
+            outbox.taken().await.is_empty(),
+            "Deleted only once cleaned up"
+        );
 
         hub.apply_spec(&create("u4", 1));
         hub.delete_work("u4", "u4").await.expect("deleted");
         assert!(hub.get_work("u4").await.expect("read").is_none());
-        assert_eq!(outbox.taken().len(), 1, "Deleted at once");
+        assert_eq!(outbox.taken().await.len(), 1, "Deleted at once");
     }
 
     #[tokio::test]
@@ -911,8 +947,8 @@ mod tests {
         let (hub, outbox, tx) = hub();
         hub.apply_spec(&create("a", 3));
         hub.apply_spec(&create("b", 1));
-        hub.request_spec_resync(outbox.as_ref());
-        let sent = outbox.taken();
+        hub.request_spec_resync(&outbox.publisher);
+        let sent = outbox.taken().await;
         assert_eq!(sent[0].type_, EventType::SpecResyncRequest.as_type());
         let list: codec::ResourceVersionList =
             serde_json::from_slice(sent[0].data.as_deref().unwrap_or_default()).expect("list");
@@ -935,7 +971,7 @@ mod tests {
         .expect("send");
         let all = tokio::time::timeout(std::time::Duration::from_secs(5), async {
             loop {
-                let got = outbox.taken();
+                let got = outbox.taken().await;
                 if !got.is_empty() {
                     return got;
                 }
@@ -959,7 +995,7 @@ mod tests {
             }],
         });
         assert!(
-            outbox.taken().is_empty(),
+            outbox.taken().await.is_empty(),
             "the source has a's status; b was not asked for"
         );
     }

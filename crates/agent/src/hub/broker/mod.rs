@@ -665,6 +665,21 @@ mod tests {
         (hub, source, tx)
     }
 
+    /// A status with `Applied=True`.
+    fn applied_status() -> ManifestWorkStatus {
+        ManifestWorkStatus {
+            conditions: vec![Condition {
+                type_: "Applied".into(),
+                status: "True".into(),
+                reason: "AppliedManifestWorkComplete".into(),
+                message: String::new(),
+                last_transition_time: Time(Timestamp::now()),
+                observed_generation: Some(1),
+            }],
+            ..Default::default()
+        }
+    }
+
     fn conditions(ev: &CloudEvent) -> Vec<(String, String)> {
         let status: serde_json::Value =
             serde_json::from_slice(ev.data.as_deref().unwrap_or_default()).expect("json");
@@ -700,15 +715,7 @@ mod tests {
 
         let work = hub.get_work("u1").await.expect("read").expect("stored");
         let rv = work.metadata.resource_version.clone();
-        let mut status = ManifestWorkStatus::default();
-        status.conditions.push(Condition {
-            type_: "Applied".into(),
-            status: "True".into(),
-            reason: "AppliedManifestWorkComplete".into(),
-            message: String::new(),
-            last_transition_time: Time(Timestamp::now()),
-            observed_generation: Some(1),
-        });
+        let status = applied_status();
         hub.write_status("u1", rv.as_deref(), &status)
             .await
             .expect("written");
@@ -749,17 +756,7 @@ mod tests {
             .write_status(
                 "u1",
                 written.metadata.resource_version.as_deref(),
-                &ManifestWorkStatus {
-                    conditions: vec![Condition {
-                        type_: "Applied".into(),
-                        status: "True".into(),
-                        reason: "AppliedManifestWorkComplete".into(),
-                        message: String::new(),
-                        last_transition_time: Time(Timestamp::now()),
-                        observed_generation: Some(1),
-                    }],
-                    ..Default::default()
-                },
+                &applied_status(),
             )
             .await
             .expect_err("refused");

@@ -18,7 +18,7 @@ use rumqttc::v5::mqttbytes::v5::{Packet, PublishProperties};
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use serde_json::json;
 use test_support::mqtt_source::{
-    MaestroSource, StatusOutcome, agent_events_topic, source_events_topic,
+    MqttSource, StatusOutcome, agent_events_topic, source_events_topic,
 };
 use tokio::sync::mpsc;
 use tokio::time::timeout;
@@ -164,7 +164,7 @@ fn status_event(
 async fn maestro_source_speaks_the_source_side() {
     let broker = broker();
     let consumer = format!("c{}", std::process::id());
-    let source = MaestroSource::connect(&broker, "maestro")
+    let source = MqttSource::connect(&broker, "maestro")
         .await
         .expect("source connects and subscribes");
     let mut agent = hand_agent(&broker, "maestro", &consumer).await;

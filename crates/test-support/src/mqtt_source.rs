@@ -15,8 +15,8 @@ use std::time::Duration;
 use cloudevents::CloudEvent;
 use cloudevents::mqtt::{self, Message};
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::{Packet, PublishProperties, SubscribeReasonCode};
-use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
+use rumqttc::v5::mqttbytes::v5::{Packet, Publish, PublishProperties, SubscribeReasonCode};
+use rumqttc::v5::{AsyncClient, ClientError, Event, EventLoop, MqttOptions};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -38,6 +38,39 @@ pub fn source_events_topic(source_id: &str, consumer: &str) -> String {
 /// The topic an agent of `consumer` publishes its events to.
 pub fn agent_events_topic(source_id: &str, consumer: &str) -> String {
     format!("sources/{source_id}/consumers/{consumer}/agentevents")
+}
+
+/// The CloudEvents binding's view of a received PUBLISH: content type, user properties, payload.
+pub fn message_of(publish: &Publish) -> Message {
+    let props = publish.properties.clone().unwrap_or_default();
+    Message {
+        content_type: props.content_type,
+        user_properties: props.user_properties,
+        payload: publish.payload.to_vec(),
+    }
+}
+
+/// Publishes `message` to `topic` at QoS 1.
+pub async fn publish_message(
+    client: &AsyncClient,
+    topic: String,
+    message: Message,
+) -> Result<(), ClientError> {
+    let props = PublishProperties {
+        content_type: message.content_type,
+        user_properties: message.user_properties,
+        ..Default::default()
+    };
+    client
+        .publish_with_properties(topic, QoS::AtLeastOnce, false, message.payload, props)
+        .await
+}
+
+/// Subscribes to `filter` at QoS 1 from another task: called on a CONNACK, the event loop that
+/// reported it is the one that drains the client's requests.
+pub fn subscribe_from_task(client: &AsyncClient, filter: &str) {
+    let (client, filter) = (client.clone(), filter.to_string());
+    tokio::spawn(async move { client.subscribe(filter, QoS::AtLeastOnce).await });
 }
 
 fn check_name(name: &str) -> Result<(), Error> {
@@ -295,16 +328,7 @@ impl MqttSource {
 
 async fn publish_loop(client: AsyncClient, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
     while let Some(o) = rx.recv().await {
-        let props = PublishProperties {
-            content_type: o.message.content_type,
-            user_properties: o.message.user_properties,
-            ..Default::default()
-        };
-        if client
-            .publish_with_properties(o.topic, QoS::AtLeastOnce, false, o.message.payload, props)
-            .await
-            .is_err()
-        {
+        if publish_message(&client, o.topic, o.message).await.is_err() {
             return; // the event loop is gone
         }
     }
@@ -319,11 +343,7 @@ async fn event_loop(
 ) {
     loop {
         match eventloop.poll().await {
-            Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                // Subscribe from another task: the request channel is drained by this loop.
-                let (c, f) = (client.clone(), filter.clone());
-                tokio::spawn(async move { c.subscribe(f, QoS::AtLeastOnce).await });
-            }
+            Ok(Event::Incoming(Packet::ConnAck(_))) => subscribe_from_task(&client, &filter),
             Ok(Event::Incoming(Packet::SubAck(ack))) => {
                 let ok = ack
                     .return_codes

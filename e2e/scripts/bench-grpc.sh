@@ -51,7 +51,7 @@ OUT=$(readlink -f "$OUT")
 cleanup() {
   local rc=$?
   ge_down
-  if [ "$rc" = 0 ] && [ "$KEEP" = 0 ] && [ -n "$GE_DIR" ]; then rm -rf "$GE_DIR"; else ge_log "kept $GE_DIR"; fi
+  ge_remove_dir "$rc"
   exit "$rc"
 }
 trap cleanup EXIT INT TERM

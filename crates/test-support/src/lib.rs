@@ -8,6 +8,7 @@
 mod agent;
 mod apply;
 pub mod broker_source;
+pub mod certs;
 mod client_cert;
 mod cluster;
 mod error;

@@ -48,13 +48,7 @@ LABEL=${LABEL:-$commit}
 mkdir -p "$OUT"
 OUT=$(readlink -f "$OUT")
 
-cleanup() {
-  local rc=$?
-  ge_down
-  ge_remove_dir "$rc"
-  exit "$rc"
-}
-trap cleanup EXIT INT TERM
+trap ge_exit EXIT INT TERM
 
 ge_up
 [ -x "$BIN" ] || ge_die "no agent binary $BIN"

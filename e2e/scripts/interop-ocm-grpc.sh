@@ -21,13 +21,7 @@ GE_NAME=interop-ocm-grpc
 
 ge_interop_args 15 "$@"
 
-cleanup() {
-  local rc=$?
-  ge_down
-  ge_remove_dir "$rc"
-  exit "$rc"
-}
-trap cleanup EXIT INT TERM
+trap ge_exit EXIT INT TERM
 
 ge_up
 case "$FLAVOR" in

@@ -71,6 +71,15 @@ ge_remove_dir() {
   if [ "${KEEP:-0}" = 0 ] && [ "$1" = 0 ] && [ -n "$GE_DIR" ]; then rm -rf "$GE_DIR"; else ge_log "kept $GE_DIR"; fi
 }
 
+# ge_exit: the exit trap of a script that only runs what ge_up started (trap ge_exit EXIT INT
+# TERM): everything stopped, the directory removed as ge_remove_dir says, the exit code kept.
+ge_exit() {
+  local rc=$?
+  ge_down
+  ge_remove_dir "$rc"
+  exit "$rc"
+}
+
 ge_stop_pid() {
   local pid=$1
   [ -n "$pid" ] || return 0

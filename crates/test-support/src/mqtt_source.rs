@@ -20,7 +20,9 @@ use rumqttc::v5::{AsyncClient, ClientError, Event, EventLoop, MqttOptions};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-pub use crate::maestro::{Error, StatusOutcome};
+pub use crate::maestro::Error;
+// Where the gRPC client's tests (`tests/grpc_client.rs`) import it from.
+pub use crate::maestro::StatusOutcome;
 use crate::maestro::{Maestro, ResyncAnswer, Wire};
 
 /// Largest MQTT packet the source accepts (and asks the broker for): 8 MiB.

@@ -13,25 +13,13 @@ CARGO=${CARGO:-cargo}
 log() { printf '[bench-agent] %s\n' "$*" >&2; }
 cd "$ROOT"
 
-has_arg() {
-  local want=$1 a
-  shift
-  for a in "$@"; do
-    case "$a" in "$want" | "$want="*) return 0 ;; esac
-  done
-  return 1
-}
+# shellcheck source=e2e/scripts/bench-lib.sh
+. "$HERE/bench-lib.sh"
 
 extra=()
-# Always both: building e2e alone unifies features differently and rebuilds the dependencies.
-log "building work-agent and bench_agent (release)"
-"$CARGO" build --release -p work-agent --bin work-agent -p e2e --bin bench_agent
-TARGET_DIR=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys;print(json.load(sys.stdin)["target_directory"])')
-BENCH=$TARGET_DIR/release/bench_agent
-[ -x "$BENCH" ] || { log "ERROR: $BENCH was not built"; exit 1; }
+bench_build bench_agent
 if ! has_arg --agent-bin "$@"; then
-  commit=$(git rev-parse --short HEAD)
-  git diff --quiet HEAD -- crates || commit="$commit+uncommitted"
+  commit=$(checkout_commit)
   extra+=(--agent-bin "$TARGET_DIR/release/work-agent" --agent-commit "$commit" --agent-profile release)
   has_arg --label "$@" || extra+=(--label "bench-agent-$commit")
 fi

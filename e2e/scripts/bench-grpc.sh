@@ -48,13 +48,7 @@ LABEL=${LABEL:-$commit}
 mkdir -p "$OUT"
 OUT=$(readlink -f "$OUT")
 
-cleanup() {
-  local rc=$?
-  ge_down
-  if [ "$rc" = 0 ] && [ "$KEEP" = 0 ] && [ -n "$GE_DIR" ]; then rm -rf "$GE_DIR"; else ge_log "kept $GE_DIR"; fi
-  exit "$rc"
-}
-trap cleanup EXIT INT TERM
+trap ge_exit EXIT INT TERM
 
 ge_up
 [ -x "$BIN" ] || ge_die "no agent binary $BIN"

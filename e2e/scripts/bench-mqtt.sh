@@ -19,14 +19,8 @@ SPOKE_NAME=bench-mqtt-spoke
 log() { printf '[bench-mqtt] %s\n' "$*" >&2; }
 cd "$ROOT"
 
-has_arg() {
-  local want=$1 a
-  shift
-  for a in "$@"; do
-    case "$a" in "$want" | "$want="*) return 0 ;; esac
-  done
-  return 1
-}
+# shellcheck source=e2e/scripts/bench-lib.sh
+. "$HERE/bench-lib.sh"
 
 flavor=ours
 prev=""
@@ -39,18 +33,12 @@ done
 [ -n "$(command -v mosquitto || true)" ] || [ -x /usr/sbin/mosquitto ] || "$HERE/mosquitto.sh" install
 
 extra=()
-# Always both, whatever the flavor: building e2e alone unifies features differently and
-# rebuilds the dependencies.
-log "building work-agent and bench_mqtt (release)"
-"$CARGO" build --release -p work-agent --bin work-agent -p e2e --bin bench_mqtt
-TARGET_DIR=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys;print(json.load(sys.stdin)["target_directory"])')
-BENCH=$TARGET_DIR/release/bench_mqtt
-[ -x "$BENCH" ] || { log "ERROR: $BENCH was not built"; exit 1; }
+# Whatever the flavor: the build is the same.
+bench_build bench_mqtt
 if ! has_arg --agent-bin "$@"; then
   case "$flavor" in
     ours)
-      commit=$(git rev-parse --short HEAD)
-      git diff --quiet HEAD -- crates || commit="$commit+uncommitted"
+      commit=$(checkout_commit)
       # A copy: a later build in the shared target directory must not replace it mid-run.
       mkdir -p "$RUN_ROOT/bench-mqtt"
       cp "$TARGET_DIR/release/work-agent" "$RUN_ROOT/bench-mqtt/work-agent"

@@ -18,6 +18,8 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
+# shellcheck source=e2e/scripts/pki.sh
+. "$HERE/pki.sh"
 RUN_ROOT=${RUN_ROOT:-$ROOT/.run}
 # Seconds to wait for each readiness step; 2-core machines that also compile Rust need generous limits.
 READY_TIMEOUT=${CONTROLPLANE_READY_TIMEOUT:-120}
@@ -93,25 +95,20 @@ wait_until() {
 
 url_has() { curl -sk --max-time 5 "$1" | grep -q "$2"; }
 
-# ECDSA P-256 keys: generating four RSA-2048 keys costs seconds on a loaded 2-core machine, EC
-# keys milliseconds, and every client involved (Go, rustls, kubectl) speaks ECDSA.
+# The CA, the API server's serving certificate, the admin's client certificate and the
+# ServiceAccount signing key (pki.sh: ECDSA P-256).
 make_pki() {
-  local p=$RUN/pki ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1)
+  local p=$RUN/pki
+  local sans=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default
+  sans=$sans,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
   mkdir -p "$p"
   (
     cd "$p"
-    openssl req -x509 -new -nodes "${ec[@]}" -keyout ca.key -out ca.crt -days 3650 -subj "/CN=work-agent-test-ca-$NAME" \
-      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"
-    openssl req -new -nodes "${ec[@]}" -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver"
-    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -out apiserver.crt -extfile <(printf '%s\n' \
-      "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth" \
-      "subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local")
-    openssl req -new -nodes "${ec[@]}" -keyout admin.key -out admin.csr -subj "/O=system:masters/CN=kubernetes-admin"
-    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 -out admin.crt -extfile <(printf '%s\n' \
-      "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" "extendedKeyUsage=clientAuth")
+    pki_ca 3650 "work-agent-test-ca-$NAME"
+    pki_leaf apiserver 3650 /CN=kube-apiserver serverAuth "$sans" digitalSignature,keyEncipherment
+    pki_leaf admin 3650 /O=system:masters/CN=kubernetes-admin clientAuth "" digitalSignature,keyEncipherment
     openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out sa.key
     openssl pkey -in sa.key -pubout -out sa.pub
-    rm -f ./*.csr ca.srl
   ) >"$RUN/pki.log" 2>&1 || { log_tail pki; die "creating the PKI with openssl failed"; }
 }
 

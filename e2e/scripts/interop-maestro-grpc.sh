@@ -21,17 +21,7 @@ GE_CLUSTER=cluster1
 # shellcheck source=e2e/scripts/ocm-grpc-env.sh
 . "$HERE/ocm-grpc-env.sh"
 
-FLAVOR=ours BIN="" KEEP=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --flavor) FLAVOR=$2; shift 2 ;;
-    --agent-bin) BIN=$2; shift 2 ;;
-    --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "interop-maestro-grpc.sh: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-T=${INTEROP_TIMEOUT:-90}
+ge_interop_args 16 "$@"
 MB=${MAESTRO_BIN:-/tmp/maestro-bin/maestro}
 PG_PID_DIR="" MAESTRO_PID=""
 
@@ -42,7 +32,7 @@ cleanup() {
   if [ -n "$PG_PID_DIR" ]; then as_pg pg_ctl -D "$PG_PID_DIR" -m fast stop >/dev/null 2>&1 || true; fi
   local n
   for n in "${GE_CP_UP[@]}"; do RUN_ROOT="$GE_DIR/run" "$HERE/controlplane.sh" down "$n" >/dev/null 2>&1 || true; done
-  if [ "$KEEP" = 0 ] && [ "$rc" = 0 ] && [ -n "$GE_DIR" ]; then rm -rf "$GE_DIR"; else ge_log "kept $GE_DIR"; fi
+  ge_remove_dir "$rc"
   exit "$rc"
 }
 trap cleanup EXIT INT TERM
@@ -91,20 +81,13 @@ DB=(--db-host-file="$GE_DIR/db.host" --db-port-file="$GE_DIR/db.port" --db-name-
   --db-user-file="$GE_DIR/db.user" --db-password-file="$GE_DIR/db.password" --db-sslmode=disable)
 
 # --- Maestro ----------------------------------------------------------------------------------------------
-p=$GE_DIR/pki ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1)
+p=$GE_DIR/pki
 mkdir -p "$p"
 (
   cd "$p"
-  openssl req -x509 -new -nodes "${ec[@]}" -keyout ca.key -out ca.crt -days 2 -subj "/CN=maestro-grpc-interop-ca" \
-    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"
-  openssl req -new -nodes "${ec[@]}" -keyout server.key -out server.csr -subj "/CN=maestro-grpc-broker"
-  openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out server.crt -extfile <(printf '%s\n' \
-    "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" \
-    "subjectAltName=IP:127.0.0.1,DNS:localhost")
-  openssl req -new -nodes "${ec[@]}" -keyout client.key -out client.csr -subj "/CN=$GE_CLUSTER-work-agent"
-  openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out client.crt -extfile <(printf '%s\n' \
-    "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" "extendedKeyUsage=clientAuth")
-  rm -f ./*.csr ca.srl
+  pki_ca 2 maestro-grpc-interop-ca
+  pki_leaf server 2 /CN=maestro-grpc-broker serverAuth IP:127.0.0.1,DNS:localhost
+  pki_leaf client 2 "/CN=$GE_CLUSTER-work-agent" clientAuth
 ) >"$GE_DIR/pki.log" 2>&1 || ge_die "openssl failed: $GE_DIR/pki.log"
 
 HTTP_PORT=$(ge_free_port) GRPC_PORT=$(ge_free_port) BROKER_PORT=$(ge_free_port)

@@ -19,25 +19,9 @@ GE_NAME=interop-ocm-grpc
 # shellcheck source=e2e/scripts/ocm-grpc-env.sh
 . "$HERE/ocm-grpc-env.sh"
 
-FLAVOR=ours BIN="" KEEP=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --flavor) FLAVOR=$2; shift 2 ;;
-    --agent-bin) BIN=$2; shift 2 ;;
-    --keep) KEEP=1; shift ;;
-    -h | --help) sed -n '2,15p' "$0"; exit 0 ;;
-    *) echo "interop-ocm-grpc.sh: unknown argument $1" >&2; exit 2 ;;
-  esac
-done
-T=${INTEROP_TIMEOUT:-90}
+ge_interop_args 15 "$@"
 
-cleanup() {
-  local rc=$?
-  ge_down
-  if [ "$KEEP" = 0 ] && [ "$rc" = 0 ] && [ -n "$GE_DIR" ]; then rm -rf "$GE_DIR"; else ge_log "kept $GE_DIR"; fi
-  exit "$rc"
-}
-trap cleanup EXIT INT TERM
+trap ge_exit EXIT INT TERM
 
 ge_up
 case "$FLAVOR" in

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# ocm-grpc-env.sh: sourced by interop-ocm-grpc.sh and bench-grpc.sh. A private OCM hub served over
+# ocm-grpc-env.sh: sourced by interop-ocm-grpc.sh, interop-maestro-grpc.sh and bench-grpc.sh. A private OCM hub served over
 # CloudEvents gRPC by OCM's own `server grpc` (built by ocm-bins.sh), a spoke, and one work agent
 # (ours or upstream's `work agent`) with --workload-source-driver=grpc:
 #
@@ -14,6 +14,9 @@
 # exactly the processes ge_up and ge_agent_start started.
 #
 # Needs: HERE (the scripts dir), ROOT (the repository), OCM_MIRROR or cached OCM binaries.
+
+# shellcheck source=e2e/scripts/pki.sh
+. "$HERE/pki.sh"
 
 GE_CLUSTER=${GE_CLUSTER:-cluster1}
 GE_DIR="" GE_BINS="" GE_HUB_KC="" GE_SPOKE_KC="" GE_URL="" GE_SERVER_PID="" GE_AGENT_PID=""
@@ -43,6 +46,40 @@ ge_wait() {
 }
 
 # Stops a pid we started: SIGTERM, then SIGKILL after 10 s.
+# ge_interop_args HELP_END ARGS...: the interop scripts' command line: --flavor F (FLAVOR, default
+# ours), --agent-bin B (BIN), --keep (KEEP=1); -h prints the script's lines 2 to HELP_END. Sets T,
+# the wait of each step (INTEROP_TIMEOUT, default 90 s).
+ge_interop_args() {
+  local help_end=$1
+  shift
+  FLAVOR=ours BIN="" KEEP=0
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --flavor) FLAVOR=$2; shift 2 ;;
+      --agent-bin) BIN=$2; shift 2 ;;
+      --keep) KEEP=1; shift ;;
+      -h | --help) sed -n "2,${help_end}p" "$0"; exit 0 ;;
+      *) echo "$(basename "$0"): unknown argument $1" >&2; exit 2 ;;
+    esac
+  done
+  T=${INTEROP_TIMEOUT:-90}
+}
+
+# ge_remove_dir RC: removes $GE_DIR after a run that exited with RC 0, unless KEEP=1; else says
+# where it is (its logs tell what happened).
+ge_remove_dir() {
+  if [ "${KEEP:-0}" = 0 ] && [ "$1" = 0 ] && [ -n "$GE_DIR" ]; then rm -rf "$GE_DIR"; else ge_log "kept $GE_DIR"; fi
+}
+
+# ge_exit: the exit trap of a script that only runs what ge_up started (trap ge_exit EXIT INT
+# TERM): everything stopped, the directory removed as ge_remove_dir says, the exit code kept.
+ge_exit() {
+  local rc=$?
+  ge_down
+  ge_remove_dir "$rc"
+  exit "$rc"
+}
+
 ge_stop_pid() {
   local pid=$1
   [ -n "$pid" ] || return 0
@@ -75,19 +112,13 @@ ge_extra_hub_crds() {
   done
 }
 
-# The server's TLS material: a CA and a serving certificate for 127.0.0.1 (ECDSA P-256).
+# The server's TLS material: a CA and a serving certificate for 127.0.0.1 (pki.sh).
 ge_pki() {
-  local p=$GE_DIR/pki ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1)
-  mkdir -p "$p"
+  mkdir -p "$GE_DIR/pki"
   (
-    cd "$p"
-    openssl req -x509 -new -nodes "${ec[@]}" -keyout ca.key -out ca.crt -days 2 -subj "/CN=ocm-grpc-interop-ca" \
-      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature"
-    openssl req -new -nodes "${ec[@]}" -keyout server.key -out server.csr -subj "/CN=ocm-grpc-server"
-    openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -out server.crt -extfile <(printf '%s\n' \
-      "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" "extendedKeyUsage=serverAuth" \
-      "subjectAltName=IP:127.0.0.1,DNS:localhost")
-    rm -f server.csr ca.srl
+    cd "$GE_DIR/pki"
+    pki_ca 2 ocm-grpc-interop-ca
+    pki_leaf server 2 /CN=ocm-grpc-server serverAuth IP:127.0.0.1,DNS:localhost
   ) >"$GE_DIR/pki.log" 2>&1 || ge_die "openssl failed: $GE_DIR/pki.log"
 }
 

@@ -25,7 +25,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 use test_support::mosquitto::Broker;
-use test_support::mqtt_source::MaestroSource;
+use test_support::mqtt_source::MqttSource;
 use test_support::{TestCluster, unique_name, wait_for};
 use work_api::ManifestWork;
 
@@ -294,7 +294,7 @@ async fn the_klusterlet_runs_the_image_as_work_agent_and_it_applies_a_work() {
 async fn maestros_chart_runs_the_image_as_maestro_and_it_applies_a_bundle() {
     let _ports = PORTS.lock().await;
     let broker = Broker::start("img-maestro").unwrap_or_else(|e| panic!("mosquitto: {e}"));
-    let source = MaestroSource::connect(&broker.address(), "maestro")
+    let source = MqttSource::connect(&broker.address(), "maestro")
         .await
         .unwrap_or_else(|e| panic!("test source: {e}"));
     let spoke = TestCluster::spoke().await;

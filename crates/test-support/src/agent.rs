@@ -11,6 +11,25 @@ use crate::Error;
 /// Names the agent binary (set by `e2e/scripts/run-integration.sh`).
 pub const AGENT_BIN_ENV: &str = "WORK_AGENT_BIN";
 /// Variables of the test environment that the spawned agent must not inherit.
+/// The agent's arguments: anything that lists strings.
+pub trait Args: IntoIterator<Item: AsRef<OsStr>> {}
+impl<T: IntoIterator<Item: AsRef<OsStr>>> Args for T {}
+
+/// Environment variables for the agent: `(name, value)` pairs.
+pub trait Envs: IntoIterator<Item = (Self::Name, Self::Value)> {
+    /// A variable's name.
+    type Name: AsRef<OsStr>;
+    /// A variable's value.
+    type Value: AsRef<OsStr>;
+}
+impl<T, K: AsRef<OsStr>, V: AsRef<OsStr>> Envs for T
+where
+    T: IntoIterator<Item = (K, V)>,
+{
+    type Name = K;
+    type Value = V;
+}
+
 const HARNESS_ENV: [&str; 3] = [
     crate::HUB_KUBECONFIG_ENV,
     crate::HUB_UPSTREAM_KUBECONFIG_ENV,
@@ -29,23 +48,12 @@ pub struct AgentProcess {
 
 impl AgentProcess {
     /// Spawns `$WORK_AGENT_BIN args...`; panics with the reason if it cannot be started.
-    pub fn start<I, S>(args: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-    {
+    pub fn start(args: impl Args) -> Self {
         Self::start_with_env(args, std::iter::empty::<(&str, &str)>())
     }
 
     /// Like [`start`](Self::start) with extra environment variables.
-    pub fn start_with_env<I, S, E, K, V>(args: I, envs: E) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-        E: IntoIterator<Item = (K, V)>,
-        K: AsRef<OsStr>,
-        V: AsRef<OsStr>,
-    {
+    pub fn start_with_env(args: impl Args, envs: impl Envs) -> Self {
         match Self::try_start(args, envs) {
             Ok(p) => p,
             Err(e) => panic!("starting the work-agent: {e}"),
@@ -53,54 +61,26 @@ impl AgentProcess {
     }
 
     /// Fallible form of [`start_with_env`](Self::start_with_env).
-    pub fn try_start<I, S, E, K, V>(args: I, envs: E) -> Result<Self, Error>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-        E: IntoIterator<Item = (K, V)>,
-        K: AsRef<OsStr>,
-        V: AsRef<OsStr>,
-    {
+    pub fn try_start(args: impl Args, envs: impl Envs) -> Result<Self, Error> {
         Self::spawn(agent_bin()?, args, envs)
     }
 
     /// Like [`try_start`](Self::try_start), but through a file named `name` (a hard link to the
     /// agent binary, or a copy), as a container image that installs the binary under another
     /// name (upstream's `/work`) runs it.
-    pub fn try_start_as<I, S, E, K, V>(name: &str, args: I, envs: E) -> Result<Self, Error>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-        E: IntoIterator<Item = (K, V)>,
-        K: AsRef<OsStr>,
-        V: AsRef<OsStr>,
-    {
+    pub fn try_start_as(name: &str, args: impl Args, envs: impl Envs) -> Result<Self, Error> {
         Self::spawn(named_agent_bin(name)?, args, envs)
     }
 
     /// Like [`try_start`](Self::try_start) with a given binary instead of `$WORK_AGENT_BIN`
     /// (the benchmark runs any build of the agent).
-    pub fn try_start_binary<I, S, E, K, V>(bin: &Path, args: I, envs: E) -> Result<Self, Error>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-        E: IntoIterator<Item = (K, V)>,
-        K: AsRef<OsStr>,
-        V: AsRef<OsStr>,
-    {
+    pub fn try_start_binary(bin: &Path, args: impl Args, envs: impl Envs) -> Result<Self, Error> {
         // The reaper compares /proc/PID/exe with this path, so store it canonical.
         let bin = std::fs::canonicalize(bin).map_err(|e| Error::io(bin, e))?;
         Self::spawn(bin, args, envs)
     }
 
-    fn spawn<I, S, E, K, V>(bin: PathBuf, args: I, envs: E) -> Result<Self, Error>
-    where
-        I: IntoIterator<Item = S>,
-        S: AsRef<OsStr>,
-        E: IntoIterator<Item = (K, V)>,
-        K: AsRef<OsStr>,
-        V: AsRef<OsStr>,
-    {
+    fn spawn(bin: PathBuf, args: impl Args, envs: impl Envs) -> Result<Self, Error> {
         let dir = crate::run_dir().join("agent-logs");
         std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
         let name = crate::unique_name(&current_test_name());
@@ -213,14 +193,7 @@ impl Drop for AgentProcess {
 }
 
 /// The agent's command line and environment.
-fn command<I, S, E, K, V>(bin: &Path, args: I, envs: E) -> Command
-where
-    I: IntoIterator<Item = S>,
-    S: AsRef<OsStr>,
-    E: IntoIterator<Item = (K, V)>,
-    K: AsRef<OsStr>,
-    V: AsRef<OsStr>,
-{
+fn command(bin: &Path, args: impl Args, envs: impl Envs) -> Command {
     let mut cmd = Command::new(bin);
     // The harness's kubeconfig variables share their names with the agent's env-backed flags;
     // inherited, they would silently fill in any flag a test left out. Explicit `envs` still apply.

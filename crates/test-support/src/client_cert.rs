@@ -5,9 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rcgen::{CertificateParams, DistinguishedName, DnType, Issuer, KeyPair};
 use serde_json::json;
 
+use crate::certs::{Ca, Leaf};
 use crate::{Error, TestCluster};
 
 /// Who a certificate authenticates as: the user (CN) and its groups (O).
@@ -79,38 +79,17 @@ fn issue(
         let path = pki.join(name);
         std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))
     };
-    let bad = |what: &str, e: rcgen::Error| Error::InvalidManifest(format!("{what}: {e}"));
-    let ca_key = KeyPair::from_pem(&read("ca.key")?).map_err(|e| bad("the CA key", e))?;
+    let ca_pem = read("ca.crt")?;
     // The CA's subject as e2e/scripts/controlplane.sh makes it; chains are built by subject.
-    let ca_name = ca_common_name(&read("ca.crt")?, &cluster.kubeconfig)?;
-    let mut ca_params = CertificateParams::default();
-    ca_params.distinguished_name = DistinguishedName::new();
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, ca_name);
-    let issuer = Issuer::new(ca_params, ca_key);
-
-    let key = KeyPair::generate().map_err(|e| bad("generating a key", e))?;
-    let mut params = CertificateParams::default();
-    params.distinguished_name = DistinguishedName::new();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, who.user.clone());
-    for group in &who.groups {
-        params
-            .distinguished_name
-            .push(DnType::OrganizationName, group.clone());
-    }
-    let now = time::OffsetDateTime::now_utc();
-    params.not_before = now - time::Duration::minutes(1);
-    params.not_after = now
-        + time::Duration::try_from(valid_for)
-            .map_err(|e| Error::InvalidManifest(format!("validity: {e}")))?;
-    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-    let cert = params
-        .signed_by(&key, &issuer)
-        .map_err(|e| bad("signing the certificate", e))?;
-    Ok((cert.pem(), key.serialize_pem()))
+    let ca_name = ca_common_name(&ca_pem, &cluster.kubeconfig)?;
+    let ca = Ca::existing(&ca_pem, &ca_name, &read("ca.key")?)?;
+    let leaf = Leaf {
+        organizations: who.groups.clone(),
+        valid_for: Some(valid_for),
+        ..Leaf::client(&who.user)
+    };
+    let signed = ca.sign(&leaf)?;
+    Ok((signed.cert_pem, signed.key_pem))
 }
 
 /// The CN of the CA certificate, read with openssl (already required by the control-plane

@@ -7,12 +7,15 @@
 
 mod agent;
 mod apply;
+pub mod broker_source;
+pub mod certs;
 mod client_cert;
 mod cluster;
 mod error;
 mod fake_api;
 pub mod grpc_source;
 mod kubeconfig;
+pub mod maestro;
 pub mod mosquitto;
 pub mod mqtt_source;
 mod paths;

@@ -29,6 +29,14 @@ pub fn mosquitto_bin() -> Result<PathBuf, Error> {
         })
 }
 
+/// The agent's config file for `consumer` of the broker at `address`, as Maestro's chart renders
+/// it (its Secret `maestro-agent-mqtt`, key `config.yaml`), for the source `maestro`.
+pub fn agent_config(address: &str, consumer: &str) -> String {
+    format!(
+        "brokerHost: {address}\ntopics:\n  sourceEvents: sources/maestro/consumers/{consumer}/sourceevents\n  agentEvents: sources/maestro/consumers/{consumer}/agentevents\n"
+    )
+}
+
 /// A running mosquitto on 127.0.0.1.
 pub struct Broker {
     port: u16,
@@ -64,10 +72,7 @@ impl Broker {
     /// `maestro-agent-mqtt`, key `config.yaml`) into the broker's directory as `file`; its path.
     pub fn write_agent_config(&self, consumer: &str, file: &str) -> Result<PathBuf, Error> {
         let path = self.dir.join(file);
-        let text = format!(
-            "brokerHost: {}\ntopics:\n  sourceEvents: sources/maestro/consumers/{consumer}/sourceevents\n  agentEvents: sources/maestro/consumers/{consumer}/agentevents\n",
-            self.address()
-        );
+        let text = agent_config(&self.address(), consumer);
         std::fs::write(&path, text).map_err(|e| Error::io(&path, e))?;
         Ok(path)
     }

@@ -1,7 +1,8 @@
 //! Faults a test source injects into its own traffic, for chaos runs: spec events sent twice or
 //! held back behind later ones, spec resync answers split into parts that go out later, status
-//! events lost in flight. Both sources ([`crate::mqtt_source`], [`crate::grpc_source`]) route
-//! every spec event through [`WireFaults::outgoing`], so the faults look the same on both wires.
+//! events lost in flight. The Maestro-shaped source ([`crate::maestro`]) routes every spec event
+//! through [`WireFaults::outgoing`] before its front end puts it on a wire, so the faults look the
+//! same on MQTT and gRPC.
 //!
 //! Nothing here changes what the source stores: a fault only changes what the agent receives
 //! (or what the source receives of the agent's statuses), as a broker or a network would.

@@ -13,12 +13,12 @@ use cloudevents::mqtt::{self, Message};
 use cloudevents::snowflake::Snowflake;
 use cloudevents::types::{self, EventType};
 use cloudevents::{CloudEvent, ExtValue};
-use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::{Packet, PublishProperties};
+use rumqttc::v5::mqttbytes::v5::Packet;
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
 use serde_json::json;
 use test_support::mqtt_source::{
-    MaestroSource, StatusOutcome, agent_events_topic, source_events_topic,
+    MqttSource, StatusOutcome, agent_events_topic, message_of, publish_message,
+    source_events_topic, subscribe_from_task,
 };
 use tokio::sync::mpsc;
 use tokio::time::timeout;
@@ -59,20 +59,12 @@ async fn hand_agent(broker: &str, source: &str, consumer: &str) -> HandAgent {
     tokio::spawn(async move {
         loop {
             match el.poll().await {
-                Ok(Event::Incoming(Packet::ConnAck(_))) => {
-                    let (c, sub) = (c.clone(), sub.clone());
-                    tokio::spawn(async move { c.subscribe(sub, QoS::AtLeastOnce).await });
-                }
+                Ok(Event::Incoming(Packet::ConnAck(_))) => subscribe_from_task(&c, &sub),
                 Ok(Event::Incoming(Packet::SubAck(_))) => {
                     let _ = sub_tx.send(());
                 }
                 Ok(Event::Incoming(Packet::Publish(p))) => {
-                    let props = p.properties.clone().unwrap_or_default();
-                    let msg = Message {
-                        content_type: props.content_type,
-                        user_properties: props.user_properties,
-                        payload: p.payload.to_vec(),
-                    };
+                    let msg = message_of(&p);
                     if let Ok(ev) = mqtt::from_message(&msg) {
                         let _ = tx.send((msg, ev));
                     }
@@ -101,20 +93,7 @@ impl HandAgent {
     }
 
     async fn publish(&self, ev: &CloudEvent) {
-        let m = mqtt::to_binary(ev);
-        let props = PublishProperties {
-            content_type: m.content_type,
-            user_properties: m.user_properties,
-            ..Default::default()
-        };
-        self.client
-            .publish_with_properties(
-                self.topic.clone(),
-                QoS::AtLeastOnce,
-                false,
-                m.payload,
-                props,
-            )
+        publish_message(&self.client, self.topic.clone(), mqtt::to_binary(ev))
             .await
             .expect("agent publishes");
     }
@@ -164,7 +143,7 @@ fn status_event(
 async fn maestro_source_speaks_the_source_side() {
     let broker = broker();
     let consumer = format!("c{}", std::process::id());
-    let source = MaestroSource::connect(&broker, "maestro")
+    let source = MqttSource::connect(&broker, "maestro")
         .await
         .expect("source connects and subscribes");
     let mut agent = hand_agent(&broker, "maestro", &consumer).await;

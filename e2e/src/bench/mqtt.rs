@@ -12,7 +12,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use test_support::mosquitto::Broker;
-use test_support::mqtt_source::MaestroSource;
+use test_support::mqtt_source::MqttSource;
 use test_support::{AgentProcess, SPOKE_KUBECONFIG_ENV, TestCluster, free_port, unique_name};
 
 use super::mqtt_report::{
@@ -131,7 +131,7 @@ struct Bench {
     spoke_kubeconfig: PathBuf,
     ns: String,
     broker: Broker,
-    source: MaestroSource,
+    source: MqttSource,
     consumer: String,
     agent: Option<AgentProcess>,
     agent_args: Vec<String>,
@@ -165,7 +165,7 @@ pub async fn run(opts: Options) -> Result<Report, String> {
             return Err(e.to_string());
         }
     };
-    let source = match MaestroSource::connect(&broker.address(), SOURCE_ID).await {
+    let source = match MqttSource::connect(&broker.address(), SOURCE_ID).await {
         Ok(s) => s,
         Err(e) => {
             spoke.cleanup().await;

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
-use test_support::mqtt_source::StatusArrival;
+use test_support::maestro::StatusArrival;
 
 use super::stats::Summary;
 
@@ -649,7 +649,7 @@ fn met(ok: Option<bool>) -> &'static str {
 mod tests {
     use super::*;
     use cloudevents::types::EventType;
-    use test_support::mqtt_source::StatusOutcome;
+    use test_support::maestro::StatusOutcome;
 
     fn arrival(
         id: &str,

@@ -12,84 +12,15 @@ use std::time::{Duration, Instant};
 use cloudevents::codec::ManifestBundleStatus;
 use cloudevents::{CloudEvent, EventType};
 use serde_json::{Value, json};
-use test_support::grpc_source::{GrpcSource, GrpcSourceOptions};
-use test_support::mosquitto::Broker;
-use test_support::mqtt_source::{MaestroSource, StoredResource};
+use test_support::broker_source::BrokerSource;
+pub use test_support::broker_source::Transport;
+use test_support::grpc_source::GrpcSourceOptions;
+use test_support::maestro::{self, Maestro, StoredResource};
 use test_support::wire_faults::{FaultCounters, WireFaults};
 use work_api::ManifestWork;
 
 use crate::rng::Rng;
 use crate::world::Shared;
-
-/// Which wire.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Wire {
-    /// Maestro over MQTT (mosquitto).
-    Mqtt,
-    /// CloudEvents over gRPC.
-    Grpc,
-}
-
-enum Source {
-    Mqtt {
-        broker: Broker,
-        source: MaestroSource,
-    },
-    Grpc(GrpcSource),
-}
-
-impl Source {
-    fn resources(&self) -> Vec<StoredResource> {
-        match self {
-            Source::Mqtt { source, .. } => source.resources(),
-            Source::Grpc(s) => s.resources(),
-        }
-    }
-
-    fn resource(&self, id: &str) -> Option<StoredResource> {
-        match self {
-            Source::Mqtt { source, .. } => source.resource(id),
-            Source::Grpc(s) => s.resource(id),
-        }
-    }
-
-    fn arm<R>(&self, arm: impl FnOnce(&mut WireFaults) -> R) -> R {
-        match self {
-            Source::Mqtt { source, .. } => source.faults(arm),
-            Source::Grpc(s) => s.faults(arm),
-        }
-    }
-
-    fn release_held(&self) -> bool {
-        match self {
-            Source::Mqtt { source, .. } => source.release_held().unwrap_or(false),
-            Source::Grpc(s) => s.release_held().unwrap_or(false),
-        }
-    }
-
-    fn sent(&self) -> Vec<CloudEvent> {
-        match self {
-            Source::Mqtt { source, .. } => source.sent(),
-            Source::Grpc(s) => s.sent(),
-        }
-    }
-
-    fn received(&self) -> Vec<CloudEvent> {
-        match self {
-            Source::Mqtt { source, .. } => source.events(),
-            Source::Grpc(s) => s.events(),
-        }
-    }
-
-    fn resend(&self, consumer: &str, ev: CloudEvent) -> Result<(), String> {
-        match self {
-            Source::Mqtt { source, .. } => source
-                .publish_event(consumer, ev)
-                .map_err(|e| e.to_string()),
-            Source::Grpc(s) => s.send_event(consumer, ev).map_err(|e| e.to_string()),
-        }
-    }
-}
 
 /// A fault on the broker path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,10 +48,12 @@ pub enum BrokerFault {
 
 impl BrokerFault {
     /// Name in reports.
-    pub fn name(self, wire: Wire) -> &'static str {
+    pub fn name(self, wire: Transport) -> &'static str {
         match (self, wire) {
-            (BrokerFault::BrokerRestart, Wire::Mqtt) => "mosquitto restart",
-            (BrokerFault::BrokerRestart, Wire::Grpc) => "gRPC server (broker and source) restart",
+            (BrokerFault::BrokerRestart, Transport::Mqtt) => "mosquitto restart",
+            (BrokerFault::BrokerRestart, Transport::Grpc) => {
+                "gRPC server (broker and source) restart"
+            }
             (BrokerFault::SourceRestart, _) => "source restart (status resync after)",
             (BrokerFault::Duplicate, _) => "spec events duplicated (armed)",
             (BrokerFault::Reorder, _) => "spec events reordered (armed)",
@@ -131,7 +64,7 @@ impl BrokerFault {
     }
 
     /// The broker faults of one cycle on `wire`.
-    pub fn all(wire: Wire) -> Vec<BrokerFault> {
+    pub fn all(wire: Transport) -> Vec<BrokerFault> {
         let mut all = vec![
             BrokerFault::BrokerRestart,
             BrokerFault::Duplicate,
@@ -143,7 +76,7 @@ impl BrokerFault {
             BrokerFault::SplitResync,
             BrokerFault::LoseStatuses,
         ];
-        if wire == Wire::Mqtt {
+        if wire == Transport::Mqtt {
             all.push(BrokerFault::SourceRestart);
         }
         all
@@ -152,8 +85,8 @@ impl BrokerFault {
 
 /// The source, the names it knows the driver's works by, and how the agent reaches it.
 pub struct BrokerHub {
-    wire: Wire,
-    source: tokio::sync::Mutex<Source>,
+    wire: Transport,
+    source: tokio::sync::Mutex<BrokerSource>,
     consumer: String,
     /// The `brokerHost` or `url` of the agent's config (the hub hash's input).
     address: String,
@@ -163,40 +96,19 @@ pub struct BrokerHub {
 
 impl BrokerHub {
     /// Starts the broker and the source for `consumer`; writes the agent's config into `dir`.
-    pub async fn start(wire: Wire, consumer: &str, dir: &Path) -> Result<(Self, PathBuf), String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let config = dir.join(match wire {
-            Wire::Mqtt => "mqtt-config.yaml",
-            Wire::Grpc => "grpcconfig",
-        });
-        let (source, address, text) = match wire {
-            Wire::Mqtt => {
-                let broker = Broker::start("chaos").map_err(|e| e.to_string())?;
-                let address = broker.address();
-                let source = MaestroSource::connect(&address, "maestro")
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let text = format!(
-                    "brokerHost: {address}\ntopics:\n  sourceEvents: sources/maestro/consumers/{consumer}/sourceevents\n  agentEvents: sources/maestro/consumers/{consumer}/agentevents\n"
-                );
-                (Source::Mqtt { broker, source }, address, text)
-            }
-            Wire::Grpc => {
-                let source = GrpcSource::start(GrpcSourceOptions::default())
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let address = source.url();
-                let text = format!("url: {address}\n");
-                (Source::Grpc(source), address, text)
-            }
-        };
-        std::fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
+    pub async fn start(
+        wire: Transport,
+        consumer: &str,
+        dir: &Path,
+    ) -> Result<(Self, PathBuf), String> {
+        let source = BrokerSource::start(wire, "chaos", GrpcSourceOptions::default()).await?;
+        let config = source.write_agent_config(consumer, "", dir)?;
         Ok((
             Self {
                 wire,
+                address: source.address(),
                 source: tokio::sync::Mutex::new(source),
                 consumer: consumer.to_string(),
-                address,
                 ids: Mutex::default(),
             },
             config,
@@ -210,27 +122,10 @@ impl BrokerHub {
 
     /// The agent's command line for this wire: Maestro's chart (MQTT), the klusterlet's (gRPC).
     pub fn agent_args(&self, config: &Path, spoke_kubeconfig: &Path, http: u16) -> Vec<String> {
-        let c = &self.consumer;
-        let mut args = match self.wire {
-            Wire::Mqtt => vec![
-                "agent".to_string(),
-                format!("--consumer-name={c}"),
-                "--workload-source-driver=mqtt".into(),
-                format!("--kubeconfig={}", spoke_kubeconfig.display()),
-                "--leader-elect=false".into(),
-            ],
-            Wire::Grpc => vec![
-                "agent".to_string(),
-                format!("--spoke-cluster-name={c}"),
-                "--workload-source-driver=grpc".into(),
-                "--cloudevents-client-codecs=manifestbundle".into(),
-                format!("--spoke-kubeconfig={}", spoke_kubeconfig.display()),
-                "--disable-leader-election".into(),
-            ],
-        };
+        let mut args = self
+            .wire
+            .agent_args(&self.consumer, config, spoke_kubeconfig);
         args.extend([
-            format!("--workload-source-config={}", config.display()),
-            format!("--cloudevents-client-id={c}-work-agent"),
             format!("--http-address=127.0.0.1:{http}"),
             "--health-address=off".into(),
             // CHAOS_AGENT_LOG (e.g. `info,agent::hub::broker=debug,cloudevents=debug`) for a
@@ -262,15 +157,13 @@ impl BrokerHub {
     /// Creates the resource of work `name` (Maestro names it by its id; the driver keeps the map).
     pub async fn create(&self, name: &str, spec: &Value) -> Result<(), String> {
         let bundle = bundle(spec);
-        let source = self.source.lock().await;
-        let id = match &*source {
-            Source::Mqtt { source, .. } => source
-                .create(&self.consumer, bundle)
-                .map_err(|e| e.to_string())?,
-            Source::Grpc(s) => s
-                .create(&self.consumer, bundle)
-                .map_err(|e| e.to_string())?,
-        };
+        let id = self
+            .source
+            .lock()
+            .await
+            .maestro()
+            .create(&self.consumer, bundle)
+            .map_err(|e| e.to_string())?;
         self.ids().insert(name.to_string(), id);
         Ok(())
     }
@@ -278,24 +171,14 @@ impl BrokerHub {
     /// A new version of the resource of work `name`; false when the source does not hold it.
     pub async fn edit(&self, name: &str, spec: &Value) -> Result<bool, String> {
         let bundle = bundle(spec);
-        self.on_held(name, |source, id| match source {
-            Source::Mqtt { source, .. } => source
-                .update(id, bundle)
-                .map(drop)
-                .map_err(|e| e.to_string()),
-            Source::Grpc(s) => s.update(id, bundle).map(drop).map_err(|e| e.to_string()),
-        })
-        .await
+        self.on_held(name, |source, id| source.update(id, bundle).map(drop))
+            .await
     }
 
     /// Soft-deletes the resource of work `name` (gone once the agent reports `Deleted`); false
     /// when the source does not hold it.
     pub async fn delete(&self, name: &str) -> Result<bool, String> {
-        self.on_held(name, |source, id| match source {
-            Source::Mqtt { source, .. } => source.delete(id).map_err(|e| e.to_string()),
-            Source::Grpc(s) => s.delete(id).map_err(|e| e.to_string()),
-        })
-        .await
+        self.on_held(name, |source, id| source.delete(id)).await
     }
 
     /// Runs `op` on the resource of work `name`; false (and `op` not run) when the source does
@@ -303,41 +186,48 @@ impl BrokerHub {
     async fn on_held(
         &self,
         name: &str,
-        op: impl FnOnce(&Source, &str) -> Result<(), String>,
+        op: impl FnOnce(&Maestro, &str) -> Result<(), maestro::Error>,
     ) -> Result<bool, String> {
         let Some(id) = self.id_of(name) else {
             return Ok(false);
         };
         let source = self.source.lock().await;
+        let source = source.maestro();
         if source.resource(&id).is_none() {
             return Ok(false);
         }
-        op(&source, &id).map(|()| true)
+        op(source, &id).map(|()| true).map_err(|e| e.to_string())
     }
 
     /// Work `name` as the source holds it.
     pub async fn get(&self, name: &str) -> Option<ManifestWork> {
         let id = self.id_of(name)?;
-        let r = self.source.lock().await.resource(&id)?;
+        let r = self.source.lock().await.maestro().resource(&id)?;
         Some(as_work(name, &r))
     }
 
     /// Every work the source holds (of the driver's names).
     pub async fn list(&self) -> Vec<ManifestWork> {
-        let resources = self.source.lock().await.resources();
+        let resources = self.source.lock().await.maestro().resources();
         self.list_of(&resources)
     }
 
     /// Sends the oldest batch of held spec events; false when none.
     pub async fn release_held(&self) -> bool {
-        self.source.lock().await.release_held()
+        self.source
+            .lock()
+            .await
+            .maestro()
+            .release_held()
+            .unwrap_or(false)
     }
 
     /// Disarms the wire faults and sends everything they still hold.
     pub async fn calm(&self) {
         let source = self.source.lock().await;
-        source.arm(WireFaults::disarm);
-        while source.release_held() {}
+        let source = source.maestro();
+        source.faults(WireFaults::disarm);
+        while source.release_held().unwrap_or(false) {}
     }
 
     /// The wire history of work `name`, for a violation's report: its resource id, every spec
@@ -347,6 +237,7 @@ impl BrokerHub {
             return "no resource".into();
         };
         let source = self.source.lock().await;
+        let source = source.maestro();
         let line = |ev: &CloudEvent| {
             let ty = ev.type_.rsplit('.').next().unwrap_or_default().to_string();
             let version = ev
@@ -370,7 +261,7 @@ impl BrokerHub {
                 == Some(id.as_str())
         };
         let sent: Vec<String> = source.sent().iter().filter(of_id).map(line).collect();
-        let received: Vec<String> = source.received().iter().filter(of_id).map(line).collect();
+        let received: Vec<String> = source.events().iter().filter(of_id).map(line).collect();
         format!(
             "resource {id}; sent: [{}]; received: [{}]",
             sent.join(", "),
@@ -380,7 +271,7 @@ impl BrokerHub {
 
     /// What the wire faults injected.
     pub async fn fault_counters(&self) -> FaultCounters {
-        self.source.lock().await.arm(|f| f.counters())
+        self.source.lock().await.maestro().faults(|f| f.counters())
     }
 
     /// Injects one fault; Ok says what it did.
@@ -405,12 +296,20 @@ impl BrokerHub {
             }
             BrokerFault::Duplicate => {
                 let n = rng.range(1, 4);
-                self.source.lock().await.arm(|f| f.duplicate_next(n));
+                self.source
+                    .lock()
+                    .await
+                    .maestro()
+                    .faults(|f| f.duplicate_next(n));
                 Ok(format!("next {n}"))
             }
             BrokerFault::Reorder => {
                 let n = rng.range(1, 3);
-                self.source.lock().await.arm(|f| f.reorder_next(n));
+                self.source
+                    .lock()
+                    .await
+                    .maestro()
+                    .faults(|f| f.reorder_next(n));
                 Ok(format!("next {n}"))
             }
             BrokerFault::SplitResync => {
@@ -418,17 +317,26 @@ impl BrokerHub {
                 self.source
                     .lock()
                     .await
-                    .arm(|f| f.split_next_answers(1, parts));
+                    .maestro()
+                    .faults(|f| f.split_next_answers(1, parts));
                 Ok(format!("next answer in {parts} parts"))
             }
             BrokerFault::Stale => self.send_stale(rng).await,
             BrokerFault::LoseStatuses => {
                 let n = rng.range(1, 6);
-                self.source.lock().await.arm(|f| f.lose_next_statuses(n));
+                self.source
+                    .lock()
+                    .await
+                    .maestro()
+                    .faults(|f| f.lose_next_statuses(n));
                 let window = Duration::from_millis(rng.range(3000, 8000));
                 tokio::time::sleep(window).await;
-                self.source.lock().await.arm(|f| f.lose_next_statuses(0));
-                if self.wire == Wire::Mqtt {
+                self.source
+                    .lock()
+                    .await
+                    .maestro()
+                    .faults(|f| f.lose_next_statuses(0));
+                if self.wire == Transport::Mqtt {
                     let batch = rng.range(1, 4) as usize;
                     hub_down(shared, self.restart_source(batch)).await?;
                 }
@@ -439,49 +347,41 @@ impl BrokerHub {
 
     async fn restart_broker(&self, down: Duration, rng: &mut Rng) -> Result<(), String> {
         let mut source = self.source.lock().await;
-        match &mut *source {
-            Source::Mqtt { broker, source } => {
-                broker.stop();
-                tokio::time::sleep(down).await;
-                broker.restart().map_err(|e| e.to_string())?;
-                // The source reconnects by itself; then, as Maestro does when its subscription
-                // comes up, it asks for the statuses it may have missed.
-                let deadline = Instant::now() + Duration::from_secs(15);
-                while !source.is_subscribed() {
-                    if Instant::now() > deadline {
-                        return Err("the source did not resubscribe within 15 s".into());
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                let batch = rng.range(1, 4) as usize;
-                let hashes = source.status_hashes(&self.consumer);
-                for chunk in hashes.chunks(batch) {
-                    source
-                        .request_status_resync(&self.consumer, chunk.to_vec())
-                        .map_err(|e| e.to_string())?;
-                }
-                Ok(())
+        source.stop_hub().await;
+        tokio::time::sleep(down).await;
+        source.start_hub().await?;
+        let BrokerSource::Mqtt { source, .. } = &*source else {
+            return Ok(());
+        };
+        // The source reconnects by itself; then, as Maestro does when its subscription comes
+        // up, it asks for the statuses it may have missed.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !source.is_subscribed() {
+            if Instant::now() > deadline {
+                return Err("the source did not resubscribe within 15 s".into());
             }
-            Source::Grpc(s) => {
-                s.stop().await;
-                tokio::time::sleep(down).await;
-                s.restart().await.map_err(|e| e.to_string())
-            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        let batch = rng.range(1, 4) as usize;
+        source
+            .request_status_resyncs(batch)
+            .map_err(|e| e.to_string())
     }
 
     async fn restart_source(&self, batch: usize) -> Result<(), String> {
-        let mut source = self.source.lock().await;
-        match &mut *source {
-            Source::Mqtt { source, .. } => source.restart(batch).await.map_err(|e| e.to_string()),
+        match &mut *self.source.lock().await {
+            BrokerSource::Mqtt { source, .. } => {
+                source.restart(batch).await.map_err(|e| e.to_string())
+            }
             // One process with the broker: a source restart is a server restart.
-            Source::Grpc(s) => s.restart().await.map_err(|e| e.to_string()),
+            BrokerSource::Grpc(s) => s.restart().await.map_err(|e| e.to_string()),
         }
     }
 
     /// Sends again an older spec event (with data) of a live resource, as a late redelivery.
     async fn send_stale(&self, rng: &mut Rng) -> Result<String, String> {
         let source = self.source.lock().await;
+        let source = source.maestro();
         let live: BTreeMap<String, i64> = source
             .resources()
             .into_iter()
@@ -520,7 +420,9 @@ impl BrokerHub {
                 .ok()
                 .flatten()
         );
-        source.resend(&self.consumer, ev)?;
+        source
+            .publish_event(&self.consumer, ev)
+            .map_err(|e| e.to_string())?;
         Ok(what)
     }
 
@@ -529,10 +431,8 @@ impl BrokerHub {
     /// the source took its `Deleted` (the agent's TTL collection, unless the driver asked).
     pub async fn snapshot(&self, from: usize) -> (Vec<ManifestWork>, Vec<ManifestWork>) {
         let source = self.source.lock().await;
-        let deletions = match &*source {
-            Source::Mqtt { source, .. } => source.hard_deletions(),
-            Source::Grpc(s) => s.hard_deletions(),
-        };
+        let source = source.maestro();
+        let deletions = source.hard_deletions();
         let works = self.list_of(&source.resources());
         let gone = deletions
             .iter()
@@ -540,18 +440,10 @@ impl BrokerHub {
             .map(|d| {
                 let name = self.name_of(&d.id).unwrap_or_default();
                 let last = StoredResource {
-                    id: d.id.clone(),
-                    consumer: self.consumer.clone(),
                     version: 0,
-                    metadata: Value::Null,
-                    bundle: Value::Null,
                     deleted_at: Some(d.at),
                     status: Some(d.status.clone()),
-                    status_hash: None,
-                    sequence_id: None,
-                    statuses_accepted: 0,
-                    spec_events_sent: 0,
-                    ordinal: 0,
+                    ..StoredResource::new(&d.id, &self.consumer, Value::Null, Value::Null, 0)
                 };
                 as_work(&name, &last)
             })
@@ -621,18 +513,17 @@ mod tests {
 
     fn stored(status: Option<Value>) -> StoredResource {
         StoredResource {
-            id: "4717d8e0".into(),
-            consumer: "c1".into(),
             version: 3,
-            metadata: json!({"name": "4717d8e0"}),
-            bundle: json!({"manifests": []}),
-            deleted_at: None,
             status,
-            status_hash: None,
-            sequence_id: None,
             statuses_accepted: 1,
             spec_events_sent: 3,
-            ordinal: 1,
+            ..StoredResource::new(
+                "4717d8e0",
+                "c1",
+                json!({"name": "4717d8e0"}),
+                json!({"manifests": []}),
+                1,
+            )
         }
     }
 

@@ -9,7 +9,7 @@ use kube::Client;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use serde_json::{Value, json};
 
-use crate::broker::{BrokerFault, Wire};
+use crate::broker::{BrokerFault, Transport};
 use crate::hub::Hub;
 use crate::kubeops::{DRIVER_MANAGER, api};
 use crate::rng::Rng;
@@ -39,7 +39,7 @@ pub enum Fault {
     /// Put a foreign finalizer on an applied object, removed 10-30 s later.
     StuckFinalizer,
     /// A fault of the broker path.
-    Broker(BrokerFault, Wire),
+    Broker(BrokerFault, Transport),
 }
 
 impl Fault {
@@ -61,7 +61,7 @@ impl Fault {
     /// One cycle of faults in a random order: every kind at least once, the cheap ones twice,
     /// so that even a short run injects each kind. Behind a broker (`wire`) the hub's API server
     /// faults give way to the broker's, and the spoke's faults come once each.
-    pub fn cycle(rng: &mut Rng, wire: Option<Wire>) -> Vec<Fault> {
+    pub fn cycle(rng: &mut Rng, wire: Option<Transport>) -> Vec<Fault> {
         let mut all = match wire {
             None => Self::kube_cycle(),
             Some(wire) => [

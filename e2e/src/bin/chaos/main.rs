@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use test_support::{TestCluster, free_port, repo_root, unique_name};
 
-use crate::broker::{BrokerHub, Wire};
+use crate::broker::{BrokerHub, Transport};
 use crate::faults::{ControlPlanes, Fault};
 use crate::hub::Hub;
 use crate::rng::Rng;
@@ -59,7 +59,7 @@ struct Plan {
     /// Soak: new kinds, namespaces and names; memory sampled.
     soak: bool,
     /// The broker the works come through; none: a Kubernetes hub.
-    wire: Option<Wire>,
+    wire: Option<Transport>,
     mode: &'static str,
     report: Option<PathBuf>,
     csv: Option<PathBuf>,
@@ -127,8 +127,8 @@ fn parse_args() -> Result<Plan, String> {
             "--hub" => {
                 plan.wire = match value("--hub")?.as_str() {
                     "kube" => None,
-                    "mqtt" => Some(Wire::Mqtt),
-                    "grpc" => Some(Wire::Grpc),
+                    "mqtt" => Some(Transport::Mqtt),
+                    "grpc" => Some(Transport::Grpc),
                     other => return Err(format!("--hub: {other:?} is not kube, mqtt or grpc")),
                 }
             }
@@ -154,8 +154,8 @@ fn parse_args() -> Result<Plan, String> {
             plan.fault_every = Some((10, 30));
         }
         plan.mode = match (plan.wire, plan.mode) {
-            (Some(Wire::Mqtt), "default") => "mqtt",
-            (Some(Wire::Mqtt), _) => "mqtt-long",
+            (Some(Transport::Mqtt), "default") => "mqtt",
+            (Some(Transport::Mqtt), _) => "mqtt-long",
             (_, "default") => "grpc",
             _ => "grpc-long",
         };
@@ -636,8 +636,8 @@ fn report(
     let mut out = String::new();
     let hub = match plan.wire {
         None => "Kubernetes hub".to_string(),
-        Some(Wire::Mqtt) => "Maestro-shaped source over MQTT (mosquitto)".to_string(),
-        Some(Wire::Grpc) => "CloudEvents gRPC source".to_string(),
+        Some(Transport::Mqtt) => "Maestro-shaped source over MQTT (mosquitto)".to_string(),
+        Some(Transport::Grpc) => "CloudEvents gRPC source".to_string(),
     };
     let _ = writeln!(out, "Hub: {hub}.");
     let _ = writeln!(

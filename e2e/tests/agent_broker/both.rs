@@ -1,0 +1,504 @@
+//! The cases that hold behind either transport, each written once (`main.rs` runs each on both).
+
+use std::time::Instant;
+
+use cloudevents::EventType;
+use k8s_openapi::api::batch::v1::Job;
+use kube::Api;
+use serde_json::{Value, json};
+use test_support::broker_source::{BrokerSource, Transport};
+use test_support::maestro::spec_event;
+use test_support::wait_for;
+use work_api::AppliedManifestWork;
+
+use crate::agent_common::{
+    TIMEOUT, configmap, http_get, job, job_complete_config, metrics_text, tail,
+};
+use crate::env::{BrokerEnv, bundle, configmap_config, metric};
+
+pub async fn create_update_delete_round_trip_and_a_stale_generation(t: Transport) {
+    let mut env = BrokerEnv::start(t, "crud").await;
+    env.wait_source("the agent asks for a spec resync once subscribed", |s| {
+        s.counters().spec_resync_requests >= 1
+    })
+    .await;
+    if t == Transport::Grpc {
+        let consumer = env.consumer.clone();
+        let waited = env
+            .grpc()
+            .wait_until(|s| s.subscribers(&consumer) == 1, TIMEOUT)
+            .await;
+        env.expect_source("one subscription of the agent", waited);
+    }
+    wait_for("/readyz 200 once subscribed", TIMEOUT, || async {
+        http_get(env.port, "/readyz").await
+    })
+    .await;
+
+    let id = env.create(bundle(&env.ns, "crud", json!({"v": "1"})));
+    env.wait_data("crud", "v", "1").await;
+    env.wait_applied(&id).await;
+    let applied: Api<AppliedManifestWork> = Api::all(env.spoke.client.clone());
+    let amw = applied
+        .get(&env.amw_name(&id))
+        .await
+        .expect("AppliedManifestWork");
+    // No --agent-id and no agent-name file: generated from hub hash and consumer, not the hub
+    // hash every agent of this broker shares.
+    assert_eq!(
+        amw.spec.agent_id,
+        agent::config::generated_agent_id(&work_api::hub_hash(&env.hub.address()), &env.consumer)
+    );
+
+    env.source()
+        .update(&id, bundle(&env.ns, "crud", json!({"v": "2"})))
+        .expect("update");
+    env.wait_data("crud", "v", "2").await;
+    env.wait_source("status of version 2", |s| {
+        s.resource(&id)
+            .is_some_and(|r| r.version == 2 && r.statuses_accepted >= 2)
+            && s.condition_status(&id, "Applied").as_deref() == Some("True")
+    })
+    .await;
+
+    // A spec event of an older version is ignored: once a newer one is applied, the old one
+    // never shows on the spoke.
+    let mut stale = env.source().resource(&id).expect("stored");
+    stale.version = 1;
+    stale.bundle = bundle(&env.ns, "crud", json!({"v": "stale"}));
+    let ev = spec_event("maestro", EventType::SpecUpdate, &stale);
+    env.source()
+        .publish_event(&env.consumer, ev)
+        .expect("stale event");
+    env.wait_log("the agent saw the stale event", "stale generation")
+        .await;
+    env.source()
+        .update(&id, bundle(&env.ns, "crud", json!({"v": "3"})))
+        .expect("update");
+    env.wait_data("crud", "v", "3").await;
+
+    let started = Instant::now();
+    env.source().delete(&id).expect("delete");
+    env.wait_source("Deleted reported, the source forgets the work", |s| {
+        s.hard_deleted(&id)
+    })
+    .await;
+    let round_trip = started.elapsed();
+    env.wait_gone("crud").await;
+    assert!(
+        applied
+            .get_opt(&env.amw_name(&id))
+            .await
+            .expect("get")
+            .is_none(),
+        "the AppliedManifestWork is gone"
+    );
+    eprintln!("delete round trip (source delete -> Deleted status): {round_trip:?}");
+
+    let c = env.source().counters();
+    assert_eq!(
+        (
+            c.stale,
+            c.rejected_sequence,
+            c.rejected_source,
+            c.rejected_consumer,
+            c.malformed
+        ),
+        (0, 0, 0, 0, 0),
+        "every status the agent sent met Maestro's checks: {c:?}"
+    );
+    let metrics = env.metrics().await;
+    assert!(metrics.contains("cloudevents_received_total{"), "{metrics}");
+    assert!(metrics.contains("cloudevents_sent_total{"), "{metrics}");
+    assert!(metrics.contains("cloudevents_subscribed 1"), "{metrics}");
+    assert!(
+        !metrics.contains("heartbeat"),
+        "heartbeats are not counted as events: {metrics}"
+    );
+}
+
+pub async fn a_restarted_agent_converges_on_what_changed_while_it_was_away(t: Transport) {
+    let mut env = BrokerEnv::start(t, "restart").await;
+    let (a, b) = env.two_applied_works().await;
+    let applied: Api<AppliedManifestWork> = Api::all(env.spoke.client.clone());
+    let uid_before = applied
+        .get(&env.amw_name(&a))
+        .await
+        .expect("amw a")
+        .metadata
+        .uid;
+
+    env.stop_agent();
+    let c = env.change_a_delete_b_create_c(&a, &b);
+    env.start_agent();
+    env.wait_changes_converged(&a, &b, &c).await;
+    assert_eq!(
+        applied
+            .get(&env.amw_name(&a))
+            .await
+            .expect("amw a")
+            .metadata
+            .uid,
+        uid_before,
+        "the AppliedManifestWork of a survived the restart, not re-created"
+    );
+    let counters = env.source().counters();
+    assert_eq!(
+        counters.rejected_sequence, 0,
+        "sequence ids grow across restarts: {counters:?}"
+    );
+}
+
+pub async fn a_one_mebibyte_bundle_and_a_burst_of_two_hundred(t: Transport) {
+    let env = BrokerEnv::start(t, "big").await;
+    let chunk = "x".repeat(250 * 1024);
+    let manifests: Vec<Value> = (0..4)
+        .map(|i| configmap(&env.ns, &format!("big-{i}"), json!({"blob": chunk})))
+        .collect();
+    let big = env.create(json!({"manifests": manifests}));
+    env.wait_applied(&big).await;
+    env.wait_data("big-3", "blob", &chunk).await;
+
+    let ids: Vec<String> = (0..200)
+        .map(|i| {
+            env.create(bundle(
+                &env.ns,
+                &format!("burst-{i}"),
+                json!({"i": i.to_string()}),
+            ))
+        })
+        .collect();
+    env.wait_source("all 200 bundles Applied at the source", |s| {
+        ids.iter()
+            .all(|id| s.condition_status(id, "Applied").as_deref() == Some("True"))
+    })
+    .await;
+    env.wait_data("burst-199", "i", "199").await;
+    let c = env.source().counters();
+    assert_eq!(
+        (c.stale, c.rejected_sequence, c.malformed),
+        (0, 0, 0),
+        "{c:?}"
+    );
+}
+
+pub async fn a_job_completes_and_its_ttl_deletes_the_work(t: Transport) {
+    let env = BrokerEnv::start(t, "job").await;
+    let id = env.create(json!({
+        "manifests": [job(&env.ns, "once")],
+        "manifestConfigs": [job_complete_config(&env.ns, "once")],
+        "deleteOption": {"propagationPolicy": "Foreground", "ttlSecondsAfterFinished": 2}
+    }));
+    env.wait_complete(&id).await;
+    env.wait_source("the TTL deletes the work: Deleted at the source", |s| {
+        s.hard_deleted(&id)
+    })
+    .await;
+    let jobs: Api<Job> = Api::namespaced(env.spoke.client.clone(), &env.ns);
+    wait_for("the Job is gone from the spoke", TIMEOUT, || async {
+        jobs.get_opt("once").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    // The record that held the completion goes once the source has taken Deleted.
+    let amws: Api<AppliedManifestWork> = Api::all(env.spoke.client.clone());
+    let amw_name = env.amw_name(&id);
+    wait_for("the AppliedManifestWork is released", TIMEOUT, || async {
+        amws.get_opt(&amw_name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert_eq!(
+        env.source().counters().deleted_unrequested,
+        1,
+        "the source did not ask for this deletion: the TTL did"
+    );
+    assert!(
+        env.log().contains("TTL"),
+        "the TTL deletion is logged:\n{}",
+        tail(&env.log())
+    );
+}
+
+/// A spec event the agent cannot read, on the transport's wire.
+fn send_malformed(hub: &BrokerSource, consumer: &str) {
+    match hub {
+        // Binary mode with a broken payload.
+        BrokerSource::Mqtt { source, .. } => source
+            .publish_raw(
+                consumer,
+                Some("application/json".into()),
+                vec![
+                    ("ce-specversion".into(), "1.0".into()),
+                    ("ce-id".into(), "x".into()),
+                    ("ce-source".into(), "maestro".into()),
+                    ("ce-type".into(), EventType::SpecCreate.as_type()),
+                    ("ce-resourceid".into(), "bad".into()),
+                    ("ce-resourceversion".into(), "1".into()),
+                    ("ce-clustername".into(), consumer.to_string()),
+                ],
+                b"{not json".to_vec(),
+            )
+            .expect("malformed"),
+        // No spec version, no resource version.
+        BrokerSource::Grpc(source) => source.send_raw(
+            consumer,
+            cloudevents::grpc::proto::CloudEvent {
+                id: "x".into(),
+                source: "maestro".into(),
+                r#type: EventType::SpecCreate.as_type(),
+                ..Default::default()
+            },
+        ),
+    }
+}
+
+pub async fn malformed_and_other_clusters_events_are_refused_and_counted(t: Transport) {
+    let mut env = BrokerEnv::start(t, "hostile").await;
+    env.wait_source("subscribed", |s| s.counters().spec_resync_requests >= 1)
+        .await;
+    send_malformed(&env.hub, &env.consumer);
+    let mine = env.create(bundle(&env.ns, "mine", json!({"v": "1"})));
+    let mut other = env.source().resource(&mine).expect("stored");
+    other.consumer = "someone-else".into();
+    other.id = "00000000-0000-0000-0000-000000000042".into();
+    other.bundle = bundle(&env.ns, "not-mine", json!({"v": "1"}));
+    let ev = spec_event("maestro", EventType::SpecCreate, &other);
+    env.source()
+        .publish_event(&env.consumer, ev)
+        .expect("other cluster");
+
+    env.wait_data("mine", "v", "1").await;
+    wait_for("both refused events counted", TIMEOUT, || async {
+        metric(&env.metrics().await, "cloudevents_rejected_total ").filter(|n| *n >= 2)
+    })
+    .await;
+    assert!(
+        env.configmaps()
+            .get_opt("not-mine")
+            .await
+            .expect("get")
+            .is_none(),
+        "another cluster's work is not applied"
+    );
+    let agent = env.agent.as_mut().expect("agent");
+    assert!(agent.is_running(), "the agent survives bad events");
+}
+
+/// The samples of metric `name` (no suffix added) whose labels include every pair of `labels`,
+/// whatever their order; their sum (0 when none).
+fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter_map(|line| line.strip_prefix(name))
+        .filter_map(|rest| {
+            let (set, value) = match rest.strip_prefix('{') {
+                Some(rest) => rest.split_once("} ")?,
+                None => ("", rest.strip_prefix(' ')?),
+            };
+            let pairs: Vec<&str> = set.split(',').collect();
+            labels
+                .iter()
+                .all(|(k, v)| pairs.contains(&format!("{k}=\"{v}\"").as_str()))
+                .then(|| value.trim().parse::<f64>().ok())
+                .flatten()
+        })
+        .sum()
+}
+
+/// Maestro's agent dashboards, SLOs and runbooks query client-go's and sdk-go's metric names
+/// (`docs/metrics.md` maps them); behind a broker the agent serves each, with the labels those
+/// queries select, and they move while a bundle is applied, updated and deleted.
+pub async fn maestros_dashboard_metrics_move_while_a_bundle_is_applied(t: Transport) {
+    let env = BrokerEnv::start(t, "maestro-metrics").await;
+    let id = env.create(bundle(&env.ns, "dash", json!({"v": "1"})));
+    // Scraped while the bundle is on its way: every name is there once the agent has sent its
+    // first requests (a family without samples is not written, as client-go's registry does not).
+    let names = [
+        "# TYPE workqueue_depth gauge",
+        "# TYPE workqueue_adds counter",
+        "# TYPE workqueue_retries counter",
+        "# TYPE workqueue_queue_duration_seconds histogram",
+        "# TYPE workqueue_work_duration_seconds histogram",
+        "# TYPE rest_client_requests counter",
+        "# TYPE rest_client_request_duration_seconds histogram",
+        "# TYPE manifestworks_processed counter",
+        "# TYPE cloudevents_sent counter",
+        "# TYPE cloudevents_received counter",
+    ];
+    let port = env.port;
+    wait_for(
+        "every dashboard metric name",
+        std::time::Duration::from_secs(30),
+        || async move {
+            let text = metrics_text(port).await;
+            match names.iter().find(|name| !text.contains(*name)) {
+                None => Ok(()),
+                Some(name) => Err(format!("{name} missing:\n{text}")),
+            }
+        },
+    )
+    .await;
+    env.wait_data("dash", "v", "1").await;
+    env.wait_applied(&id).await;
+    env.source()
+        .update(&id, bundle(&env.ns, "dash", json!({"v": "2"})))
+        .expect("update");
+    env.wait_data("dash", "v", "2").await;
+    env.source().delete(&id).expect("delete");
+    env.wait_source("Deleted reported", |s| s.hard_deleted(&id))
+        .await;
+    env.wait_gone("dash").await;
+
+    let text = env.metrics().await;
+    let q = [("name", "ManifestWorkAgent")];
+    // The dashboard: sum by(name) (rate(workqueue_adds_total{name="ManifestWorkAgent"}[5m])),
+    // max by(name) (workqueue_depth{name="ManifestWorkAgent"}).
+    assert!(
+        metric_sum(&text, "workqueue_adds_total", &q) >= 3.0,
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"workqueue_depth{name="ManifestWorkAgent"} "#),
+        "{text}"
+    );
+    // The SLOs: the share of queue waits and reconciles under le="1.0" of all (+Inf).
+    for histogram in [
+        "workqueue_queue_duration_seconds_bucket",
+        "workqueue_work_duration_seconds_bucket",
+    ] {
+        let all = metric_sum(&text, histogram, &[("le", "+Inf"), q[0]]);
+        let fast = metric_sum(&text, histogram, &[("le", "1.0"), q[0]]);
+        assert!(
+            all >= 3.0 && fast >= 1.0,
+            "{histogram}: {fast}/{all}\n{text}"
+        );
+    }
+    assert!(
+        text.contains(r#"workqueue_retries_total{name="ManifestWorkAgent"} "#),
+        "{text}"
+    );
+    // sdk-go's store answers: the informer's list and watch, status patches, no failure.
+    for action in ["list", "watch", "patch"] {
+        let done = metric_sum(
+            &text,
+            "manifestworks_processed_total",
+            &[("action", action), ("code", "Success")],
+        );
+        assert!(done >= 1.0, "{action}: {text}");
+    }
+    // client-go's request metrics for the spoke: the ConfigMap created (POST 201) and deleted,
+    // by host as the SLO and runbooks break them down.
+    let host = env
+        .spoke
+        .server_url
+        .trim_start_matches("https://")
+        .trim_end_matches('/')
+        .to_string();
+    let created = metric_sum(
+        &text,
+        "rest_client_requests_total",
+        &[("code", "201"), ("host", &host), ("method", "POST")],
+    );
+    assert!(created >= 1.0, "POST 201 on {host}: {text}");
+    let ok = metric_sum(&text, "rest_client_requests_total", &[("host", &host)]);
+    assert!(ok >= created, "{text}");
+    let fast = metric_sum(
+        &text,
+        "rest_client_request_duration_seconds_bucket",
+        &[("le", "0.5"), ("host", &host), ("verb", "POST")],
+    );
+    assert!(fast >= 1.0, "{text}");
+    // sdk-go's event counters, which the dashboard sums per instance. (The bundle itself may
+    // come as a create or in the answer to the agent's first resync request, whichever is first.)
+    for (counter, subresource, action) in [
+        ("cloudevents_received_total", "spec", "update_request"),
+        ("cloudevents_received_total", "spec", "delete_request"),
+        ("cloudevents_sent_total", "status", "update_request"),
+    ] {
+        let events = metric_sum(
+            &text,
+            counter,
+            &[("subresource", subresource), ("action", action)],
+        );
+        assert!(events >= 1.0, "{counter} {action}: {text}");
+    }
+}
+
+/// Behind a broker, spec events carry no status and the agent keeps its works in memory: a
+/// restarted agent once applied a completed work's manifests again before finding it Complete,
+/// so an edit made after completion reached the spoke (found by `chaos --hub mqtt`). The
+/// completion is now kept on the spoke (`work::completion_memory`).
+pub async fn a_restarted_agent_does_not_apply_an_edit_to_a_completed_work(t: Transport) {
+    let mut env = BrokerEnv::start(t, "done").await;
+    let bundle = |v: &str| {
+        json!({
+            "manifests": [job(&env.ns, "once"), configmap(&env.ns, "side", json!({"v": v}))],
+            "manifestConfigs": [job_complete_config(&env.ns, "once")],
+        })
+    };
+    let id = env.create(bundle("1"));
+    env.wait_complete(&id).await;
+    env.wait_data("side", "v", "1").await;
+    env.source().update(&id, bundle("2")).expect("edit");
+    env.stop_agent();
+    let arrived_before = env.source().status_arrivals().len();
+    env.start_agent();
+    // The restarted agent had its chance: it reconciled the work (version 2) and reported it.
+    env.wait_source("a status of the work from the restarted agent", |s| {
+        s.status_arrivals()
+            .iter()
+            .skip(arrived_before)
+            .any(|a| a.resource_id == id)
+            && s.condition_status(&id, "Complete").as_deref() == Some("True")
+    })
+    .await;
+    let side = env.configmaps().get("side").await.expect("side ConfigMap");
+    assert_eq!(
+        side.data.unwrap_or_default().get("v").map(String::as_str),
+        Some("1"),
+        "an edit made after Complete reached the spoke"
+    );
+}
+
+/// Complete at once (a CEL rule on a ConfigMap) with a TTL of zero: the agent deletes the work
+/// itself and reports Deleted; OCM's hub then deletes it too (its own TTL collection) and sends
+/// the deletion, which the agent must clean up and answer again (the hub waits for that Deleted
+/// to release its finalizer).
+pub async fn a_work_deleted_by_its_ttl_and_then_by_its_source_is_reported_deleted_twice(
+    t: Transport,
+) {
+    let env = BrokerEnv::start(t, "ttl-then-source").await;
+    let ns = env.ns.clone();
+    let id = env.create(json!({
+                "manifests": [configmap(&ns, "ttl", json!({"v": "1"}))],
+                "manifestConfigs": [configmap_config(&ns, "ttl", json!({
+                    "conditionRules": [{"condition": "Complete", "type": "CEL", "celExpressions": ["object.metadata.name == 'ttl'"]}]
+                }))],
+                "deleteOption": {"propagationPolicy": "Foreground", "ttlSecondsAfterFinished": 0}
+            }));
+    let snapshot = env.source().resource(&id).expect("stored");
+    env.wait_source("Deleted after the TTL", |s| s.hard_deleted(&id))
+        .await;
+    let mut deleting = snapshot;
+    deleting.version += 1;
+    deleting.deleted_at = Some(
+        cloudevents::event::parse_time("deletiontimestamp", "2026-01-01T00:00:00Z").expect("time"),
+    );
+    let ev = spec_event("maestro", EventType::SpecDelete, &deleting);
+    env.source()
+        .publish_event(&env.consumer, ev)
+        .expect("the source's deletion");
+    let deleted = |s: &test_support::maestro::Maestro| {
+        s.events()
+            .iter()
+            .filter(|e| {
+                e.ext_string(cloudevents::types::EXT_RESOURCE_ID).as_deref() == Some(id.as_str())
+                    && e.data
+                        .as_deref()
+                        .is_some_and(|d| String::from_utf8_lossy(d).contains(r#""type":"Deleted""#))
+            })
+            .count()
+    };
+    env.wait_source("a second Deleted for the source's deletion", |s| {
+        deleted(s) >= 2
+    })
+    .await;
+}

@@ -1,0 +1,47 @@
+//! The agent behind a message broker: the real `work-agent` binary, a test source that speaks
+//! the source side as Maestro does (`test_support::maestro`) on a real wire, and a real spoke.
+//! Each case is written once and runs on every transport it holds for: behind MQTT (a private
+//! mosquitto, Maestro's agent command line, `--workload-source-driver=mqtt`) and behind gRPC (the
+//! CloudEvents gRPC service as sdk-go's broker serves it, the klusterlet's command line,
+//! `--workload-source-driver=grpc`). Filter by transport: `mqtt::`, `grpc::`, `mqtt_only::`,
+//! `grpc_only::`.
+
+#[path = "../agent_common/mod.rs"]
+mod agent_common;
+mod both;
+mod env;
+mod grpc_only;
+mod mqtt_only;
+
+/// Runs each case of `both` as a test behind each transport.
+macro_rules! on_both_transports {
+    ($($case:ident),* $(,)?) => {
+        mod mqtt {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    crate::both::$case(test_support::broker_source::Transport::Mqtt).await;
+                }
+            )*
+        }
+        mod grpc {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    crate::both::$case(test_support::broker_source::Transport::Grpc).await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_transports!(
+    create_update_delete_round_trip_and_a_stale_generation,
+    a_restarted_agent_converges_on_what_changed_while_it_was_away,
+    a_one_mebibyte_bundle_and_a_burst_of_two_hundred,
+    a_job_completes_and_its_ttl_deletes_the_work,
+    malformed_and_other_clusters_events_are_refused_and_counted,
+    maestros_dashboard_metrics_move_while_a_bundle_is_applied,
+    a_restarted_agent_does_not_apply_an_edit_to_a_completed_work,
+    a_work_deleted_by_its_ttl_and_then_by_its_source_is_reported_deleted_twice,
+);

@@ -129,6 +129,47 @@ fn every_fixture_gets_its_expected_condition() {
 }
 
 #[test]
+fn cluster_api_entries_judge_the_v1beta2_api_and_v1beta2_conditions_in_every_state() {
+    for name in [
+        "cluster-api-cluster",
+        "cluster-api-machine",
+        "cluster-api-machinedeployment",
+        "cluster-api-machineset",
+        "cluster-api-kubeadmcontrolplane",
+        "cluster-api-machinepool",
+    ] {
+        let rule = rule_library::find(name).unwrap().unwrap();
+        let v1beta2: Vec<_> = rule
+            .fixtures
+            .iter()
+            .filter(|f| {
+                f.object["apiVersion"]
+                    .as_str()
+                    .is_some_and(|v| v.ends_with("/v1beta2"))
+            })
+            .collect();
+        for state in REQUIRED_STATES.iter().chain(OPTIONAL_STATES) {
+            assert!(
+                v1beta2.iter().any(|f| f.state == *state),
+                "{name}: no v1beta2 {state} fixture"
+            );
+        }
+        // Cluster API 1.9 and 1.10 carry the v1beta2 conditions inside the v1beta1 API.
+        if name != "cluster-api-machineset" {
+            assert!(
+                rule.fixtures.iter().any(|f| {
+                    f.object["apiVersion"]
+                        .as_str()
+                        .is_some_and(|v| v.ends_with("/v1beta1"))
+                        && f.object["status"]["v1beta2"]["conditions"].is_array()
+                }),
+                "{name}: no v1beta1 fixture with status.v1beta2.conditions"
+            );
+        }
+    }
+}
+
+#[test]
 fn sixty_kinds_each_in_one_entry_and_a_suspended_fixture_reports_suspended() {
     let rules = rule_library::load().unwrap();
     let mut kinds: Vec<(String, String)> = rules

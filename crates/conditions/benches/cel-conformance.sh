@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # cel-conformance.sh [--update]     (make cel-conformance)
 # Our CEL environment against cel-go v0.26 with the Kubernetes environment, on upstream's own
-# test tables: the expressions of cel-go's ext tests, k8s.io/apiserver/pkg/cel/library's tests
+# test tables: the expressions of cel-go's ext and cel tests (the latter hold its optional
+# library: first, last, unwrapOpt, optional.unwrap), k8s.io/apiserver/pkg/cel/library's tests
 # and apiextensions-apiserver's validation rule tables (benches/celgo -extract), answered by
 # cel-go (benches/celgo -eval) and by us (examples/conformance). Needs Go and the modules in the
 # Go module cache (`go mod download` in benches/celgo fetches them); CI does not run it, it runs
@@ -24,7 +25,7 @@ APIEXT=$MODS/k8s.io/apiextensions-apiserver@$(cd "$HERE/celgo" && "$GO" list -m 
 if [ ! -d "$APIEXT" ]; then
   (cd "$OUT" && "$GO" mod download -json "k8s.io/apiextensions-apiserver@${APIEXT##*@}" >/dev/null)
 fi
-"$OUT/celgo" -extract "$CELGO/ext" "$APISERVER/pkg/cel/library" \
+"$OUT/celgo" -extract "$CELGO/ext" "$CELGO/cel" "$APISERVER/pkg/cel/library" \
   "$APIEXT/pkg/apiserver/schema/cel/validation_test.go" >"$OUT/cases.jsonl"
 "$OUT/celgo" -eval <"$OUT/cases.jsonl" >"$OUT/celgo.jsonl"
 "$CARGO" run -q -p conditions --example conformance <"$OUT/celgo.jsonl" >"$OUT/ours.jsonl"

@@ -4,8 +4,10 @@
 //! - Checks cel-go's compiler makes that an interpreter without a type checker skips: list
 //!   literals must be homogeneous (the Kubernetes environment sets
 //!   `HomogeneousAggregateLiterals`; literals under `format` are exempt, as there), judged on
-//!   the elements whose type is known from the source alone (map literals are not checked: a
-//!   rule's map result, our extension, mixes value types); and a literal pattern of
+//!   the elements whose type is known from the source alone (`optional.of(x)` is
+//!   `optional_type(<x's type>)`; of map literals only the keys are checked: a rule's map
+//!   result, our extension, mixes value types); a literal format string given a literal list
+//!   of more arguments than it has clauses; and a literal pattern of
 //!   `matches`, `find` or `findAll` must be a valid Go (RE2) pattern: stacked repetition
 //!   operators (`x++`, `a**`) are an error there, while the `regex` crate accepts them.
 //! - Calls whose cel 0.15 implementation differs are renamed to ours ([`RENAMES`]; names
@@ -26,6 +28,8 @@ pub(crate) const LAST_INDEX_OF_OFFSET: &str = "@lastIndexOf";
 pub(crate) const OF_NON_ZERO_VALUE: &str = "@optional.ofNonZeroValue";
 /// Our implementation of `s.format(list)`.
 pub(crate) const FORMAT: &str = "@format";
+/// Our implementation of `optional.unwrap(list)`.
+pub(crate) const UNWRAP: &str = "@optional.unwrap";
 
 /// (function, receiver namespace or "" for a member call, arguments, our function).
 const RENAMES: &[(&str, &str, usize, &str)] = &[
@@ -33,6 +37,7 @@ const RENAMES: &[(&str, &str, usize, &str)] = &[
     ("lastIndexOf", "", 2, LAST_INDEX_OF_OFFSET),
     ("format", "", 1, FORMAT),
     ("ofNonZeroValue", "optional", 1, OF_NON_ZERO_VALUE),
+    ("unwrap", "optional", 1, UNWRAP),
 ];
 
 /// Checks `expr` as cel-go's compiler would, then renames the calls we implement ourselves.
@@ -48,6 +53,7 @@ enum Static {
     Named(&'static str),
     List(Box<Static>),
     Map(Box<Static>, Box<Static>),
+    Optional(Box<Static>),
 }
 
 impl std::fmt::Display for Static {
@@ -56,6 +62,7 @@ impl std::fmt::Display for Static {
             Static::Named(n) => f.write_str(n),
             Static::List(e) => write!(f, "list({e})"),
             Static::Map(k, v) => write!(f, "map({k}, {v})"),
+            Static::Optional(v) => write!(f, "optional_type({v})"),
         }
     }
 }
@@ -74,6 +81,14 @@ fn static_type(expr: &IdedExpr) -> Option<Static> {
         })),
         Expr::Call(call) if call.func_name == "dyn" && call.target.is_none() => {
             Some(Static::Named("dyn"))
+        }
+        Expr::Call(call)
+            if call.func_name == "of" && is_ident(call.target.as_deref(), "optional") =>
+        {
+            let [value] = call.args.as_slice() else {
+                return None;
+            };
+            Some(Static::Optional(Box::new(static_type(value)?)))
         }
         Expr::List(list) if list.optional_indices.is_empty() => {
             // Each element's type is computed once: nested literals stay linear.
@@ -97,6 +112,57 @@ fn static_type(expr: &IdedExpr) -> Option<Static> {
         }
         _ => None,
     }
+}
+
+/// Whether `expr` is the identifier `name` (a namespace such as `optional`).
+fn is_ident(expr: Option<&IdedExpr>, name: &str) -> bool {
+    matches!(expr, Some(IdedExpr { expr: Expr::Ident(n), .. }) if n == name)
+}
+
+/// The clauses of a format string (`%%` is an escaped percent sign, not a clause).
+fn format_clauses(pattern: &str) -> usize {
+    let mut clauses = 0;
+    let mut rest = pattern;
+    while let Some(at) = rest.find('%') {
+        let after = &rest[at + 1..];
+        if let Some(escaped) = after.strip_prefix('%') {
+            rest = escaped;
+        } else {
+            clauses += 1;
+            rest = after;
+        }
+    }
+    clauses
+}
+
+/// cel-go's compile-time check of `'...'.format([...])` with both literal: more arguments than
+/// the string has clauses is an error (fewer is one too, when the missing one is formatted).
+fn check_format_arguments(call: &cel::common::ast::CallExpr) -> Result<(), EvalError> {
+    let (
+        Some(IdedExpr {
+            expr: Expr::Literal(LiteralValue::String(pattern)),
+            ..
+        }),
+        [
+            IdedExpr {
+                expr: Expr::List(list),
+                ..
+            },
+        ],
+    ) = (call.target.as_deref(), call.args.as_slice())
+    else {
+        return Ok(());
+    };
+    let expected = format_clauses(pattern.inner());
+    let got = list.elements.len();
+    if call.func_name == "format" && list.optional_indices.is_empty() && got > expected {
+        return Err(EvalError::Compile {
+            message: format!(
+                "too many arguments supplied to string.format (expected {expected}, got {got})"
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The first element whose known type differs from the first element's.
@@ -147,6 +213,7 @@ fn check(expr: &IdedExpr, exempt: bool) -> Result<(), EvalError> {
                     });
                 }
             }
+            check_format_arguments(call)?;
             let exempt = exempt || call.func_name == "format";
             if let Some(target) = &call.target {
                 check(target, exempt)?;
@@ -168,8 +235,9 @@ fn check(expr: &IdedExpr, exempt: bool) -> Result<(), EvalError> {
             list.elements.iter().try_for_each(|e| check(e, exempt))
         }
         Expr::Map(map) => {
-            // Map literals are not held to homogeneity: a rule's map result
-            // (`{'status': false, 'message': '...'}`, our extension) mixes value types.
+            // Map literals' values are not held to homogeneity: a rule's map result
+            // (`{'status': false, 'message': '...'}`, our extension) mixes value types. Their
+            // keys are, as cel-go holds them.
             let entries: Vec<_> = map
                 .entries
                 .iter()
@@ -178,6 +246,11 @@ fn check(expr: &IdedExpr, exempt: bool) -> Result<(), EvalError> {
                     EntryExpr::StructField(_) => None,
                 })
                 .collect();
+            if !exempt
+                && let Some(m) = mismatch(entries.iter().filter(|m| !m.optional).map(|m| &m.key))
+            {
+                return Err(mismatch_error(m));
+            }
             for m in entries {
                 check(&m.key, exempt)?;
                 check(&m.value, exempt)?;

@@ -44,6 +44,8 @@ const SIZED_FUNCTIONS: &[&str] = &[
     crate::compat::INDEX_OF_OFFSET,
     crate::compat::LAST_INDEX_OF_OFFSET,
     crate::compat::FORMAT,
+    crate::compat::UNWRAP,
+    "unwrapOpt",
     "substring",
     "charAt",
     "reverse",

@@ -141,7 +141,7 @@ fn format_prints_as_cel_go_does() {
     assert_all(&[
         ("'%e'.format([3.14]) == '3.140000×10⁰⁰'", json!(true)),
         ("\"%.6e\".format([1052.032911275])", json!("1.052033×10⁰³")),
-        ("\"%.2e\".format([0.00012])", json!("1.20×10⁻⁰⁴")),
+        ("\"%.2e\".format([0.00012])", json!("1.200000×10⁻⁰⁴")),
         ("\"%s\".format([double(\"Inf\")])", json!("+Inf")),
         ("\"%s\".format([double(\"-Inf\")])", json!("-Inf")),
         (
@@ -244,4 +244,56 @@ fn library_types_are_named_and_results_typed() {
         typed("{'b': dyn(1.5), 'a': dyn(1u)}").canonical,
         "{\"a\": 1u, \"b\": 1.5d}"
     );
+}
+
+#[test]
+fn the_optional_library_over_lists() {
+    assert_all(&[
+        ("[].first().hasValue()", json!(false)),
+        ("['a', 'b', 'c'].first().orValue('')", json!("a")),
+        ("[1, 2, 3].last().orValue(0)", json!(3)),
+        ("[].last().orValue(7)", json!(7)),
+        ("optional.unwrap([])", json!([])),
+        (
+            "optional.unwrap([optional.of(1), optional.none(), optional.of(3)])",
+            json!([1, 3]),
+        ),
+        ("[optional.none(), optional.none()].unwrapOpt()", json!([])),
+        (
+            "[optional.of('a'), optional.none()].unwrapOpt()",
+            json!(["a"]),
+        ),
+    ]);
+    assert_eq!(typed("[1, 2, 3].last()").canonical, "optional.of(3)");
+    assert_eq!(typed("[].first()").canonical, "optional.none()");
+    assert_errors(&[
+        // cel-go's type check: the elements' optional types differ, or are no optionals.
+        "optional.unwrap([optional.of(42), optional.none(), optional.of('a')])",
+        "[optional.of(42), optional.of('a')].unwrapOpt()",
+        "[1, 2].unwrapOpt()",
+        "dyn([1, 2]).unwrapOpt()",
+    ]);
+}
+
+#[test]
+fn scientific_reads_the_precision_as_a_width_and_format_counts_literal_arguments() {
+    assert_all(&[
+        (r#""%e".format([double("Inf")])"#, json!("     ∞")),
+        (r#""%e".format([double("-Inf")])"#, json!("    -∞")),
+        (r#""%e".format([double("NaN")])"#, json!("   NaN")),
+        (r#""%.8e".format(["-Infinity"])"#, json!("      -∞")),
+        (r#""%.2e".format([3.14159])"#, json!("3.141590×10⁰⁰")),
+        (
+            r#""%.20e".format([3.14159])"#,
+            json!("       3.141590×10⁰⁰"),
+        ),
+        // Only literal arguments are counted before evaluation, as cel-go counts them.
+        (r#""%s".format(dyn([1, 2]))"#, json!("1")),
+        (r#""%d %%".format([1])"#, json!("1 %")),
+    ]);
+    assert_errors(&[
+        r#""%s".format([1, 2])"#,
+        r#""%d %%".format([1, 2])"#,
+        "{'hello': 'world', 1: '!'}",
+    ]);
 }

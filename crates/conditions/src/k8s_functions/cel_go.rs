@@ -3,21 +3,25 @@
 //! `optional.ofNonZeroValue(x)` (the zero timestamp is a zero value) and `s.format(list)` as
 //! the strings library of the Kubernetes environment (cel-go's formatting, version 1, locale
 //! en-US) formats: `%s`, `%d`, `%f`, `%e`, `%b`, `%x`, `%X`, `%o`, an optional `.precision`,
-//! `%%`.
+//! `%%`. And cel-go's optional library over lists, which cel 0.15 lacks: `l.first()`,
+//! `l.last()`, `l.unwrapOpt()` and `optional.unwrap(l)`.
 
 use std::sync::Arc;
 
-use cel::common::types::{DYN_TYPE, STRING_TYPE};
+use cel::common::types::{DYN_TYPE, LIST_TYPE, STRING_TYPE};
 use cel::objects::{Key, OptionalValue};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
 use super::args::{arity, string_arg, value_overload};
-use crate::compat::{FORMAT, INDEX_OF_OFFSET, LAST_INDEX_OF_OFFSET, OF_NON_ZERO_VALUE};
+use crate::compat::{FORMAT, INDEX_OF_OFFSET, LAST_INDEX_OF_OFFSET, OF_NON_ZERO_VALUE, UNWRAP};
 
 value_overload!(index_of_overload, index_of);
 value_overload!(last_index_of_overload, last_index_of);
 value_overload!(of_non_zero_value_overload, of_non_zero_value);
 value_overload!(format_overload, format);
+value_overload!(first_overload, first);
+value_overload!(last_overload, last);
+value_overload!(unwrap_overload, unwrap);
 
 /// Registers our implementations under the names [`crate::compat`] gives them.
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
@@ -42,7 +46,75 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         OF_NON_ZERO_VALUE,
         vec![d()],
         of_non_zero_value_overload,
-    )
+    )?;
+    env.add_member_overload("first", "list.first()", LIST_TYPE, vec![], first_overload)?;
+    env.add_member_overload("last", "list.last()", LIST_TYPE, vec![], last_overload)?;
+    env.add_member_overload(
+        "unwrapOpt",
+        "list.unwrapOpt()",
+        LIST_TYPE,
+        vec![],
+        unwrap_overload,
+    )?;
+    env.add_overload(UNWRAP, UNWRAP, vec![LIST_TYPE], unwrap_overload)
+}
+
+/// The list receiver of an optional-library function.
+fn list_arg<'a>(function: &str, args: &'a [Value]) -> Result<&'a [Value], ExecutionError> {
+    match arity::<1>(function, args)? {
+        [Value::List(list)] => Ok(list.as_slice()),
+        [other] => Err(ExecutionError::function_error(
+            function,
+            format!(
+                "no such overload: {function}({})",
+                super::args::type_name(other)
+            ),
+        )),
+    }
+}
+
+/// An optional of `value`, or `optional.none()`.
+fn optional_of(value: Option<&Value>) -> Value {
+    Value::Opaque(Arc::new(match value {
+        Some(v) => OptionalValue::of(v.clone()),
+        None => OptionalValue::none(),
+    }))
+}
+
+/// `l.first()`: the first element as an optional, `optional.none()` for an empty list.
+fn first(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(optional_of(list_arg("first", args)?.first()))
+}
+
+/// `l.last()`: the last element as an optional, `optional.none()` for an empty list.
+fn last(args: &[Value]) -> Result<Value, ExecutionError> {
+    Ok(optional_of(list_arg("last", args)?.last()))
+}
+
+/// `optional.unwrap(l)` and `l.unwrapOpt()`: the values of the optionals that have one, in
+/// order; an element that is not an optional is an error, as cel-go's type check makes it.
+fn unwrap(args: &[Value]) -> Result<Value, ExecutionError> {
+    let list = list_arg("unwrapOpt", args)?;
+    let mut values = Vec::with_capacity(list.len());
+    for element in list {
+        let optional = match element {
+            Value::Opaque(o) => o.downcast_ref::<OptionalValue>(),
+            _ => None,
+        };
+        let Some(optional) = optional else {
+            return Err(ExecutionError::function_error(
+                "unwrapOpt",
+                format!(
+                    "expected a list of optionals, found an element of type {}",
+                    super::args::type_name(element)
+                ),
+            ));
+        };
+        if let Some(value) = optional.value() {
+            values.push(value.clone());
+        }
+    }
+    Ok(Value::List(Arc::new(values)))
 }
 
 /// The receiver, the searched string (as chars) and the offset of `indexOf`/`lastIndexOf`.
@@ -440,13 +512,22 @@ fn fixed(value: &Value, precision: usize) -> Result<String, String> {
     })
 }
 
-/// `%e`: scientific, as the en-US number printer writes it: `1.052033×10⁰³`.
-fn scientific(value: &Value, precision: usize) -> Result<String, String> {
+/// `%e`: scientific, as the en-US number printer writes it: `1.052033×10⁰³`. cel-go builds
+/// its Go format from the clause's precision as `%<precision>e`, a width: the digits stay six
+/// and the text is padded with spaces to `width` characters (which shows on `∞`, `-∞` and
+/// `NaN`, shorter than the default six).
+fn scientific(value: &Value, width: usize) -> Result<String, String> {
     let f = float_arg(value, "scientific")?;
-    if let Some(s) = non_finite(f) {
-        return Ok(s);
-    }
-    let sci = format!("{:.*e}", precision, f);
+    let text = match non_finite(f) {
+        Some(s) => s,
+        None => finite_scientific(f),
+    };
+    Ok(format!("{text:>width$}"))
+}
+
+/// A finite double in scientific notation with six digits after the point.
+fn finite_scientific(f: f64) -> String {
+    let sci = format!("{:.6e}", f);
     let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     const SUPERSCRIPT: [char; 10] = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
@@ -455,7 +536,7 @@ fn scientific(value: &Value, precision: usize) -> Result<String, String> {
         .map(|b| SUPERSCRIPT[usize::from(b - b'0')])
         .collect();
     let sign = if exp < 0 { "⁻" } else { "" };
-    Ok(format!("{mantissa}×10{sign}{digits}"))
+    format!("{mantissa}×10{sign}{digits}")
 }
 
 /// `%b`.

@@ -6,5 +6,4 @@ pub mod allocator;
 pub mod cmd_crd;
 pub mod cmd_run;
 pub mod maestro_agent;
-pub mod malloc_arenas;
 pub mod upstream_flags;

@@ -673,7 +673,11 @@ fn restart_section(md: &mut String, r: &Restart) {
                 .collect::<Vec<_>>()
                 .join(", ")
         },
-        writes,
+        if r.spoke_requests.is_empty() {
+            "not counted".to_string()
+        } else {
+            writes.to_string()
+        },
         r.spec_resync_versions,
         r.spec_resync_data_bytes,
         r.spec_resync_message_bytes,

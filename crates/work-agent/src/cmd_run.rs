@@ -208,11 +208,10 @@ pub fn main(mut args: RunArgs) -> ExitCode {
         eprintln!("work-agent run: {e}");
         return ExitCode::from(2);
     }
-    crate::malloc_arenas::limit();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // Rule evaluation runs on the blocking pool: a small bound keeps a burst of works from
-        // spawning hundreds of threads (each with its stack and malloc arena).
+        // spawning hundreds of threads (each with its stack and allocator cache).
         .max_blocking_threads(8)
         .build()
     {
@@ -231,7 +230,6 @@ pub fn main(mut args: RunArgs) -> ExitCode {
             }
         };
         agent::serve::terminate_on_files::spawn(&args.terminate_on_files);
-        crate::malloc_arenas::spawn_trim();
         let result = match hub {
             HubChoice::Kube(hub) => agent::run(config, Clients { hub, spoke }).await,
             HubChoice::Mqtt(options) => match MqttTransport::new(&options) {

@@ -2,8 +2,8 @@
 //! authoring subcommands come from the `authoring` crate.
 
 pub mod agent_id;
+pub mod allocator;
 pub mod cmd_crd;
 pub mod cmd_run;
 pub mod maestro_agent;
-pub mod malloc_arenas;
 pub mod upstream_flags;

@@ -15,9 +15,11 @@ use test_support::mosquitto::Broker;
 use test_support::mqtt_source::MqttSource;
 use test_support::{AgentProcess, SPOKE_KUBECONFIG_ENV, TestCluster, free_port, unique_name};
 
+use cloudevents::EventType;
+
 use super::mqtt_report::{
-    Burst, Cleanup, Environment, Firsts, Flavor, Idle, MemorySample, Parameters, Report, TopUp,
-    latencies, spoke_requests,
+    Burst, Cleanup, Environment, Firsts, Flavor, Idle, MemorySample, Parameters, Report, Restart,
+    TopUp, latencies, spoke_requests,
 };
 use super::run::{interrupted, utc_now};
 use super::stats::Summary;
@@ -67,6 +69,11 @@ pub struct Options {
     pub idle: Duration,
     /// No status event for this long counts as settled.
     pub quiet: Duration,
+    /// After the idle window, kill the agent (SIGKILL), start it again over the idle works and
+    /// measure its recovery (`Restart`).
+    pub restart: bool,
+    /// Status hashes per status resync request after a restart (Maestro sends at most 1,000).
+    pub resync_part: usize,
     /// Report name.
     pub label: String,
 }
@@ -337,6 +344,7 @@ impl Bench {
     }
 
     async fn start_agent(&mut self) -> Result<(), String> {
+        let requests_before = self.source.counters().spec_resync_requests;
         let config = self.broker.dir().join("agent-config.yaml");
         std::fs::write(
             &config,
@@ -367,7 +375,7 @@ impl Bench {
         ));
         // Both agents ask for a spec resync as soon as they are subscribed: that is "ready".
         let deadline = Instant::now() + READY_TIMEOUT;
-        while self.source.counters().spec_resync_requests == 0 {
+        while self.source.counters().spec_resync_requests == requests_before {
             self.check_agent()?;
             if Instant::now() >= deadline {
                 return Err(format!(
@@ -537,12 +545,12 @@ impl Bench {
             idle.status_events, idle.window_seconds, idle.per_minute
         ));
         self.sample_memory("idle end");
-        let spoke_requests = match self.opts.flavor {
-            Flavor::Ours => super::agent::http_get(self.http_port, "/metrics")
-                .await
-                .map(|m| spoke_requests(&m))
-                .unwrap_or_default(),
-            Flavor::MaestroGo => BTreeMap::new(),
+        let spoke_requests = self.spoke_requests_now().await;
+
+        let restart = if self.opts.restart {
+            Some(self.restart().await?)
+        } else {
+            None
         };
 
         let cleanup_ids = std::mem::take(&mut self.live);
@@ -630,7 +638,186 @@ impl Bench {
             source_counters,
             spoke_requests,
             works_created: self.next_name,
+            restart,
         })
+    }
+
+    /// The agent's spoke requests by verb so far (ours only; empty for the Go agent).
+    async fn spoke_requests_now(&self) -> BTreeMap<String, u64> {
+        match self.opts.flavor {
+            Flavor::Ours => super::agent::http_get(self.http_port, "/metrics")
+                .await
+                .map(|m| spoke_requests(&m))
+                .unwrap_or_default(),
+            Flavor::MaestroGo => BTreeMap::new(),
+        }
+    }
+
+    /// The newest spec resync request the source received after event `received_from`: its
+    /// versions, the bytes of its data and of the whole MQTT message (structured mode).
+    fn spec_resync_request_since(&self, received_from: usize) -> (usize, usize, usize) {
+        let request = self
+            .source
+            .events()
+            .into_iter()
+            .skip(received_from)
+            .rev()
+            .find(|e| e.type_ == EventType::SpecResyncRequest.as_type());
+        let data = request.as_ref().and_then(|e| e.data.as_deref());
+        let versions = data
+            .and_then(|d| serde_json::from_slice::<Value>(d).ok())
+            .and_then(|v| v["resourceVersions"].as_array().map(Vec::len))
+            .unwrap_or(0);
+        let message = request
+            .as_ref()
+            .and_then(|e| cloudevents::mqtt::to_structured(e).ok())
+            .map_or(0, |m| m.payload.len());
+        (versions, data.map_or(0, <[u8]>::len), message)
+    }
+
+    /// Waits for the first status event after event `from` (at most `first`), then until none
+    /// came for the quiet period; returns whether it went quiet and the works reported.
+    async fn settle_after(
+        &mut self,
+        from: usize,
+        first: Duration,
+    ) -> Result<(bool, usize), String> {
+        let deadline = Instant::now() + first;
+        while self.source.status_arrivals_from(from).is_empty() && Instant::now() < deadline {
+            self.check_agent()?;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let settled = self
+            .wait_quiet(Instant::now(), self.opts.quiet, SETTLE_TIMEOUT)
+            .await?;
+        let reported = self
+            .source
+            .status_arrivals_from(from)
+            .iter()
+            .map(|a| a.resource_id.as_str())
+            .collect::<BTreeSet<_>>()
+            .len();
+        Ok((settled, reported))
+    }
+
+    /// Kills the agent (SIGKILL), starts it again over the idle works and measures its recovery
+    /// (status events, spoke requests); restarts the broker, so that the agent, reconnecting,
+    /// lists every work it holds in its spec resync request (its size is measured); restarts the
+    /// source as Maestro does, asking for every status in requests of `resync_part` hashes (the
+    /// source has every status: none should be answered); then sends one stale hash in each part
+    /// but the last, which is not sent (only the stale ones should be answered).
+    async fn restart(&mut self) -> Result<Restart, String> {
+        if let Some(agent) = self.agent.as_mut() {
+            agent.kill();
+        }
+        self.progress("agent killed (SIGKILL); starting it again");
+        let before = self.source.counters();
+        let from = self.firsts.events;
+        let received_from = self.source.events().len();
+        let started = Instant::now();
+        self.start_agent().await?;
+        let spec_resync_seconds = started.elapsed().as_secs_f64();
+        let (start_versions, _, _) = self.spec_resync_request_since(received_from);
+        let (settled, reported) = self.settle_after(from, Duration::from_secs(60)).await?;
+        let settle_seconds = started.elapsed().as_secs_f64();
+        self.sample_memory("restarted, settled");
+        let spoke_requests = self.spoke_requests_now().await;
+        let after = self.source.counters();
+        let status_events = self.source.status_arrivals_from(from).len();
+        self.progress(&format!(
+            "restart: settled {settled} after {settle_seconds:.1} s, {status_events} status events about {reported} works, spoke {spoke_requests:?}"
+        ));
+
+        // The broker restarts: the agent reconnects and lists what it holds.
+        let received_from = self.source.events().len();
+        let requests_before = self.source.counters().spec_resync_requests;
+        self.broker.restart().map_err(|e| e.to_string())?;
+        // The source reconnects as a restarted Maestro server: its status resync in parts.
+        let from = self.firsts.events;
+        let asked = Instant::now();
+        self.source
+            .restart(self.opts.resync_part)
+            .await
+            .map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + READY_TIMEOUT;
+        while self.source.counters().spec_resync_requests == requests_before
+            && Instant::now() < deadline
+        {
+            self.check_agent()?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let (spec_resync_versions, spec_resync_data_bytes, spec_resync_message_bytes) =
+            self.spec_resync_request_since(received_from);
+        self.wait_quiet(asked, BURST_QUIET, SETTLE_TIMEOUT).await?;
+        let hashes = self.source.status_hashes(&self.consumer);
+        let parts = hashes.len().div_ceil(self.opts.resync_part.max(1));
+        let current_answers = self.source.status_arrivals_from(from).len();
+
+        // One stale hash per part; the last part is not sent: its works must get no answer.
+        let mut stale = BTreeSet::new();
+        let mut unlisted = BTreeSet::new();
+        let from = self.firsts.events;
+        let chunks: Vec<Vec<(String, String)>> = hashes
+            .chunks(self.opts.resync_part.max(1))
+            .map(<[_]>::to_vec)
+            .collect();
+        let sent_parts = chunks.len().saturating_sub(1).max(1);
+        let asked = Instant::now();
+        for (i, mut part) in chunks.into_iter().enumerate() {
+            if i >= sent_parts {
+                unlisted.extend(part.into_iter().map(|(id, _)| id));
+                continue;
+            }
+            if let Some(first) = part.first_mut() {
+                first.1 = "stale".into();
+                stale.insert(first.0.clone());
+            }
+            self.source
+                .request_status_resync(&self.consumer, part)
+                .map_err(|e| e.to_string())?;
+        }
+        self.wait_quiet(asked, BURST_QUIET, SETTLE_TIMEOUT).await?;
+        let answers = self.source.status_arrivals_from(from);
+        let stale_answered = answers
+            .iter()
+            .filter(|a| stale.contains(&a.resource_id))
+            .map(|a| a.resource_id.as_str())
+            .collect::<BTreeSet<_>>()
+            .len();
+        let unlisted_answered = answers
+            .iter()
+            .filter(|a| unlisted.contains(&a.resource_id))
+            .count();
+        let other_answered = answers
+            .iter()
+            .filter(|a| !stale.contains(&a.resource_id) && !unlisted.contains(&a.resource_id))
+            .count();
+        self.sample_memory("after the status resyncs");
+        let restart = Restart {
+            works: self.live.len(),
+            spec_resync_seconds,
+            start_versions,
+            reported,
+            spec_resync_versions,
+            spec_resync_data_bytes,
+            spec_resync_message_bytes,
+            settled,
+            settle_seconds,
+            status_events,
+            status_unchanged: after.unchanged.saturating_sub(before.unchanged),
+            status_accepted: after.accepted.saturating_sub(before.accepted),
+            spoke_requests,
+            resync_part: self.opts.resync_part,
+            resync_parts: parts,
+            current_answers,
+            stale_listed: stale.len(),
+            stale_answered,
+            unlisted: unlisted.len(),
+            unlisted_answered,
+            other_answered,
+        };
+        self.progress(&format!("restart: {restart:?}"));
+        Ok(restart)
     }
 
     /// Stops the agent, then removes what is left on the spoke: AppliedManifestWorks of this run

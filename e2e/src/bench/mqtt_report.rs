@@ -152,6 +152,55 @@ pub struct Idle {
     pub by_type: BTreeMap<String, usize>,
 }
 
+/// The restart over the idle works (`--restart`): the agent killed with SIGKILL and started again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Restart {
+    /// Works the source held.
+    pub works: usize,
+    /// From the new process's start to its spec resync request, in seconds.
+    pub spec_resync_seconds: f64,
+    /// Versions the new process's first spec resync request listed (it keeps no works across a
+    /// restart).
+    pub start_versions: usize,
+    /// Works with a status event from the new process until settled.
+    pub reported: usize,
+    /// Versions the spec resync request listed when the agent reconnected after a broker
+    /// restart (every work it holds).
+    pub spec_resync_versions: usize,
+    /// Bytes of that request's data (the JSON list of versions).
+    pub spec_resync_data_bytes: usize,
+    /// Bytes of the whole MQTT message in structured mode (attributes and data).
+    pub spec_resync_message_bytes: usize,
+    /// Whether the status events stopped for the quiet period before the timeout.
+    pub settled: bool,
+    /// From the new process's start until settled, in seconds (includes the quiet period).
+    pub settle_seconds: f64,
+    /// Status events the source received until settled.
+    pub status_events: usize,
+    /// Of those, the ones whose status the source already had.
+    pub status_unchanged: u64,
+    /// Of those, the ones the source took as news.
+    pub status_accepted: u64,
+    /// The new process's spoke requests by verb until settled (ours only).
+    pub spoke_requests: BTreeMap<String, u64>,
+    /// Hashes per status resync request.
+    pub resync_part: usize,
+    /// Requests the full list took.
+    pub resync_parts: usize,
+    /// Status events answering the full list of current hashes (the source lacks nothing).
+    pub current_answers: usize,
+    /// Works listed with a stale hash (one per part, the last part not sent).
+    pub stale_listed: usize,
+    /// Of those, the ones answered.
+    pub stale_answered: usize,
+    /// Works of the part not sent.
+    pub unlisted: usize,
+    /// Status events about them (a partial list must leave them alone).
+    pub unlisted_answered: usize,
+    /// Status events about listed works whose hash was current.
+    pub other_answered: usize,
+}
+
 /// Resident memory at one moment of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemorySample {
@@ -255,6 +304,9 @@ pub struct Report {
     /// Works created over the run up to that reading.
     #[serde(default)]
     pub works_created: usize,
+    /// The restart over the idle works, when asked for.
+    #[serde(default)]
+    pub restart: Option<Restart>,
 }
 
 /// The `api="spoke"` samples of `work_agent_api_requests_total` in a Prometheus text, by verb.
@@ -419,6 +471,10 @@ impl Report {
             );
         }
 
+        if let Some(r) = &self.restart {
+            restart_section(&mut md, r);
+        }
+
         let c = &self.cleanup;
         let _ = writeln!(
             md,
@@ -432,12 +488,7 @@ impl Report {
             }
         );
         if !self.spoke_requests.is_empty() {
-            let writes: u64 = self
-                .spoke_requests
-                .iter()
-                .filter(|(v, _)| !matches!(v.as_str(), "get" | "list" | "watch"))
-                .map(|(_, n)| n)
-                .sum();
+            let writes = writes_of(&self.spoke_requests);
             let _ = writeln!(
                 md,
                 "\nSpoke requests of the agent (its own counter) by the end of the idle window, for {} works created and {} deleted: {} ({:.2} writes per work created).",
@@ -576,6 +627,69 @@ impl Report {
             go.label, go.environment.date, go.environment.load_max
         );
     }
+}
+
+/// The writes among requests counted by verb (all but get, list and watch).
+fn writes_of(by_verb: &BTreeMap<String, u64>) -> u64 {
+    by_verb
+        .iter()
+        .filter(|(v, _)| !matches!(v.as_str(), "get" | "list" | "watch"))
+        .map(|(_, n)| n)
+        .sum()
+}
+
+/// The restart's section of the Markdown.
+fn restart_section(md: &mut String, r: &Restart) {
+    let writes = writes_of(&r.spoke_requests);
+    let _ = writeln!(
+        md,
+        "\n## Restart\n\nThe agent killed (SIGKILL) over {} idle works and started again.\n\n\
+         | Measure | Value |\n|---|---|\n\
+         | Start to the spec resync request (versions listed) | {:.2} s ({}) |\n\
+         | Start to settled (no status event for the quiet period) | {:.1} s{} |\n\
+         | Status events until settled (accepted as news / unchanged), works reported | {} ({} / {}), {} |\n\
+         | Spoke requests until settled (agent counter) | {} |\n\
+         | Spoke writes until settled | {} |\n\
+         | After a broker restart, the spec resync request: versions, data, whole MQTT message | {}, {} bytes, {} bytes |\n\
+         | The source restarted, every current hash in {} requests of {}: answers | {} |\n\
+         | Parts with one stale hash each: stale works answered | {} of {} |\n\
+         | Works of the part not sent (unlisted): answers | {} of {} works |\n\
+         | Listed works with a current hash: answers | {} |",
+        r.works,
+        r.spec_resync_seconds,
+        r.start_versions,
+        r.settle_seconds,
+        if r.settled { "" } else { " (NOT settled)" },
+        r.status_events,
+        r.status_accepted,
+        r.status_unchanged,
+        r.reported,
+        if r.spoke_requests.is_empty() {
+            "not counted".to_string()
+        } else {
+            r.spoke_requests
+                .iter()
+                .map(|(v, n)| format!("{v} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+        if r.spoke_requests.is_empty() {
+            "not counted".to_string()
+        } else {
+            writes.to_string()
+        },
+        r.spec_resync_versions,
+        r.spec_resync_data_bytes,
+        r.spec_resync_message_bytes,
+        r.resync_parts,
+        r.resync_part,
+        r.current_answers,
+        r.stale_answered,
+        r.stale_listed,
+        r.unlisted_answered,
+        r.unlisted,
+        r.other_answered,
+    );
 }
 
 fn loads(l: [f64; 3]) -> String {
@@ -780,6 +894,7 @@ mod tests {
             source_counters: BTreeMap::from([("accepted".to_string(), 3000)]),
             spoke_requests: BTreeMap::new(),
             works_created: 1020,
+            restart: None,
         }
     }
 

@@ -58,6 +58,13 @@ struct Cli {
     /// status syncs).
     #[arg(long, default_value = "20s", value_parser = parse_duration)]
     quiet: Duration,
+    /// After the idle window, kill the agent (SIGKILL), start it again over the idle works and
+    /// measure its recovery and the status resync in parts.
+    #[arg(long)]
+    restart: bool,
+    /// Status hashes per status resync request after the restart (Maestro sends at most 1,000).
+    #[arg(long, default_value_t = 1000)]
+    resync_part: usize,
     /// A report of Maestro's Go agent (JSON) to compare with: the Markdown then shows both and
     /// whether each target is met.
     #[arg(long)]
@@ -102,8 +109,8 @@ fn read_baseline(path: &PathBuf) -> Result<Report, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    if cli.bursts.contains(&0) || cli.batch == 0 || cli.idle.is_zero() {
-        eprintln!("bench_mqtt: burst sizes, --batch and --idle must be positive");
+    if cli.bursts.contains(&0) || cli.batch == 0 || cli.idle.is_zero() || cli.resync_part == 0 {
+        eprintln!("bench_mqtt: burst sizes, --batch, --idle and --resync-part must be positive");
         return ExitCode::from(2);
     }
     // Read first: a bad baseline should fail before a run of several minutes.
@@ -131,6 +138,8 @@ async fn main() -> ExitCode {
         batch: cli.batch,
         idle: cli.idle,
         quiet: cli.quiet,
+        restart: cli.restart,
+        resync_part: cli.resync_part,
         label: cli.label,
     };
     let report = match run(opts).await {

@@ -303,11 +303,28 @@ impl BrokerHub {
     /// Answers a status resync request with the statuses the source lacks.
     pub fn answer_status_resync(&self, request: &ResourceStatusHashList) {
         let started = Instant::now();
-        let works = self.works();
-        let answer = status::resync_answer(&works, request);
-        let count = answer.len();
-        for work in answer {
-            if let Err(e) = self.publish_status(work, EventType::StatusResyncResponse) {
+        let listed = status::ListedHashes::of(request);
+        // Picked by UID from the kept metadata, then decoded one at a time: decoding every work
+        // at once for each part of a long list held all of them twice.
+        let asked: Vec<String> = self
+            .inner
+            .works
+            .lock()
+            .works()
+            .iter()
+            .filter(|(_, w)| listed.asks_for(w.metadata.uid.as_deref().unwrap_or_default()))
+            .map(|(name, _)| name.clone())
+            .collect();
+        let mut count = 0;
+        for name in asked {
+            let Some(work) = self.inner.works.lock().get(&name) else {
+                continue;
+            };
+            if !listed.lacks(&work) {
+                continue;
+            }
+            count += 1;
+            if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
                 tracing::warn!(error = %e, "status resync answer not sent");
             }
         }

@@ -2,6 +2,8 @@
 //! the source checks it), the `Deleted` status that ends a work, the answer to a status resync
 //! request, and the versions listed in a spec resync request. Plain functions over plain data.
 
+use std::collections::HashMap;
+
 use cloudevents::codec::{self, ResourceStatusHashList, ResourceVersion, StatusReport};
 use cloudevents::{CloudEvent, EventType};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
@@ -62,30 +64,42 @@ pub fn with_deleted_condition(mut work: ManifestWork) -> ManifestWork {
     work
 }
 
-/// The works whose status answers a status resync request: all of them for an empty list,
-/// else those the source listed whose status hash differs from the source's (works it did not
-/// list are left for it to delete).
-pub fn resync_answer<'a>(
-    works: impl IntoIterator<Item = &'a ManifestWork>,
-    request: &ResourceStatusHashList,
-) -> Vec<&'a ManifestWork> {
-    if request.status_hashes.is_empty() {
-        return works.into_iter().collect();
-    }
-    works
-        .into_iter()
-        .filter(|w| {
-            let uid = w.metadata.uid.as_deref().unwrap_or_default();
+/// The status hashes a status resync request lists, by work UID. An empty list asks for every
+/// work; a listed work is answered when its status hash differs from the source's; a work the
+/// source did not list is left alone (a source may send its list in several events: Maestro
+/// sends at most 1,000 hashes per event). Looked up by UID, so a request costs one pass over
+/// the works however long its list is.
+pub struct ListedHashes<'a>(Option<HashMap<&'a str, &'a str>>);
+
+impl<'a> ListedHashes<'a> {
+    /// The hashes `request` lists.
+    pub fn of(request: &'a ResourceStatusHashList) -> Self {
+        if request.status_hashes.is_empty() {
+            return Self(None);
+        }
+        Self(Some(
             request
                 .status_hashes
                 .iter()
-                .find(|h| h.resource_id == uid)
-                .is_some_and(|h| {
-                    let current = w.status.clone().unwrap_or_default();
-                    codec::status_hash(&current).ok().as_deref() != Some(h.status_hash.as_str())
-                })
+                .map(|h| (h.resource_id.as_str(), h.status_hash.as_str()))
+                .collect(),
+        ))
+    }
+
+    /// Whether the request asks for the work with `uid` (listed, or every work).
+    pub fn asks_for(&self, uid: &str) -> bool {
+        self.0.as_ref().is_none_or(|m| m.contains_key(uid))
+    }
+
+    /// Whether the source lacks `work`'s status: asked for, and not with the status it has.
+    pub fn lacks(&self, work: &ManifestWork) -> bool {
+        let Some(listed) = &self.0 else { return true };
+        let uid = work.metadata.uid.as_deref().unwrap_or_default();
+        listed.get(uid).is_some_and(|hash| {
+            let current = work.status.clone().unwrap_or_default();
+            codec::status_hash(&current).ok().as_deref() != Some(*hash)
         })
-        .collect()
+    }
 }
 
 /// The (UID, generation) pairs a spec resync request lists, from the works' metadata.
@@ -182,31 +196,67 @@ mod tests {
         );
     }
 
+    /// The UIDs of `works` whose status answers `request`.
+    fn answered(works: &[ManifestWork], request: &ResourceStatusHashList) -> Vec<String> {
+        let listed = ListedHashes::of(request);
+        works
+            .iter()
+            .filter(|w| listed.lacks(w))
+            .filter_map(|w| w.metadata.uid.clone())
+            .collect()
+    }
+
+    fn hash_of(w: &ManifestWork) -> String {
+        codec::status_hash(&w.status.clone().unwrap_or_default()).expect("hash")
+    }
+
+    fn listing(hashes: &[(&str, String)]) -> ResourceStatusHashList {
+        ResourceStatusHashList {
+            status_hashes: hashes
+                .iter()
+                .map(|(uid, hash)| ResourceStatusHash {
+                    resource_id: (*uid).into(),
+                    status_hash: hash.clone(),
+                })
+                .collect(),
+        }
+    }
+
     #[test]
     fn a_status_resync_answers_all_or_only_the_changed_listed_ones() {
         let works = [work("a", 1, true), work("b", 1, false), work("c", 1, true)];
-        let all = resync_answer(&works, &ResourceStatusHashList::default());
-        assert_eq!(all.len(), 3);
-        let hash_of = |w: &ManifestWork| {
-            codec::status_hash(&w.status.clone().unwrap_or_default()).expect("hash")
-        };
-        let request = ResourceStatusHashList {
-            status_hashes: vec![
-                ResourceStatusHash {
-                    resource_id: "a".into(),
-                    status_hash: hash_of(&works[0]),
-                },
-                ResourceStatusHash {
-                    resource_id: "b".into(),
-                    status_hash: "stale".into(),
-                },
-            ],
-        };
-        let changed: Vec<_> = resync_answer(&works, &request)
-            .into_iter()
-            .filter_map(|w| w.metadata.uid.clone())
-            .collect();
-        assert_eq!(changed, ["b"], "a is current, c was not listed");
+        assert_eq!(
+            answered(&works, &ResourceStatusHashList::default()),
+            ["a", "b", "c"]
+        );
+        let request = listing(&[("a", hash_of(&works[0])), ("b", "stale".into())]);
+        assert_eq!(
+            answered(&works, &request),
+            ["b"],
+            "a is current, c was not listed"
+        );
+        let listed = ListedHashes::of(&request);
+        assert!(listed.asks_for("a") && listed.asks_for("b") && !listed.asks_for("c"));
+        assert!(ListedHashes::of(&ResourceStatusHashList::default()).asks_for("c"));
+    }
+
+    #[test]
+    fn a_list_sent_in_parts_answers_each_part_alone() {
+        let works = [
+            work("a", 1, true),
+            work("b", 1, false),
+            work("c", 1, true),
+            work("d", 1, true),
+        ];
+        // As Maestro splits a long list: each event lists some works, none lists d.
+        let first = listing(&[("a", "stale".into()), ("b", hash_of(&works[1]))]);
+        let second = listing(&[("c", "stale".into())]);
+        assert_eq!(answered(&works, &first), ["a"]);
+        assert_eq!(
+            answered(&works, &second),
+            ["c"],
+            "a part answers only its own works, never the ones another part listed"
+        );
     }
 
     #[test]

@@ -23,45 +23,25 @@
 //! server backed by a database; spec events sent while no agent is subscribed are lost, as with
 //! the real broker, so the agent's resync after its next subscribe is what brings them.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::ops::Deref;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cloudevents::CloudEvent;
-use cloudevents::grpc::{proto, to_proto};
-use tokio::sync::{mpsc, watch};
+use cloudevents::grpc::proto;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_rustls::rustls;
-use tonic::{Request, Status};
 
 pub use crate::maestro::Error;
-use crate::maestro::{Maestro, ResyncAnswer, Wire};
+use crate::maestro::{Maestro, ResyncAnswer};
 
+mod front;
 mod service;
 mod tls;
 
-/// TLS of the source.
-#[derive(Clone, Debug)]
-pub struct SourceTls {
-    /// The server certificate chain (PEM).
-    pub cert_pem: String,
-    /// Its key (PEM).
-    pub key_pem: String,
-    /// Require client certificates signed by this CA (PEM); none: no client certificates.
-    pub client_ca_pem: Option<String>,
-}
-
-/// What a TLS handshake with the source negotiated.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Handshake {
-    /// The protocol version, e.g. `TLSv1_3`.
-    pub version: String,
-    /// The client certificate (DER), when one was presented.
-    pub client_cert: Option<Vec<u8>>,
-}
+use front::Front;
+pub use front::{Handshake, SourceTls};
 
 /// How to run the source.
 #[derive(Clone, Debug)]
@@ -91,91 +71,6 @@ impl Default for GrpcSourceOptions {
             tls: None,
             token: None,
         }
-    }
-}
-
-/// One open subscription.
-struct Subscriber {
-    cluster: String,
-    tx: mpsc::UnboundedSender<Result<proto::CloudEvent, Status>>,
-}
-
-/// What the front end itself records and is told.
-#[derive(Default)]
-struct FrontState {
-    subscribers: BTreeMap<String, Subscriber>,
-    heartbeats_sent: u64,
-    publishes_to_refuse: u64,
-    publishes_refused: u64,
-    /// Statuses of these resources are refused, so many times each.
-    refused_resources: BTreeMap<String, u64>,
-    handshakes: Vec<Handshake>,
-    failed_handshakes: Vec<String>,
-    unauthenticated: u64,
-}
-
-/// The front end: its settings and state, and the wire of the source (its subscriptions).
-struct Front {
-    heartbeat_interval: Duration,
-    registration_delay: Duration,
-    state: Mutex<FrontState>,
-    /// Heartbeats are sent while true.
-    heartbeats: watch::Sender<bool>,
-    /// The `subscription-id` header is sent while true.
-    subscription_header: AtomicBool,
-    tls: Option<Arc<rustls::ServerConfig>>,
-    /// `Bearer <token>` every call must carry.
-    bearer: Option<String>,
-}
-
-impl Front {
-    fn lock(&self) -> MutexGuard<'_, FrontState> {
-        // A poisoned lock only means a test thread panicked mid-update; the data is still usable.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Refuses a call without the configured bearer token.
-    fn authorize<T>(&self, request: &Request<T>) -> Result<(), Status> {
-        let Some(want) = &self.bearer else {
-            return Ok(());
-        };
-        let got = request
-            .metadata()
-            .get("authorization")
-            .and_then(|v| v.to_str().ok());
-        if got == Some(want.as_str()) {
-            return Ok(());
-        }
-        self.lock().unauthenticated += 1;
-        Err(Status::unauthenticated("no or a wrong bearer token"))
-    }
-
-    /// Whether the status of resource `id` now published is refused (counted).
-    fn refuse(&self, id: &str) -> bool {
-        let mut st = self.lock();
-        if let Some(n) = st.refused_resources.get_mut(id).filter(|n| **n > 0) {
-            *n -= 1;
-        } else if st.publishes_to_refuse > 0 {
-            st.publishes_to_refuse -= 1;
-        } else {
-            return false;
-        }
-        st.publishes_refused += 1;
-        true
-    }
-
-    /// Sends `pb` to every subscriber of `cluster` (none subscribed: lost, as with the broker).
-    fn stream(&self, cluster: &str, pb: &proto::CloudEvent) {
-        self.lock()
-            .subscribers
-            .retain(|_, s| s.cluster != cluster || s.tx.send(Ok(pb.clone())).is_ok());
-    }
-}
-
-impl Wire for Front {
-    fn send(&self, cluster: &str, ev: &CloudEvent) -> Result<(), Error> {
-        self.stream(cluster, &to_proto(ev)?);
-        Ok(())
     }
 }
 

@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 use tonic::{Request, Response, Status};
 use tonic_prost::ProstCodec;
 
-use super::{Front, Subscriber};
+use super::front::{Front, Subscriber};
 use crate::maestro::{Maestro, StatusOutcome, Taken};
 
 /// What the service serves: the front end's state and the source.

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_rustls::rustls;
 
-use super::{Front, Handshake, SourceTls};
+use super::front::{Front, Handshake, SourceTls};
 use crate::maestro::Error;
 
 /// The rustls server config of `tls`: ALPN h2, client certificates of the CA when given.

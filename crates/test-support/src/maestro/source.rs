@@ -12,9 +12,10 @@ use cloudevents::{CloudEvent, ExtValue};
 use serde_json::Value;
 
 use super::record::{HardDeletion, SourceCounters, StatusArrival, StatusVerdict};
+use super::rules;
 use super::rules::{StatusOutcome, StoredResource, apply_status, condition_true, is_deleted};
 use super::spec::{ResyncAnswer, resync_answer, spec_event};
-use super::{Error, Wire, rules};
+use super::wire::{Error, Wire};
 use crate::wire_faults::{Addressed, WireFaults};
 
 /// How often [`Maestro::wait_until`] re-evaluates its condition.

@@ -6,7 +6,7 @@
 //! rotated (its files are read again every refresh period, upstream's `clientCertRotating`).
 //!
 //! Loss-free across broker and server restarts: an event stays the client's until the source has
-//! taken it ([`Sent::Taken`]); one lost with its connection goes back to the queue (unless a newer
+//! taken it ([`crate::transport::Sent::Taken`]); one lost with its connection goes back to the queue (unless a newer
 //! event of the same work is there), one the broker took while no source listened is held and sent
 //! again once a source is back, one the source could not apply now is tried again after a growing
 //! delay, one the source called malformed is dropped and counted.
@@ -24,7 +24,7 @@ use crate::codec::{Decoder, Incoming};
 use crate::event::CloudEvent;
 use crate::queue::{event_key, reconnect_backoff};
 use crate::tls::ReloadingClientCert;
-use crate::transport::{EventSender, Received, Sent, Transport};
+use crate::transport::{EventSender, Received, Transport};
 use outbox::Outbox;
 
 /// What a client needs besides its transport (`C`: the wire's parsed config file, which the
@@ -440,23 +440,18 @@ async fn publish_loop<S: EventSender>(
         let shared = shared.clone();
         tokio::spawn(async move {
             let outcome = sender.send(event).await;
-            let why = match &outcome {
-                Sent::Lost(why) => Some(why.clone()),
-                _ => None,
-            };
             let settled = shared
                 .lock()
                 .settle(key, outcome, tokio::time::Instant::now());
             if settled.taken {
                 shared.taken.notify_waiters();
             }
-            if settled.lost {
-                tracing::debug!(error = %why.clone().unwrap_or_default(), "a publish found the connection failed");
+            if let Some(why) = settled.lost {
+                tracing::debug!(error = %why, "a publish found the connection failed");
                 *shared
                     .lost_session
                     .lock()
-                    .unwrap_or_else(|e| e.into_inner()) =
-                    Some((session, why.clone().unwrap_or_default()));
+                    .unwrap_or_else(|e| e.into_inner()) = Some((session, why));
                 shared.lost.notify_one();
             }
             drop(slot);

@@ -1,8 +1,7 @@
 //! TLS of the MQTT and gRPC transports as upstream builds it (sdk-go `cert/rotation.go`): TLS 1.3
 //! only, the system roots plus the configured CA, and a client certificate that is rotated. Every
 //! refresh period (5 minutes, or `CERT_CALLBACK_REFRESH_DURATION`) the client ([`crate::client`],
-//! [`crate::grpc::client`]) asks
-//! [`ReloadingClientCert::reload`] to read the files again; when the certificate changed, it closes
+//! whatever its transport) asks [`ReloadingClientCert::reload`] to read the files again; when the certificate changed, it closes
 //! the connection so that the reconnect presents the new one. A handshake also reads the files
 //! again once the loaded copy is older than the refresh period. A failed reload keeps the last
 //! good certificate. No session resumption, so every connection presents the current certificate.

@@ -49,8 +49,8 @@ pub(super) struct Outbox {
 pub(super) struct Settled {
     /// A source took an event: wake who waits for [`super::Publisher::taken`].
     pub taken: bool,
-    /// The connection failed: end it and connect anew.
-    pub lost: bool,
+    /// The connection failed (why): end it and connect anew.
+    pub lost: Option<String>,
 }
 
 impl Outbox {
@@ -207,9 +207,9 @@ impl Outbox {
                     "the source refused the event as malformed; dropped"
                 );
             }
-            Sent::Lost(_) => {
+            Sent::Lost(why) => {
                 self.queue.requeue(key, event);
-                settled.lost = true;
+                settled.lost = Some(why);
             }
         }
         self.count_depth();
@@ -303,7 +303,7 @@ mod tests {
         push(&mut out, status("b", 1));
         assert!(out.next(now).0.is_some());
         let settled = out.settle(a.clone(), Sent::Lost("reset".into()), now);
-        assert!(settled.lost && !settled.taken);
+        assert!(settled.lost.is_some() && !settled.taken);
         assert_eq!(out.next(now).0.map(|(k, _)| k), Some(a.clone()));
         push(&mut out, status("a", 2));
         out.settle(a, Sent::Lost("reset".into()), now);

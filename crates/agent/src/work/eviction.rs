@@ -12,15 +12,8 @@
 //! its last full list while its watch fails (and swaps in a new list only whole, after a
 //! re-list), so it never shows fewer works than the hub had at its last successful list or
 //! event; and the agent creates an AppliedManifestWork only for a work it saw in that store.
-//!
-//! Behind a broker the agent's list of works is its own copy, empty after a restart until the
-//! source has answered its spec resync request, one event per work and no end marker: 10,000
-//! works take seconds to come back, and the first scans found thousands of AppliedManifestWorks
-//! "unmanaged" (a mark written, then cleared: 1,862 spoke writes in one restart). There a mark is
-//! written only once an AppliedManifestWork has been unmanaged for [`BROKER_CONFIRM`], with the
-//! time it was first seen so, and the grace period still counts from then ([`Sightings`]).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,55 +34,6 @@ use crate::work::deletion;
 const MAX_SCAN_PERIOD: Duration = Duration::from_secs(30);
 /// Shortest time between two scans.
 const MIN_SCAN_PERIOD: Duration = Duration::from_secs(1);
-
-/// Behind a broker, how long an AppliedManifestWork must stay unmanaged before its mark is
-/// written (a restarted agent gets its works back from the source within seconds at 10,000).
-pub const BROKER_CONFIRM: Duration = Duration::from_secs(60);
-
-/// When each AppliedManifestWork was first seen unmanaged, while its mark waits to be confirmed.
-#[derive(Debug, Default)]
-pub struct Sightings(HashMap<String, Timestamp>);
-
-impl Sightings {
-    /// The step for AppliedManifestWork `name` that `decide` found `decided`, and the eviction
-    /// start to write with a `Start`: a `Start` waits until `name` has been unmanaged for
-    /// `confirm` (at once for a zero `confirm`), then starts at the first sighting.
-    pub fn confirm(
-        &mut self,
-        name: &str,
-        decided: EvictionStep,
-        now: Timestamp,
-        confirm: Duration,
-    ) -> (EvictionStep, Timestamp) {
-        if decided != EvictionStep::Start {
-            self.0.remove(name);
-            return (decided, now);
-        }
-        let first = *self.0.entry(name.to_string()).or_insert(now);
-        let seen_for = now.duration_since(first);
-        if seen_for >= SignedDuration::try_from(confirm).unwrap_or(SignedDuration::MAX) {
-            self.0.remove(name);
-            (EvictionStep::Start, first)
-        } else {
-            (EvictionStep::Wait, first)
-        }
-    }
-
-    /// Forgets the AppliedManifestWorks not in `present` (gone from the spoke).
-    pub fn keep_only(&mut self, present: &HashSet<String>) {
-        self.0.retain(|name, _| present.contains(name));
-    }
-
-    /// AppliedManifestWorks waiting for their mark.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether none waits.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
 
 /// What to do with one AppliedManifestWork now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -204,14 +148,6 @@ async fn run(ctx: Arc<Context>) {
     let period = scan_period(ctx.config.eviction_grace_period);
     let mut next_scan = tokio::time::Instant::now();
     let mut released = BTreeSet::new();
-    let mut sightings = Sightings::default();
-    // A hub that keeps the works (Kubernetes) lists them all before the store is synced; a
-    // broker's source sends them back one by one after a restart.
-    let confirm = if ctx.hub.keeps_status() {
-        Duration::ZERO
-    } else {
-        BROKER_CONFIRM
-    };
     loop {
         // Made before looking: a deletion heard while this turn looks still wakes the next one.
         let heard_wake = ctx.hub.events_taken();
@@ -220,7 +156,7 @@ async fn run(ctx: Arc<Context>) {
         if now >= next_scan {
             // Until the stores are synced (and after a hub outage), look again soon.
             next_scan = now
-                + if scan(&ctx, &mut sightings, confirm).await {
+                + if scan(&ctx).await {
                     period
                 } else {
                     MIN_SCAN_PERIOD
@@ -302,7 +238,7 @@ pub fn scan_blocker(
 }
 
 /// One pass over the AppliedManifestWorks, from the watch stores; false if it was skipped.
-async fn scan(ctx: &Context, sightings: &mut Sightings, confirm: Duration) -> bool {
+async fn scan(ctx: &Context) -> bool {
     if let Some(why) = scan_blocker(
         ctx.works_are_synced(),
         ctx.applied.is_synced(),
@@ -312,40 +248,32 @@ async fn scan(ctx: &Context, sightings: &mut Sightings, confirm: Duration) -> bo
         return false;
     }
     let namespace = ctx.config.cluster_name.as_str();
-    let mut present = HashSet::new();
     for amw in ctx.applied.all() {
         let key = ObjectRef::<StoredWork>::new(&amw.spec.manifest_work_name).within(namespace);
         let hub = HubView {
             has_work: ctx.work_store.get(&key).is_some(),
             keeps_status: ctx.hub.keeps_status(),
         };
-        let now = Timestamp::now();
-        let name = amw.name_any();
-        let (step, start) =
-            sightings.confirm(&name, decide(&amw, hub, &ctx.config, now), now, confirm);
-        present.insert(name);
-        if let Err(e) = act(ctx, &amw, step, start).await {
+        let step = decide(&amw, hub, &ctx.config, Timestamp::now());
+        if let Err(e) = act(ctx, &amw, step).await {
             tracing::warn!(applied = %amw.name_any(), error = %e, "AppliedManifestWork eviction step failed");
         }
     }
-    sightings.keep_only(&present);
-    tracing::debug!(unconfirmed = sightings.len(), "eviction scan done");
+    tracing::debug!("eviction scan done");
     true
 }
 
-/// Takes `step` for `amw`; a `Start` writes `start` as the eviction's start.
 async fn act(
     ctx: &Context,
     amw: &AppliedManifestWork,
     step: EvictionStep,
-    start: Timestamp,
 ) -> Result<(), crate::error::Error> {
     let name = amw.name_any();
     let api = ctx.applied_works();
     match step {
         EvictionStep::Nothing | EvictionStep::Wait => Ok(()),
         EvictionStep::Start | EvictionStep::Clear => {
-            let start = (step == EvictionStep::Start).then_some(Time(start));
+            let start = (step == EvictionStep::Start).then(|| Time(Timestamp::now()));
             let patch = json!({
                 "metadata": {"uid": amw.metadata.uid, "resourceVersion": amw.metadata.resource_version},
                 "status": {"evictionStartTime": start},
@@ -573,59 +501,6 @@ mod tests {
         assert!(scan_blocker(true, false, true).is_some_and(|w| w.contains("AppliedManifestWork")));
         assert!(scan_blocker(true, true, false).is_some_and(|w| w.contains("failing")));
         assert_eq!(scan_blocker(true, true, true), None);
-    }
-
-    #[test]
-    fn behind_a_broker_a_mark_waits_until_confirmed_and_starts_at_the_first_sighting() {
-        let mut seen = Sightings::default();
-        let at = |s: u64| {
-            ts(NOW)
-                .checked_add(SignedDuration::from_secs(s as i64))
-                .expect("time")
-        };
-        let confirm = Duration::from_secs(60);
-        assert_eq!(
-            seen.confirm("a", EvictionStep::Start, at(0), confirm),
-            (EvictionStep::Wait, at(0)),
-            "first seen unmanaged: nothing written yet"
-        );
-        assert_eq!(
-            seen.confirm("a", EvictionStep::Start, at(30), confirm).0,
-            EvictionStep::Wait
-        );
-        assert_eq!(
-            seen.confirm("a", EvictionStep::Start, at(60), confirm),
-            (EvictionStep::Start, at(0)),
-            "confirmed: marked with the time it was first seen"
-        );
-        assert!(seen.is_empty(), "a written mark needs no sighting");
-
-        // Its work came back (the source's answer to the spec resync): no write, and no trace.
-        assert_eq!(
-            seen.confirm("b", EvictionStep::Start, at(0), confirm).0,
-            EvictionStep::Wait
-        );
-        assert_eq!(
-            seen.confirm("b", EvictionStep::Nothing, at(10), confirm).0,
-            EvictionStep::Nothing
-        );
-        assert_eq!(
-            seen.confirm("b", EvictionStep::Start, at(70), confirm),
-            (EvictionStep::Wait, at(70)),
-            "a later absence counts from its own start"
-        );
-        seen.keep_only(&HashSet::new());
-        assert!(seen.is_empty(), "gone from the spoke: forgotten");
-    }
-
-    #[test]
-    fn behind_a_kubernetes_hub_a_mark_is_written_at_once() {
-        let mut seen = Sightings::default();
-        assert_eq!(
-            seen.confirm("a", EvictionStep::Start, ts(NOW), Duration::ZERO),
-            (EvictionStep::Start, ts(NOW))
-        );
-        assert!(seen.is_empty());
     }
 
     #[test]

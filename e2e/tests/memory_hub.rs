@@ -68,6 +68,11 @@ async fn wait_gone(api: &Api<ConfigMap>, name: &str, description: &str) {
 
 #[tokio::test]
 async fn the_agent_runs_a_work_lifecycle_against_a_hub_in_memory() {
+    // The agent's log goes with the test's output, shown when it fails.
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_env_filter("agent=debug,applier=debug")
+        .try_init();
     let spoke = TestCluster::spoke().await;
     let ns = spoke.namespace("memhub").await;
     let cluster = unique_name("memory-cluster");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use kube::runtime::controller::{self, Action, ReconcileRequest, trigger_self};
+use kube::runtime::controller::{self, Action, ReconcileRequest};
 use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
@@ -54,6 +54,47 @@ fn changes_spec_or_lifecycle(store: &reflector::Store<StoredWork>, work: &Stored
         || old.labels != new.labels
 }
 
+/// The works a watch event asks to reconcile, held back while a list is under way. A store takes
+/// a list's works only at its end (`InitDone`), so a reconcile asked for by one of them
+/// (`InitApply`) could otherwise run first, on the copy from before the list, and the change it
+/// was asked for would wait for the next event: with no debounce, a re-list after a watch gap
+/// lost a spec update that way.
+#[derive(Default)]
+struct Relist {
+    /// The changed works of the list under way, if one is (their names only: a restart's list
+    /// may hold every work).
+    held: Option<Vec<ObjectRef<StoredWork>>>,
+}
+
+impl Relist {
+    /// The works to queue for `event`; `changed` says whether it changes a work's spec or
+    /// lifecycle against the store's copy.
+    fn requests(
+        &mut self,
+        event: watcher::Event<StoredWork>,
+        changed: bool,
+    ) -> Vec<ObjectRef<StoredWork>> {
+        match event {
+            watcher::Event::Init => {
+                self.held = Some(Vec::new());
+                Vec::new()
+            }
+            watcher::Event::InitApply(work) if changed => {
+                let work = ObjectRef::from_obj(&work);
+                match &mut self.held {
+                    Some(held) => held.push(work),
+                    // A list's work without its start: the store has taken it already.
+                    None => return vec![work],
+                }
+                Vec::new()
+            }
+            watcher::Event::InitDone => self.held.take().unwrap_or_default(),
+            watcher::Event::Apply(work) if changed => vec![ObjectRef::from_obj(&work)],
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// Forgets everything kept per work once the work is gone from the hub.
 fn forget_work(ctx: &Context, work: &StoredWork) {
     let name = work.metadata.name.clone().unwrap_or_default();
@@ -92,11 +133,12 @@ pub async fn run_controller(
     let synced = ctx.clone();
     let stored = ctx.work_store.clone();
     let mut writer = work_writer;
-    let works = works.filter_map(move |event| {
-        let queued = match event {
+    let mut relist = Relist::default();
+    let works = works
+        .map(move |event| match event {
             Ok(event) => {
                 // Decided on the stored copy, before the store takes the new one.
-                let queue = match &event {
+                let changed = match &event {
                     watcher::Event::Apply(work) | watcher::Event::InitApply(work) => {
                         changes_spec_or_lifecycle(&stored, work)
                     }
@@ -104,29 +146,30 @@ pub async fn run_controller(
                 };
                 writer.apply_watcher_event(&event);
                 // After the store took the event: "synced" then means the store has the full list.
-                match event {
+                match &event {
                     watcher::Event::InitDone => {
                         readiness.set_caches_synced(true);
                         synced
                             .works_synced
                             .store(true, std::sync::atomic::Ordering::Release);
-                        None
                     }
                     watcher::Event::Apply(work) | watcher::Event::InitApply(work) => {
                         // The store has this version now: the agent's own copy is not needed.
                         synced
                             .status
                             .observe(&work.name_any(), work.resource_version().as_deref());
-                        queue.then_some(Ok(work))
                     }
-                    _ => None,
+                    _ => {}
                 }
+                let queued = relist.requests(event, changed).into_iter();
+                queued
+                    .map(|work| Ok(ReconcileRequest::from(work)))
+                    .collect()
             }
-            Err(e) => Some(Err(e)),
-        };
-        std::future::ready(queued)
-    });
-    let own: Queue = trigger_self(works, ()).boxed();
+            Err(e) => vec![Err(e)],
+        })
+        .flat_map(futures::stream::iter);
+    let own: Queue = works.boxed();
 
     let ns = namespace.clone();
     let depth = ctx.metrics.trigger_queue_depth.clone();
@@ -336,6 +379,56 @@ mod tests {
         for w in changed {
             assert!(changes_spec_or_lifecycle(&store, &w), "{:?}", w.metadata);
         }
+    }
+
+    #[test]
+    fn a_listed_work_is_queued_once_the_store_has_the_whole_list() {
+        let mut writer = reflector::store::Writer::<StoredWork>::default();
+        let store = writer.as_reader();
+        let mut relist = Relist::default();
+        let mut feed = |event: watcher::Event<StoredWork>| {
+            let changed = match &event {
+                watcher::Event::Apply(w) | watcher::Event::InitApply(w) => {
+                    changes_spec_or_lifecycle(&store, w)
+                }
+                _ => false,
+            };
+            writer.apply_watcher_event(&event);
+            let queued = relist.requests(event, changed);
+            // Whatever is queued, the store already holds that version of it.
+            queued
+                .iter()
+                .map(|w| store.get(w).and_then(|s| s.metadata.generation))
+                .collect::<Vec<_>>()
+        };
+        // Each queued work's generation as the store holds it when it is queued.
+        let none: Vec<Option<i64>> = Vec::new();
+        assert_eq!(feed(watcher::Event::Init), none);
+        assert_eq!(
+            feed(watcher::Event::InitApply(work(json!({}), "True"))),
+            none
+        );
+        assert_eq!(
+            feed(watcher::Event::InitDone),
+            [Some(1)],
+            "queued at the list's end"
+        );
+        let update = work(json!({"generation": 2}), "True");
+        assert_eq!(feed(watcher::Event::Apply(update)), [Some(2)]);
+        // A re-list after a gap that missed a spec change: queued once the store has it.
+        assert_eq!(feed(watcher::Event::Init), none);
+        let newer = work(json!({"generation": 3}), "True");
+        assert_eq!(
+            feed(watcher::Event::InitApply(newer)),
+            none,
+            "not before the store has it"
+        );
+        assert_eq!(feed(watcher::Event::InitDone), [Some(3)]);
+        // Nothing changed in the next list: nothing queued.
+        assert_eq!(feed(watcher::Event::Init), none);
+        let same = work(json!({"generation": 3}), "False");
+        assert_eq!(feed(watcher::Event::InitApply(same)), none);
+        assert_eq!(feed(watcher::Event::InitDone), none);
     }
 
     #[test]

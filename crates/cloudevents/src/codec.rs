@@ -164,6 +164,10 @@ pub struct SpecUpdate {
     pub annotations: std::collections::BTreeMap<String, String>,
     /// Set when the work is being deleted (then `spec` may be absent).
     pub deletion_timestamp: Option<DateTime<Utc>>,
+    /// `metadata.creationTimestamp` (Maestro sends its resource's creation time, to the second):
+    /// tells a work created again under the same UID from the one before it. `None` when absent
+    /// or not an RFC 3339 time (nothing depends on it but that distinction).
+    pub creation_timestamp: Option<DateTime<Utc>>,
     /// The spec, absent on a delete without data.
     pub spec: Option<ManifestWorkSpec>,
 }
@@ -194,6 +198,8 @@ struct MetaView {
     labels: Option<std::collections::BTreeMap<String, String>>,
     #[serde(default)]
     annotations: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default, rename = "creationTimestamp")]
+    creation_timestamp: Option<String>,
 }
 
 impl Decoder {
@@ -263,6 +269,11 @@ impl Decoder {
             None | Some([]) => return Err(Error::MissingAttribute("data")),
             Some(d) => Some(decode_bundle(d)?.into_spec()),
         };
+        let creation_timestamp = meta
+            .creation_timestamp
+            .as_deref()
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc));
         let mut labels = meta.labels.unwrap_or_default();
         labels.insert(LABEL_ORIGINAL_SOURCE.to_string(), ev.source.clone());
         let mut annotations = meta.annotations.unwrap_or_default();
@@ -283,6 +294,7 @@ impl Decoder {
             labels,
             annotations,
             deletion_timestamp,
+            creation_timestamp,
             spec,
         })
     }
@@ -585,6 +597,27 @@ mod tests {
             d.decode(&ev),
             Err(Error::MissingAttribute("data"))
         ));
+    }
+
+    #[test]
+    fn a_spec_event_carries_its_creation_time_when_the_source_sends_one() {
+        let d = Decoder::new("cluster1");
+        let created = |metadata: &str| {
+            let ev = create_event("cluster1", BUNDLE)
+                .with_ext(types::EXT_METADATA, ExtValue::String(metadata.into()));
+            match d.decode(&ev) {
+                Ok(Incoming::Spec(s)) => s.creation_timestamp.map(|t| t.timestamp()),
+                other => panic!("decodes: {other:?}"),
+            }
+        };
+        let at = r#"{"name":"w","creationTimestamp":"2025-12-16T06:00:17Z"}"#;
+        assert_eq!(created(at), Some(1_765_864_817));
+        assert_eq!(created(r#"{"name":"w"}"#), None);
+        assert_eq!(
+            created(r#"{"name":"w","creationTimestamp":"yesterday"}"#),
+            None,
+            "an unreadable time is no time"
+        );
     }
 
     #[test]

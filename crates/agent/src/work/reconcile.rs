@@ -24,7 +24,7 @@ use crate::metrics::ControllerLabels;
 use crate::spoke::applied_work::AppliedState;
 use crate::spoke::watches::ObjectKey;
 use crate::work::completion_memory::{self, Remembered};
-use crate::work::status::{self, DesiredStatus};
+use crate::work::status::{self, DesiredStatus, StatusPlan};
 use crate::work::{apply, deletion, ttl};
 use applier::manifests;
 
@@ -163,31 +163,27 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
     let now_applied = manifests::normalize_applied(now_applied);
 
     let generation = work.metadata.generation;
-    let desired = DesiredStatus {
-        manifests: outcome.manifests,
-        deleting: false,
+    // One instant for the whole status: what is kept on the spoke and what the hub is sent carry
+    // the same completion time.
+    let plan = StatusPlan {
+        desired: DesiredStatus {
+            manifests: outcome.manifests,
+            deleting: false,
+        },
+        observed_generation: generation,
+        at: Time(Timestamp::now()),
     };
     // Behind a broker the completion is kept on the spoke before the source hears of it: an agent
     // stopped between the two would otherwise apply the completed work again after a restart.
     let mut remembered = remembered.unwrap_or_default();
     if !ctx.hub.keeps_status() {
-        let planned = status::build_status(
-            work.status.as_ref(),
-            &desired,
-            generation,
-            Time(Timestamp::now()),
-        );
+        let planned = plan.over(work.status.as_ref());
         remembered = remember(&applied, remembered, Some(&planned), ctx).await?;
     }
     let written = ctx
         .status
         .write(&work, |current| {
-            let new = status::build_status(
-                current.status.as_ref(),
-                &desired,
-                generation,
-                Time(Timestamp::now()),
-            );
+            let new = plan.over(current.status.as_ref());
             status::differs(current.status.as_ref(), &new).then_some(new)
         })
         .await?;

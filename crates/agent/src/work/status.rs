@@ -114,6 +114,32 @@ pub fn build_status(
     }
 }
 
+/// One reconcile's status, built at one instant over whichever copy of the old status is at hand.
+/// Behind a broker the completion is kept on the spoke (from the status planned over the copy the
+/// reconcile read) before the status is written (over the hub's latest copy): both must carry the
+/// same transition times, or the TTL would count from one and the source from the other.
+#[derive(Clone, Debug)]
+pub struct StatusPlan {
+    /// What the reconcile found.
+    pub desired: DesiredStatus,
+    /// The generation it worked from.
+    pub observed_generation: Option<i64>,
+    /// When: every transition in a status built from this plan carries this time.
+    pub at: Time,
+}
+
+impl StatusPlan {
+    /// The status to write over `old`.
+    pub fn over(&self, old: Option<&ManifestWorkStatus>) -> ManifestWorkStatus {
+        build_status(
+            old,
+            &self.desired,
+            self.observed_generation,
+            self.at.clone(),
+        )
+    }
+}
+
 /// The feedback values of a manifest's status (none when it has no feedback).
 fn feedback_values(feedback: Option<&StatusFeedbackResult>) -> &[work_api::FeedbackValue] {
     feedback.map(|f| f.values.as_slice()).unwrap_or_default()
@@ -242,6 +268,32 @@ mod tests {
             }],
             deleting: false,
         }
+    }
+
+    #[test]
+    fn a_plan_gives_the_same_transitions_over_any_copy_of_the_old_status() {
+        // The copy the reconcile read, and the hub's newer copy written meanwhile by a status
+        // write that saw the manifest not ready yet: the transition to ready has one time.
+        let read = build_status(None, &desired(Status::False), Some(1), t(100));
+        let mut latest = read.clone();
+        latest.conditions.retain(|c| c.type_ != "Available");
+        let plan = StatusPlan {
+            desired: desired(Status::True),
+            observed_generation: Some(1),
+            at: t(201),
+        };
+        let ready_at = |s: &ManifestWorkStatus| {
+            s.resource_status.as_ref().expect("set").manifests[0]
+                .conditions
+                .iter()
+                .find(|c| c.type_ == "Ready")
+                .map(|c| c.last_transition_time.clone())
+        };
+        assert_eq!(ready_at(&plan.over(Some(&read))), Some(t(201)));
+        assert_eq!(
+            ready_at(&plan.over(Some(&read))),
+            ready_at(&plan.over(Some(&latest)))
+        );
     }
 
     #[test]

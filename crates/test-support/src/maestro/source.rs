@@ -158,6 +158,11 @@ impl Maestro {
             "name".into(),
             Value::String(opts.name.unwrap_or_else(|| id.clone())),
         );
+        // As Maestro fills it from the resource's creation time, to the second.
+        metadata.entry("creationTimestamp").or_insert_with(|| {
+            let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+            Value::String(now)
+        });
         let mut st = self.lock();
         if st.resources.contains_key(&id) || st.hard_deleted.contains(&id) {
             return Err(Error::Exists(id));

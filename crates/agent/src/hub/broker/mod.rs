@@ -43,51 +43,69 @@ use spec::SpecChange;
 /// How many works deleted here are remembered (see [`Deleted`]).
 const DELETED_REMEMBERED: usize = 10_000;
 
-/// The works this agent cleaned up and forgot since its last spec resync request (UID →
-/// generation at deletion), the latest [`DELETED_REMEMBERED`]: an update or resync answer for one
-/// of them that is neither newer nor a deletion is a late one (part of a resync answer made before
-/// the deletion, a redelivery) and must not bring the work back, since the source, once it has the
-/// `Deleted`, keeps no copy that would delete it again. A `create_request` is always taken: Maestro
-/// derives resource IDs from names, so a work deleted and created again comes back under the same
-/// UID at generation 1. The memory is cleared with each spec resync request: the answer to it is
-/// the source's state after the deletion (a work re-created while the agent was away comes that
-/// way). Memory only, as the works are.
+/// The works this agent cleaned up and forgot (UID → generation and creation time at deletion),
+/// the latest [`DELETED_REMEMBERED`]: an update or resync answer for one of them that is neither
+/// newer nor a deletion is a late one (part of a resync answer made before the deletion, a
+/// redelivery) and must not bring the work back, since the source, once it has the `Deleted`,
+/// keeps no copy that would delete it again. A `create_request` is always taken: Maestro derives
+/// resource IDs from names, so a work deleted and created again comes back under the same UID at
+/// generation 1.
+///
+/// Maestro's spec events carry the resource's creation time (`metadata.creationTimestamp`): a work
+/// created again has a new one, so a deletion remembered with it tells a late copy from a new
+/// work by that alone, and is kept across spec resync requests (a late part of an answer to an
+/// earlier request may come after the next request). A deletion remembered without it is
+/// forgotten with each spec resync request: the answer to that is the source's state after the
+/// deletion, and a work created again while the agent was away comes that way. Memory only, as the
+/// works are.
 #[derive(Default)]
 struct Deleted {
-    generations: std::collections::HashMap<String, i64>,
+    works: std::collections::HashMap<String, Tombstone>,
     order: std::collections::VecDeque<String>,
 }
 
+/// What is remembered of one deleted work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Tombstone {
+    generation: i64,
+    /// Its creation time, in seconds since the epoch, when the source sent one.
+    created: Option<i64>,
+}
+
 impl Deleted {
-    fn remember(&mut self, uid: &str, generation: i64) {
-        if self
-            .generations
-            .insert(uid.to_string(), generation)
-            .is_none()
-        {
+    fn remember(&mut self, uid: &str, tombstone: Tombstone) {
+        if self.works.insert(uid.to_string(), tombstone).is_none() {
             self.order.push_back(uid.to_string());
         }
         while self.order.len() > DELETED_REMEMBERED {
             if let Some(old) = self.order.pop_front() {
-                self.generations.remove(&old);
+                self.works.remove(&old);
             }
         }
     }
 
-    /// Forgets every deletion (a spec resync request is on its way).
-    fn clear(&mut self) {
-        self.generations.clear();
-        self.order.clear();
+    /// Forgets the deletions of works without a creation time (a spec resync request is on its
+    /// way).
+    fn clear_unversioned(&mut self) {
+        self.works.retain(|_, t| t.created.is_some());
+        let works = &self.works;
+        self.order.retain(|uid| works.contains_key(uid));
     }
 
     /// Whether `update` is a late event of a work deleted here.
     fn is_late(&self, update: &SpecUpdate) -> bool {
+        let Some(deleted) = self.works.get(&update.uid) else {
+            return false;
+        };
+        let created = update.creation_timestamp.map(|t| t.timestamp());
+        let same_work = match (deleted.created, created) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
         update.deletion_timestamp.is_none()
             && update.event_type != EventType::SpecCreate
-            && self
-                .generations
-                .get(&update.uid)
-                .is_some_and(|g| update.generation <= *g)
+            && same_work
+            && update.generation <= deleted.generation
     }
 }
 
@@ -211,7 +229,17 @@ impl BrokerHub {
                 .deleted
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .remember(uid, work.metadata.generation.unwrap_or(0));
+                .remember(
+                    uid,
+                    Tombstone {
+                        generation: work.metadata.generation.unwrap_or(0),
+                        created: work
+                            .metadata
+                            .creation_timestamp
+                            .as_ref()
+                            .map(|t| t.0.as_second()),
+                    },
+                );
         }
         let deleted = status::with_deleted_condition(work.clone());
         let key = self.publish_status(&deleted, EventType::StatusUpdate)?;
@@ -235,7 +263,7 @@ impl BrokerHub {
             .deleted
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+            .clear_unversioned();
         let versions = {
             let locked = self.inner.works.lock();
             status::resource_versions(locked.works().values().map(|w| &w.metadata))
@@ -644,6 +672,7 @@ mod tests {
             .into(),
             annotations: Default::default(),
             deletion_timestamp: None,
+            creation_timestamp: None,
             spec: Some(Default::default()),
         }
     }
@@ -912,6 +941,48 @@ mod tests {
         // A newer version is news from the source: taken.
         hub.apply_spec(&create("u9", 2));
         assert!(hub.get_work("u9").await.expect("read").is_some());
+    }
+
+    /// Found by `chaos --hub mqtt` after a restart: the deletion was forgotten with the next spec
+    /// resync request (a reconnect), and a late part of the answer to the request before it
+    /// brought the work back. Maestro's events carry the resource's creation time: a deletion
+    /// remembered with it outlives the next request.
+    #[tokio::test]
+    async fn a_late_copy_of_a_deleted_work_stays_out_after_the_next_resync_request() {
+        let (hub, outbox, _tx) = hub();
+        let created = chrono::Utc::now() - chrono::Duration::seconds(30);
+        let at = |mut update: SpecUpdate| {
+            update.creation_timestamp = Some(created);
+            update
+        };
+        hub.apply_spec(&at(create("u5", 1)));
+        let work = hub.get_work("u5").await.expect("read").expect("stored");
+        hub.set_finalizers(&work, vec![MANIFEST_WORK_FINALIZER.into()])
+            .await
+            .expect("finalizer");
+        let mut deleting = at(create("u5", 1));
+        deleting.deletion_timestamp = Some(chrono::Utc::now());
+        hub.apply_spec(&deleting);
+        let work = hub.get_work("u5").await.expect("read").expect("stored");
+        hub.set_finalizers(&work, vec![]).await.expect("released");
+        hub.request_spec_resync(&outbox.publisher);
+
+        let mut late = at(create("u5", 1));
+        late.event_type = EventType::SpecResyncResponse;
+        hub.apply_spec(&late);
+        assert!(
+            hub.get_work("u5").await.expect("read").is_none(),
+            "a late part of an earlier answer brought the deleted work back"
+        );
+        // The same work created again is a new resource: a new creation time.
+        let mut again = create("u5", 1);
+        again.event_type = EventType::SpecResyncResponse;
+        again.creation_timestamp = Some(created + chrono::Duration::seconds(20));
+        hub.apply_spec(&again);
+        assert!(
+            hub.get_work("u5").await.expect("read").is_some(),
+            "the work created again was dropped as a late copy"
+        );
     }
 
     /// Maestro derives a resource's ID from its name: a work deleted and created again under the

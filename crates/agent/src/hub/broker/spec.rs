@@ -46,6 +46,7 @@ pub fn work_from(update: &SpecUpdate) -> ManifestWork {
             labels: non_empty(&update.labels),
             annotations: non_empty(&update.annotations),
             deletion_timestamp,
+            creation_timestamp: update.creation_timestamp.as_ref().and_then(time_of),
             // A work the agent first hears of as deleted still gets its cleanup (resources it
             // applied before a restart), so it carries the finalizer that cleanup removes.
             finalizers: deleting.then(|| vec![MANIFEST_WORK_FINALIZER.to_string()]),
@@ -91,7 +92,11 @@ pub fn apply_spec(existing: Option<&ManifestWork>, update: &SpecUpdate) -> SpecC
     }
     let mut updated = work_from(update);
     updated.metadata.finalizers = last.metadata.finalizers.clone();
-    updated.metadata.creation_timestamp = last.metadata.creation_timestamp.clone();
+    updated.metadata.creation_timestamp = last
+        .metadata
+        .creation_timestamp
+        .clone()
+        .or(updated.metadata.creation_timestamp);
     updated.metadata.deletion_timestamp = last.metadata.deletion_timestamp.clone();
     updated.status = last.status.clone();
     updated.metadata.resource_version = last.metadata.resource_version.clone();
@@ -120,6 +125,7 @@ mod tests {
             labels: [("a".to_string(), "b".to_string())].into(),
             annotations: BTreeMap::new(),
             deletion_timestamp: None,
+            creation_timestamp: None,
             spec: Some(
                 serde_json::from_value(json!({"workload": {"manifests": [
                     {"apiVersion": "v1", "kind": "ConfigMap",

@@ -64,12 +64,47 @@ struct Deleted {
     order: std::collections::VecDeque<String>,
 }
 
-/// What is remembered of one deleted work.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// What is remembered of one deleted work: enough to tell a late copy of it and to say
+/// `Deleted` again.
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Tombstone {
+    name: String,
     generation: i64,
     /// Its creation time, in seconds since the epoch, when the source sent one.
     created: Option<i64>,
+    /// The source that sent it (its status events' `originalsource`).
+    source: String,
+}
+
+impl Tombstone {
+    fn of(work: &ManifestWork) -> Self {
+        Self {
+            name: work.metadata.name.clone().unwrap_or_default(),
+            generation: work.metadata.generation.unwrap_or(0),
+            created: work
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_second()),
+            source: status::original_source(work),
+        }
+    }
+
+    /// The work as its `Deleted` status event describes it.
+    fn deleted_work(&self, uid: &str, cluster: &str) -> ManifestWork {
+        let mut work = ManifestWork::new(&self.name, Default::default());
+        work.metadata.namespace = Some(cluster.to_string());
+        work.metadata.uid = Some(uid.to_string());
+        work.metadata.generation = Some(self.generation);
+        work.metadata.labels = Some(
+            [(
+                codec::LABEL_ORIGINAL_SOURCE.to_string(),
+                self.source.clone(),
+            )]
+            .into(),
+        );
+        status::with_deleted_condition(work)
+    }
 }
 
 impl Deleted {
@@ -84,12 +119,29 @@ impl Deleted {
         }
     }
 
+    /// Forgets the deletion of `uid` (the source sent the work again, and it was taken).
+    fn forget(&mut self, uid: &str) {
+        if self.works.remove(uid).is_some() {
+            self.order.retain(|u| u != uid);
+        }
+    }
+
     /// Forgets the deletions of works without a creation time (a spec resync request is on its
     /// way).
     fn clear_unversioned(&mut self) {
         self.works.retain(|_, t| t.created.is_some());
         let works = &self.works;
         self.order.retain(|uid| works.contains_key(uid));
+    }
+
+    /// The deleted works among `uids`, as their `Deleted` status events describe them.
+    fn deleted_works<'a>(
+        &self,
+        uids: impl Iterator<Item = &'a str>,
+        cluster: &str,
+    ) -> Vec<ManifestWork> {
+        uids.filter_map(|uid| Some(self.works.get(uid)?.deleted_work(uid, cluster)))
+            .collect()
     }
 
     /// Whether `update` is a late event of a work deleted here.
@@ -229,17 +281,7 @@ impl BrokerHub {
                 .deleted
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .remember(
-                    uid,
-                    Tombstone {
-                        generation: work.metadata.generation.unwrap_or(0),
-                        created: work
-                            .metadata
-                            .creation_timestamp
-                            .as_ref()
-                            .map(|t| t.0.as_second()),
-                    },
-                );
+                .remember(uid, Tombstone::of(work));
         }
         let deleted = status::with_deleted_condition(work.clone());
         let key = self.publish_status(&deleted, EventType::StatusUpdate)?;
@@ -303,16 +345,18 @@ impl BrokerHub {
             .find(|(_, w)| w.metadata.uid.as_deref() == Some(update.uid.as_str()))
             .map(|(name, _)| name.clone())
             .and_then(|name| locked.get(&name));
-        if existing.is_none()
-            && self
+        if existing.is_none() {
+            let mut deleted = self
                 .inner
                 .deleted
                 .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_late(update)
-        {
-            tracing::debug!(work = %update.name, generation = update.generation, "late spec event of a work deleted here; ignored");
-            return;
+                .unwrap_or_else(PoisonError::into_inner);
+            if deleted.is_late(update) {
+                tracing::debug!(work = %update.name, generation = update.generation, "late spec event of a work deleted here; ignored");
+                return;
+            }
+            // The work is back (created again, or news from the source): not deleted any more.
+            deleted.forget(&update.uid);
         }
         match spec::apply_spec(existing.as_ref(), update) {
             SpecChange::Put(work) => {
@@ -352,6 +396,25 @@ impl BrokerHub {
                 continue;
             }
             count += 1;
+            if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
+                tracing::warn!(error = %e, "status resync answer not sent");
+            }
+        }
+        // A work the source still lists but the agent deleted: its `Deleted` was lost on the way
+        // (the source restarted after the broker took it), and without it the source keeps the
+        // work for ever. Said again.
+        let gone = self
+            .inner
+            .deleted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .deleted_works(listed.named(), &self.inner.cluster);
+        for work in gone {
+            count += 1;
+            tracing::info!(
+                work = work.metadata.name.as_deref().unwrap_or_default(),
+                "the source lists a work deleted here; Deleted sent again"
+            );
             if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
                 tracing::warn!(error = %e, "status resync answer not sent");
             }
@@ -983,6 +1046,42 @@ mod tests {
             hub.get_work("u5").await.expect("read").is_some(),
             "the work created again was dropped as a late copy"
         );
+    }
+
+    /// Seen in `chaos --hub mqtt` (work w8): the source restarted just after the broker took the
+    /// work's `Deleted`, and kept the work for ever. Its status resync request after the restart
+    /// lists the work: the agent says `Deleted` again; not for a work it holds again.
+    #[tokio::test]
+    async fn a_status_resync_listing_a_work_deleted_here_gets_its_deleted_again() {
+        let (hub, outbox, _tx) = hub();
+        create_then_delete(&hub, "u8").await;
+        create_then_delete(&hub, "u6").await;
+        hub.apply_spec(&create("u6", 1));
+        assert_eq!(outbox.taken().await.len(), 2, "two Deleted sent");
+
+        let listed = |uids: &[&str]| ResourceStatusHashList {
+            status_hashes: uids
+                .iter()
+                .map(|uid| ResourceStatusHash {
+                    resource_id: uid.to_string(),
+                    status_hash: "old".into(),
+                })
+                .collect(),
+        };
+        hub.answer_status_resync(&listed(&["u8"]));
+        let again = outbox.taken().await;
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert_eq!(
+            again[0].ext_string(types::EXT_RESOURCE_ID).as_deref(),
+            Some("u8")
+        );
+        let deleted = ("Deleted".to_string(), "True".to_string());
+        assert!(conditions(&again[0]).contains(&deleted), "{again:?}");
+        // Created again: its own status, never Deleted.
+        hub.answer_status_resync(&listed(&["u6"]));
+        let held = outbox.taken().await;
+        assert_eq!(held.len(), 1);
+        assert!(!conditions(&held[0]).iter().any(|(t, _)| t == "Deleted"));
     }
 
     /// Maestro derives a resource's ID from its name: a work deleted and created again under the

@@ -91,6 +91,11 @@ impl<'a> ListedHashes<'a> {
         self.0.as_ref().is_none_or(|m| m.contains_key(uid))
     }
 
+    /// The UIDs the request names (none when it asks for every work).
+    pub fn named(&self) -> impl Iterator<Item = &'a str> + '_ {
+        self.0.iter().flat_map(|m| m.keys().copied())
+    }
+
     /// Whether the source lacks `work`'s status: asked for, and not with the status it has.
     pub fn lacks(&self, work: &ManifestWork) -> bool {
         let Some(listed) = &self.0 else { return true };

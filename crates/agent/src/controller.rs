@@ -119,22 +119,56 @@ pub async fn run_controller(
     applied_writer: reflector::store::Writer<StoredApplied>,
     applied_synced: Arc<std::sync::atomic::AtomicBool>,
 ) {
-    let namespace = ctx.config.cluster_name.clone();
-    let gone = ctx.clone();
-    let works = ctx.hub.watch_works().inspect(move |e| match e {
-        Ok(watcher::Event::Delete(work)) => forget_work(&gone, work),
-        Ok(watcher::Event::Apply(work) | watcher::Event::InitApply(work))
-            if work.metadata.deletion_timestamp.is_none() =>
-        {
-            gone.status.unrelease(&work.name_any());
+    let (hub_debounce, spoke_debounce) =
+        debounces(ctx.config.reconcile_debounce, ctx.hub.reconcile_debounce());
+    let sources = [
+        hub_works(&ctx, readiness, work_writer),
+        spoke_changes(&ctx, triggers, spoke_debounce.saturating_sub(hub_debounce)),
+        applied_changes(&ctx, applied_writer, applied_synced),
+        resync_sweep(&ctx),
+    ];
+    // Every source's requests wait in the admission, each work once, until the controller has
+    // room: its scheduler then holds a few works at a time, not a burst of thousands.
+    let admission = Arc::new(Admission::new(
+        usize::from(ctx.config.workers.max(1)) * admission::PER_WORKER,
+    ));
+    let offered = admission.clone();
+    let workqueue = ctx.metrics.workqueue.clone();
+    let offers = futures::stream::select_all(sources).for_each(move |request| {
+        match request {
+            Ok(request) => {
+                workqueue.added(&request.obj_ref.name);
+                offered.offer(&request.obj_ref.name)
+            }
+            Err(e) => tracing::warn!(error = %e, "watch error"),
         }
-        _ => {}
+        std::future::ready(())
     });
+    futures::future::join(offers, reconcile_admitted(ctx, admission, hub_debounce)).await;
+}
+
+/// Requests from the hub's works: a new work, or a change of its spec or lifecycle (not its
+/// status). Fills the works' store, and forgets what was kept for a work once it is gone.
+fn hub_works(
+    ctx: &Arc<Context>,
+    readiness: Readiness,
+    mut writer: reflector::store::Writer<StoredWork>,
+) -> Queue {
+    let gone = ctx.clone();
     let synced = ctx.clone();
     let stored = ctx.work_store.clone();
-    let mut writer = work_writer;
     let mut relist = Relist::default();
-    let works = works
+    ctx.hub
+        .watch_works()
+        .inspect(move |e| match e {
+            Ok(watcher::Event::Delete(work)) => forget_work(&gone, work),
+            Ok(watcher::Event::Apply(work) | watcher::Event::InitApply(work))
+                if work.metadata.deletion_timestamp.is_none() =>
+            {
+                gone.status.unrelease(&work.name_any());
+            }
+            _ => {}
+        })
         .map(move |event| match event {
             Ok(event) => {
                 // Decided on the stored copy, before the store takes the new one.
@@ -168,46 +202,57 @@ pub async fn run_controller(
             }
             Err(e) => vec![Err(e)],
         })
-        .flat_map(futures::stream::iter);
-    let own: Queue = works.boxed();
+        .flat_map(futures::stream::iter)
+        .boxed()
+}
 
-    let ns = namespace.clone();
+/// Requests from the resource watches' triggers. A spoke change asks for a reconcile once no
+/// other change of the same work came for `delay` beyond the hub's own debounce: a hub event
+/// that arrives with it (the work deleted or updated just after its objects were edited) is
+/// acted on first, and a burst of edits (finalizers taken off one object after another) is
+/// answered once, after it.
+fn spoke_changes(
+    ctx: &Arc<Context>,
+    triggers: tokio::sync::mpsc::Receiver<String>,
+    delay: Duration,
+) -> Queue {
+    let ns = ctx.config.cluster_name.clone();
     let depth = ctx.metrics.trigger_queue_depth.clone();
-    // A spoke change asks for a reconcile once no other change of the same work came for the
-    // spoke debounce, whatever the hub's own debounce is: a hub event that arrives with it (the
-    // work deleted or updated just after its objects were edited) is acted on first, and a burst
-    // of edits (finalizers taken off one object after another) is answered once, after it.
-    let (hub_debounce, spoke_debounce) =
-        debounces(ctx.config.reconcile_debounce, ctx.hub.reconcile_debounce());
-    let delay = spoke_debounce.saturating_sub(hub_debounce);
-    let external: Queue = triggers::debounced(triggers, depth, delay)
+    triggers::debounced(triggers, depth, delay)
         .map(move |name| {
             Ok(ReconcileRequest::from(
                 ObjectRef::<StoredWork>::new(&name).within(&ns),
             ))
         })
-        .boxed();
+        .boxed()
+}
 
+/// Requests from the AppliedManifestWorks' watch: one deleted, being deleted or stripped of our
+/// finalizer makes its work act (its own status writes and the initial list need nothing).
+/// Fills the AppliedManifestWork store.
+fn applied_changes(
+    ctx: &Arc<Context>,
+    writer: reflector::store::Writer<StoredApplied>,
+    synced: Arc<std::sync::atomic::AtomicBool>,
+) -> Queue {
     let config = ctx.config.clone();
     let observed = ctx.clone();
+    let ns = ctx.config.cluster_name.clone();
     // Read into the compact form the store keeps (managedFields dropped).
-    let applied_api: Api<StoredApplied> = Api::all(ctx.spoke.clone());
-    let ns = namespace.clone();
-    let applied: Queue = watcher(applied_api, watcher::Config::default())
+    let api: Api<StoredApplied> = Api::all(ctx.spoke.clone());
+    watcher(api, watcher::Config::default())
         .default_backoff()
-        .reflect(applied_writer)
+        .reflect(writer)
         // After the store took the event: "synced" then means the store has the full list.
         .inspect(move |e| match e {
             Ok(watcher::Event::InitDone) => {
-                applied_synced.store(true, std::sync::atomic::Ordering::Release);
+                synced.store(true, std::sync::atomic::Ordering::Release);
             }
             Ok(watcher::Event::Apply(a)) => observed.applied.observe(a),
             _ => {}
         })
         .filter_map(move |event| {
             let request = match event {
-                // Deleted, being deleted, or stripped of our finalizer: the work must act. Its
-                // own status writes (and the initial list) need nothing.
                 Ok(watcher::Event::Apply(a) | watcher::Event::Delete(a))
                     if a.metadata.deletion_timestamp.is_some()
                         || !a
@@ -236,36 +281,24 @@ pub async fn run_controller(
             };
             std::future::ready(request)
         })
-        .boxed();
+        .boxed()
+}
 
-    // The safety net: every work once a status-sync period, from one sweep over the store.
-    let resync: Queue = resync::sweep(
+/// The safety net: every work once a status-sync period, from one sweep over the store.
+fn resync_sweep(ctx: &Arc<Context>) -> Queue {
+    resync::sweep(
         ctx.work_store.clone(),
-        namespace.clone(),
+        ctx.config.cluster_name.clone(),
         ctx.config.status_sync_period,
     )
     .map(|key| Ok(ReconcileRequest::from(key)))
-    .boxed();
+    .boxed()
+}
 
-    // Every source's requests wait in the admission, each work once, until the controller has
-    // room: its scheduler then holds a few works at a time, not a burst of thousands.
-    let admission = Arc::new(Admission::new(
-        usize::from(ctx.config.workers.max(1)) * admission::PER_WORKER,
-    ));
-    let offered = admission.clone();
-    let workqueue = ctx.metrics.workqueue.clone();
-    let sources =
-        futures::stream::select_all([own, external, applied, resync]).for_each(move |request| {
-            match request {
-                Ok(request) => {
-                    workqueue.added(&request.obj_ref.name);
-                    offered.offer(&request.obj_ref.name)
-                }
-                Err(e) => tracing::warn!(error = %e, "watch error"),
-            }
-            std::future::ready(())
-        });
-    let ns = namespace.clone();
+/// Runs kube-runtime's applier over the works `admission` admits, each reconcile in a task of
+/// its own, and tells the admission when each is done.
+async fn reconcile_admitted(ctx: Arc<Context>, admission: Arc<Admission>, debounce: Duration) {
+    let ns = ctx.config.cluster_name.clone();
     let queue = admission.clone().admitted().map(move |name| {
         Ok::<_, watcher::Error>(ReconcileRequest::from(
             ObjectRef::<StoredWork>::new(&name).within(&ns),
@@ -273,9 +306,9 @@ pub async fn run_controller(
     });
     let controller_config = controller::Config::default()
         .concurrency(ctx.config.workers)
-        .debounce(hub_debounce);
+        .debounce(debounce);
     let dropped = ctx.metrics.workqueue.clone();
-    let reconciles = controller::applier(
+    controller::applier(
         |work, ctx| {
             let name = work.metadata.name.clone().unwrap_or_default();
             let workqueue = ctx.metrics.workqueue.clone();
@@ -312,8 +345,8 @@ pub async fn run_controller(
             tracing::debug!(error = %e, "controller");
         }
         std::future::ready(())
-    });
-    futures::future::join(sources, reconciles).await;
+    })
+    .await;
 }
 
 fn error_policy(work: Arc<StoredWork>, error: &Error, ctx: Arc<Context>) -> Action {

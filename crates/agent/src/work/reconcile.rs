@@ -78,63 +78,21 @@ pub async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Result<Act
     result
 }
 
+/// The phases of a reconcile: finalize a work being deleted; otherwise hold the finalizer, find
+/// the work's AppliedManifestWork, lay a remembered completion over it, and then either watch a
+/// completed work's TTL or apply the work and report.
 async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action, Error> {
     let work = ctx.status.fresher(work);
-    let name = work.name_any();
     if work.metadata.deletion_timestamp.is_some() {
-        ctx.backoff.clear(&name);
-        if ctx.status.is_released(&name) {
-            // Finalized already; the store has not seen the deletion yet.
-            return Ok(Action::await_change());
-        }
-        return deletion::finalize_work(&work, ctx).await;
+        return finalize(&work, ctx).await;
     }
-    // The patched object (new resourceVersion) saves the status writer a conflict.
-    let work = match with_finalizer(work.finalizers(), MANIFEST_WORK_FINALIZER) {
-        None => work,
-        Some(finalizers) => {
-            let patched = ctx
-                .hub
-                .set_finalizers(work.as_ref(), finalizers)
-                .await
-                .map_err(Error::Hub)?;
-            ctx.status.record(patched.clone());
-            Arc::new(patched)
-        }
+    let work = hold_finalizer(work, ctx).await?;
+    let Some(applied) = applied_record(&work, ctx).await? else {
+        // Its AppliedManifestWork is being deleted: re-created once it is gone (its deletion
+        // event re-queues the work).
+        return Ok(Action::requeue(Duration::from_secs(1)));
     };
-    let applied = match ctx
-        .applied
-        .ensure(
-            &ctx.config,
-            &name,
-            &work.metadata.labels.clone().unwrap_or_default(),
-        )
-        .await
-        .map_err(Error::Spoke)?
-    {
-        AppliedState::Ready(applied) => applied,
-        AppliedState::Deleting(amw)
-            if deletion::keeps_record_until_heard(ctx.hub.keeps_status(), &amw) =>
-        {
-            // Deleted on the spoke, but it holds the work's completion, which nothing else
-            // keeps: its resources go, the record stays (until the work is deleted and its source
-            // heard it), and the work stays complete. So it is for a completed work the source
-            // sends back after a restart because it never heard its deletion.
-            deletion::cleanup_resources(&amw, work.spec.delete_option.as_ref(), ctx).await?;
-            amw
-        }
-        AppliedState::Deleting(amw) => {
-            // Deleted on the spoke: clean up its resources, then re-create it once it is gone
-            // (its deletion event re-queues the work).
-            deletion::cleanup_applied(&amw, work.spec.delete_option.as_ref(), ctx).await?;
-            return Ok(Action::requeue(Duration::from_secs(1)));
-        }
-    };
-    // Behind a hub that does not give the status back after a restart, the completion kept on
-    // the spoke is laid over the work first: nothing completed is applied again.
-    let remembered = (!ctx.hub.keeps_status())
-        .then(|| Remembered::from_annotations(applied.metadata.annotations.as_ref()))
-        .flatten();
+    let remembered = remembered_completion(&applied, ctx);
     let restored = remembered
         .as_ref()
         .and_then(|r| completion_memory::restore(&work, r));
@@ -145,19 +103,99 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
             republish_completion(&hub_copy, remembered, ctx).await?;
         }
         // Nothing of a completed work is written again; only its TTL is watched.
+        let name = work.name_any();
         ctx.states.set(&ctx.metrics, &name, Some("complete"));
         ctx.backoff.clear(&name);
         return ttl::ttl_step(&work, ctx).await;
     }
+    apply_and_report(&work, applied, remembered, ctx).await
+}
 
-    let applied = record_before_creating(&work, applied, ctx).await?;
-    let outcome = apply::apply_work(&work, &applied, ctx).await;
+/// A work being deleted: its cleanup, unless the agent released it already.
+async fn finalize(work: &ManifestWork, ctx: &Context) -> Result<Action, Error> {
+    let name = work.name_any();
+    ctx.backoff.clear(&name);
+    if ctx.status.is_released(&name) {
+        // Finalized already; the store has not seen the deletion yet.
+        return Ok(Action::await_change());
+    }
+    deletion::finalize_work(work, ctx).await
+}
+
+/// `work` with the agent's finalizer, written when it lacks it. The patched object (new
+/// resourceVersion) saves the status writer a conflict.
+async fn hold_finalizer(
+    work: Arc<ManifestWork>,
+    ctx: &Context,
+) -> Result<Arc<ManifestWork>, Error> {
+    let Some(finalizers) = with_finalizer(work.finalizers(), MANIFEST_WORK_FINALIZER) else {
+        return Ok(work);
+    };
+    let patched = ctx
+        .hub
+        .set_finalizers(work.as_ref(), finalizers)
+        .await
+        .map_err(Error::Hub)?;
+    ctx.status.record(patched.clone());
+    Ok(Arc::new(patched))
+}
+
+/// The work's AppliedManifestWork, created when missing; `None` when it is being deleted on the
+/// spoke (its resources are cleaned up first).
+async fn applied_record(
+    work: &ManifestWork,
+    ctx: &Context,
+) -> Result<Option<AppliedManifestWork>, Error> {
+    let labels = work.metadata.labels.clone().unwrap_or_default();
+    let state = ctx
+        .applied
+        .ensure(&ctx.config, &work.name_any(), &labels)
+        .await
+        .map_err(Error::Spoke)?;
+    match state {
+        AppliedState::Ready(applied) => Ok(Some(applied)),
+        AppliedState::Deleting(amw)
+            if deletion::keeps_record_until_heard(ctx.hub.keeps_status(), &amw) =>
+        {
+            // Deleted on the spoke, but it holds the work's completion, which nothing else
+            // keeps: its resources go, the record stays (until the work is deleted and its source
+            // heard it), and the work stays complete. So it is for a completed work the source
+            // sends back after a restart because it never heard its deletion.
+            deletion::cleanup_resources(&amw, work.spec.delete_option.as_ref(), ctx).await?;
+            Ok(Some(amw))
+        }
+        AppliedState::Deleting(amw) => {
+            deletion::cleanup_applied(&amw, work.spec.delete_option.as_ref(), ctx).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// Behind a hub that does not give the status back after a restart, the completion kept on the
+/// spoke: it is laid over the work first, so nothing completed is applied again.
+fn remembered_completion(applied: &AppliedManifestWork, ctx: &Context) -> Option<Remembered> {
+    (!ctx.hub.keeps_status())
+        .then(|| Remembered::from_annotations(applied.metadata.annotations.as_ref()))
+        .flatten()
+}
+
+/// Applies the work, prunes what left it, writes its status (a completion kept on the spoke
+/// first, behind a broker) and its AppliedManifestWork's record, and says when to come back.
+async fn apply_and_report(
+    work: &ManifestWork,
+    applied: AppliedManifestWork,
+    remembered: Option<Remembered>,
+    ctx: &Context,
+) -> Result<Action, Error> {
+    let name = work.name_any();
+    let applied = record_before_creating(work, applied, ctx).await?;
+    let outcome = apply::apply_work(work, &applied, ctx).await;
     let before = applied
         .status
         .as_ref()
         .map(|s| s.applied_resources.clone())
         .unwrap_or_default();
-    let not_pruned = prune(&work, &applied, &before, &outcome.applied, ctx).await;
+    let not_pruned = prune(work, &applied, &before, &outcome.applied, ctx).await;
     let mut now_applied = outcome.applied.clone();
     now_applied.extend(not_pruned.iter().cloned());
     let now_applied = manifests::normalize_applied(now_applied);
@@ -182,7 +220,7 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
     }
     let written = ctx
         .status
-        .write(&work, |current| {
+        .write(work, |current| {
             let new = plan.over(current.status.as_ref());
             status::differs(current.status.as_ref(), &new).then_some(new)
         })
@@ -223,33 +261,53 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         && let Some(new_status) = &new.status
         && status::became_complete(work.status.as_ref(), new_status)
     {
-        record_completion(&work, ctx);
+        record_completion(work, ctx);
         // The agent's own status write does not re-queue the work: its TTL starts here.
         ctx.states.set(&ctx.metrics, &name, Some("complete"));
         ctx.backoff.clear(&name);
         return ttl::ttl_step(new, ctx).await;
     }
+    let retry = Retry {
+        failures: &outcome.failures,
+        pruning: !not_pruned.is_empty(),
+        transient_failure: outcome.transient_failure,
+        has_readonly: outcome.has_readonly,
+    };
+    Ok(retry.action(&name, generation, ctx))
+}
 
-    // Nothing else to come back for: the resync sweep (`resync`) visits every work once a
-    // status-sync period.
-    let mut next: Option<Duration> = None;
-    let mut sooner = |wait: Duration| next = Some(next.map_or(wait, |n| n.min(wait)));
-    if outcome.failures.is_empty() {
-        ctx.backoff.clear(&name);
-    } else {
-        let (wait, new) = ctx.backoff.blocked(&name, generation, &outcome.failures);
-        for failure in new {
-            tracing::warn!(work = %name, error = %failure, "manifest not applied; retrying with backoff");
+/// What an applied work may need to come back for.
+struct Retry<'a> {
+    failures: &'a [String],
+    pruning: bool,
+    transient_failure: bool,
+    has_readonly: bool,
+}
+
+impl Retry<'_> {
+    /// When to reconcile the work again: the soonest of its backoff, a transient retry and the
+    /// read-only resync; else on its next change (the resync sweep, `resync`, visits every work
+    /// once a status-sync period).
+    fn action(&self, name: &str, generation: Option<i64>, ctx: &Context) -> Action {
+        let mut next: Option<Duration> = None;
+        let mut sooner = |wait: Duration| next = Some(next.map_or(wait, |n| n.min(wait)));
+        if self.failures.is_empty() {
+            ctx.backoff.clear(name);
+        } else {
+            let (wait, new) = ctx.backoff.blocked(name, generation, self.failures);
+            for failure in new {
+                tracing::warn!(work = %name, error = %failure, "manifest not applied; retrying with backoff");
+            }
+            sooner(wait);
         }
-        sooner(wait);
+        if self.pruning || self.transient_failure {
+            sooner(TRANSIENT_RETRY);
+        }
+        if self.has_readonly {
+            sooner(ctx.config.readonly_resync);
+        }
+        next.map_or_else(Action::await_change, Action::requeue)
     }
-    if !not_pruned.is_empty() || outcome.transient_failure {
-        sooner(TRANSIENT_RETRY);
-    }
-    if outcome.has_readonly {
-        sooner(ctx.config.readonly_resync);
-    }
-    Ok(next.map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Records the resources the work is about to own that are not recorded yet, before any is

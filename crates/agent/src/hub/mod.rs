@@ -18,4 +18,4 @@ pub mod stored_work;
 
 pub use self::kube::KubeHub;
 pub use memory::MemoryHub;
-pub use seam::{DeletionsHeard, Hub, HubResult, WorkEvent, WorkEvents};
+pub use seam::{DeletionsHeard, GoneWork, Hub, HubResult, WorkEvent, WorkEvents};

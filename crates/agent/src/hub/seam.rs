@@ -30,6 +30,20 @@ pub struct DeletionsHeard {
     pub unheard: usize,
 }
 
+/// A work this agent deleted in an earlier run, as its source knows it (see
+/// [`Hub::retell_deletion`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GoneWork<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its UID (the source's resource id).
+    pub uid: &'a str,
+    /// The source that sent it.
+    pub source: &'a str,
+    /// Its last known generation.
+    pub generation: i64,
+}
+
 /// What the agent needs from its hub.
 pub trait Hub: Send + Sync + 'static {
     /// Watches the works assigned to this cluster (see [`WorkEvents`]).
@@ -77,6 +91,13 @@ pub trait Hub: Send + Sync + 'static {
     /// reconnect or never (the agent stopped before).
     fn deletions_heard(&self) -> DeletionsHeard {
         DeletionsHeard::default()
+    }
+
+    /// Tells the hub again that `work`, deleted by an earlier run of the agent, is gone: that
+    /// run may have stopped before the source heard it. Once heard, [`Hub::deletions_heard`]
+    /// names it. Nothing for a hub that keeps statuses (it heard the deletion with its write).
+    fn retell_deletion(&self, _work: GoneWork<'_>) -> Result<(), ::kube::Error> {
+        Ok(())
     }
 
     /// Resolves when the source takes an event after this was called ([`Hub::deletions_heard`]

@@ -25,6 +25,23 @@ pub struct Remembered {
     /// The status entries of the manifests whose `Complete` is True.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub manifests: Vec<ManifestCondition>,
+    /// Who the work is to its source, so that a restarted agent can tell the source the work is
+    /// gone without having it (see `work::eviction`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<WorkIdentity>,
+}
+
+/// A work as its source knows it: enough for a `Deleted` status event.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkIdentity {
+    /// Its UID (the source's resource id).
+    pub uid: String,
+    /// The source that sent it (`originalsource`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
+    /// Its generation when this was written (the source's resource version).
+    #[serde(default)]
+    pub generation: i64,
 }
 
 impl Remembered {
@@ -52,7 +69,24 @@ impl Remembered {
         Self {
             complete,
             manifests,
+            work: None,
         }
+    }
+
+    /// `self` with `work`'s identity.
+    pub fn of_work(mut self, work: &ManifestWork) -> Self {
+        self.work = work.metadata.uid.clone().map(|uid| WorkIdentity {
+            uid,
+            source: work
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(cloudevents::codec::LABEL_ORIGINAL_SOURCE))
+                .cloned()
+                .unwrap_or_default(),
+            generation: work.metadata.generation.unwrap_or(0),
+        });
+        self
     }
 
     /// Whether nothing is remembered.
@@ -195,10 +229,43 @@ mod tests {
     }
 
     #[test]
+    fn the_memory_names_the_work_as_its_source_knows_it() {
+        let mut w = completed();
+        w.metadata.uid = Some("u1".into());
+        w.metadata.generation = Some(4);
+        w.metadata.labels = Some(
+            [(
+                cloudevents::codec::LABEL_ORIGINAL_SOURCE.to_string(),
+                "maestro".to_string(),
+            )]
+            .into(),
+        );
+        let remembered = Remembered::of_status(w.status.as_ref()).of_work(&w);
+        let text = serde_json::to_string(&remembered).expect("text");
+        let annotations = [(ANNOTATION.to_string(), text)].into();
+        let back = Remembered::from_annotations(Some(&annotations)).expect("read back");
+        assert_eq!(
+            back.work,
+            Some(WorkIdentity {
+                uid: "u1".into(),
+                source: "maestro".into(),
+                generation: 4
+            })
+        );
+        // Written before it named the work: read as not naming it.
+        let old = r#"{"complete":{"type":"Complete","status":"True","reason":"r","message":"","lastTransitionTime":"2026-01-01T10:00:05Z"}}"#;
+        let annotations = [(ANNOTATION.to_string(), old.to_string())].into();
+        let back = Remembered::from_annotations(Some(&annotations)).expect("read");
+        assert_eq!(back.work, None);
+        assert!(back.complete.is_some());
+    }
+
+    #[test]
     fn a_manifest_completed_before_the_restart_is_sticky_again() {
         let remembered = Remembered {
             complete: None,
             manifests: vec![serde_json::from_value(entry("done", "True")).expect("entry")],
+            work: None,
         };
         let after_restart =
             work(json!({"resourceStatus": {"manifests": [entry("done", "False")]}}));

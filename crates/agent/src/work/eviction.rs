@@ -27,7 +27,9 @@ use work_api::{APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestWork};
 
 use crate::config::{AgentConfig, EVICTION_DISABLED_AT};
 use crate::context::Context;
+use crate::hub::GoneWork;
 use crate::hub::stored_work::StoredWork;
+use crate::work::completion_memory::Remembered;
 use crate::work::deletion;
 
 /// Longest time between two scans.
@@ -51,6 +53,9 @@ pub enum EvictionStep {
     /// Being deleted while unmanaged: remove its resources, then its finalizer (the ManifestWork
     /// controller no longer sees it).
     FinishDeletion,
+    /// Kept for a completed work deleted in an earlier run, whose source may not have heard the
+    /// deletion: tell it again, and release the record once it is heard.
+    Retell,
 }
 
 /// What the hub says of an AppliedManifestWork's work.
@@ -87,8 +92,14 @@ pub fn decide(
             // deletion heard by this process releases it at once (`finish_heard`). One told
             // before a restart may not have been heard: the source would then send the work
             // back, and the record must be there. So it waits as an unmanaged one does.
+            // Told again when the record says who the work is to its source: once that is heard,
+            // the record goes (`finish_heard`). Else it waits out the grace period.
+            let known = Remembered::from_annotations(amw.metadata.annotations.as_ref())
+                .is_some_and(|r| r.work.is_some());
             return if !disabled && now >= grace_over(deleted.0, config) {
                 EvictionStep::FinishDeletion
+            } else if known {
+                EvictionStep::Retell
             } else {
                 EvictionStep::Wait
             };
@@ -304,6 +315,20 @@ async fn act(
             tracing::info!(applied = %name, agent_id = %ctx.config.agent_id, "AppliedManifestWork evicted after the eviction grace period");
             Ok(())
         }
+        EvictionStep::Retell => {
+            let remembered = Remembered::from_annotations(amw.metadata.annotations.as_ref());
+            let Some(work) = remembered.and_then(|r| r.work) else {
+                return Ok(());
+            };
+            ctx.hub
+                .retell_deletion(GoneWork {
+                    name: &amw.spec.manifest_work_name,
+                    uid: &work.uid,
+                    source: &work.source,
+                    generation: work.generation,
+                })
+                .map_err(crate::error::Error::Hub)
+        }
         EvictionStep::FinishDeletion => {
             if deletion::cleanup_applied(amw, None, ctx).await? {
                 tracing::info!(applied = %name, "evicted AppliedManifestWork and its resources removed");
@@ -492,6 +517,51 @@ mod tests {
             decide(&plain, broker_gone, &c, ts(NOW)),
             EvictionStep::FinishDeletion,
             "nothing completed to remember"
+        );
+    }
+
+    /// Found by `chaos --hub grpc` (seed 1795799655657392606, work w5): the agent was killed
+    /// after the source took the `Deleted` of a completed work and before it released the
+    /// record; the new process kept the record for the whole grace period (an hour by default).
+    /// A record that says who the work is to its source is told again at once instead.
+    #[test]
+    fn a_deleted_record_that_names_its_work_is_told_again_not_left_waiting() {
+        let c = config(Duration::from_secs(600));
+        let mut deleting = amw(&c, "agent-1", None);
+        deleting.metadata.deletion_timestamp = Some(Time(ts(NOW)));
+        deleting.metadata.finalizers = Some(vec![APPLIED_MANIFEST_WORK_FINALIZER.to_string()]);
+        let memory = |work: serde_json::Value| {
+            let mut m = json!({"complete": {"type": "Complete", "status": "True", "reason": "Done",
+                "message": "", "lastTransitionTime": "2026-01-01T09:00:00Z"}});
+            m["work"] = work;
+            Some(
+                [(
+                    crate::work::completion_memory::ANNOTATION.to_string(),
+                    m.to_string(),
+                )]
+                .into(),
+            )
+        };
+        deleting.metadata.annotations =
+            memory(json!({"uid": "u1", "source": "maestro", "generation": 2}));
+        let broker_gone = HubView {
+            has_work: false,
+            keeps_status: false,
+        };
+        assert_eq!(
+            decide(&deleting, broker_gone, &c, ts(NOW)),
+            EvictionStep::Retell
+        );
+        assert_eq!(
+            decide(&deleting, broker_gone, &c, ts("2026-01-01T10:10:00Z")),
+            EvictionStep::FinishDeletion,
+            "after the grace period, as any unmanaged record"
+        );
+        deleting.metadata.annotations = memory(serde_json::Value::Null);
+        assert_eq!(
+            decide(&deleting, broker_gone, &c, ts(NOW)),
+            EvictionStep::Wait,
+            "a record written before it named its work"
         );
     }
 

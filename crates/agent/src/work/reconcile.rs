@@ -216,7 +216,7 @@ async fn apply_and_report(
     let mut remembered = remembered.unwrap_or_default();
     if !ctx.hub.keeps_status() {
         let planned = plan.over(work.status.as_ref());
-        remembered = remember(&applied, remembered, Some(&planned), ctx).await?;
+        remembered = remember(work, &applied, remembered, Some(&planned), ctx).await?;
     }
     let written = ctx
         .status
@@ -241,7 +241,7 @@ async fn apply_and_report(
         .or(work.status.as_ref());
     if !ctx.hub.keeps_status() {
         // The written status may hold more than planned (it was built on the hub's latest copy).
-        remember(&applied, remembered, current_status, ctx).await?;
+        remember(work, &applied, remembered, current_status, ctx).await?;
     }
     ctx.states.set(
         &ctx.metrics,
@@ -338,12 +338,13 @@ async fn record_before_creating(
 
 /// Keeps on the spoke the completion in `status` that `remembered` lacks; the memory now.
 async fn remember(
+    work: &ManifestWork,
     applied: &AppliedManifestWork,
     remembered: Remembered,
     status: Option<&ManifestWorkStatus>,
     ctx: &Context,
 ) -> Result<Remembered, Error> {
-    let now = Remembered::of_status(status);
+    let now = Remembered::of_status(status).of_work(work);
     if !now.adds_to(&remembered) {
         return Ok(remembered);
     }

@@ -37,7 +37,7 @@ use tokio::sync::mpsc;
 use work_api::{ManifestWork, ManifestWorkStatus};
 
 use super::local_works::{LocalWorks, api_error};
-use super::seam::{DeletionsHeard, Hub, HubResult, WorkEvents};
+use super::seam::{DeletionsHeard, GoneWork, Hub, HubResult, WorkEvents};
 use spec::SpecChange;
 
 /// How many works deleted here are remembered (see [`Deleted`]).
@@ -92,18 +92,15 @@ impl Tombstone {
 
     /// The work as its `Deleted` status event describes it.
     fn deleted_work(&self, uid: &str, cluster: &str) -> ManifestWork {
-        let mut work = ManifestWork::new(&self.name, Default::default());
-        work.metadata.namespace = Some(cluster.to_string());
-        work.metadata.uid = Some(uid.to_string());
-        work.metadata.generation = Some(self.generation);
-        work.metadata.labels = Some(
-            [(
-                codec::LABEL_ORIGINAL_SOURCE.to_string(),
-                self.source.clone(),
-            )]
-            .into(),
-        );
-        status::with_deleted_condition(work)
+        status::with_deleted_condition(status::gone_work(
+            GoneWork {
+                name: &self.name,
+                uid,
+                source: &self.source,
+                generation: self.generation,
+            },
+            cluster,
+        ))
     }
 }
 
@@ -543,6 +540,24 @@ impl Hub for BrokerHub {
             return true;
         };
         !outbox.is_pending(&uid)
+    }
+
+    /// Sends `Deleted` again, unless this process is telling it already.
+    fn retell_deletion(&self, work: GoneWork<'_>) -> Result<(), kube::Error> {
+        let telling = self
+            .inner
+            .unheard_deletions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(work.name);
+        if telling {
+            return Ok(());
+        }
+        tracing::info!(
+            work = work.name,
+            "a deletion of an earlier run, maybe not heard: told again"
+        );
+        self.publish_deleted(&status::gone_work(work, &self.inner.cluster))
     }
 
     /// The source has heard a deletion once the transport no longer holds its `Deleted`.
@@ -1082,6 +1097,34 @@ mod tests {
         let held = outbox.taken().await;
         assert_eq!(held.len(), 1);
         assert!(!conditions(&held[0]).iter().any(|(t, _)| t == "Deleted"));
+    }
+
+    /// A restarted agent tells the source again of a deletion an earlier run made (its record is
+    /// kept until heard): once the source takes it, the deletion is heard, by the work's name.
+    #[tokio::test]
+    async fn a_deletion_told_again_is_heard_by_name_once_taken() {
+        let (hub, outbox, _tx) = hub();
+        let gone = GoneWork {
+            name: "w1",
+            uid: "u1",
+            source: "maestro",
+            generation: 3,
+        };
+        hub.retell_deletion(gone).expect("told");
+        hub.retell_deletion(gone).expect("told once");
+        let sent = outbox.taken().await;
+        assert_eq!(sent.len(), 1, "{sent:?}");
+        let deleted = ("Deleted".to_string(), "True".to_string());
+        assert!(conditions(&sent[0]).contains(&deleted));
+        assert_eq!(
+            sent[0].ext_string(types::EXT_RESOURCE_ID).as_deref(),
+            Some("u1")
+        );
+        assert_eq!(
+            sent[0].ext_string(types::EXT_ORIGINAL_SOURCE).as_deref(),
+            Some("maestro")
+        );
+        assert_eq!(hub.deletions_heard().heard, ["w1"]);
     }
 
     /// Maestro derives a resource's ID from its name: a work deleted and created again under the

@@ -10,6 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time
 use k8s_openapi::jiff::Timestamp;
 use work_api::{ManifestWork, ManifestWorkStatus};
 
+use crate::hub::seam::GoneWork;
+
 /// Condition type of the status that tells the source a work's cleanup is done.
 pub const DELETED: &str = "Deleted";
 
@@ -45,6 +47,22 @@ pub fn status_event(
         status: &status,
     };
     codec::encode_status(&report, ty, client_id, sequence_id)
+}
+
+/// A work known only by what its source knows of it (no spec, no status).
+pub fn gone_work(work: GoneWork<'_>, cluster: &str) -> ManifestWork {
+    let mut gone = ManifestWork::new(work.name, Default::default());
+    gone.metadata.namespace = Some(cluster.to_string());
+    gone.metadata.uid = Some(work.uid.to_string());
+    gone.metadata.generation = Some(work.generation);
+    gone.metadata.labels = Some(
+        [(
+            codec::LABEL_ORIGINAL_SOURCE.to_string(),
+            work.source.to_string(),
+        )]
+        .into(),
+    );
+    gone
 }
 
 /// `work` with the `Deleted=True` condition its last status event carries: its manifests are

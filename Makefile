@@ -24,8 +24,8 @@ lint: ## rustfmt check, clippy with warnings as errors, no import cycle between 
 	python3 scripts/agent-layers.py
 
 .PHONY: unit
-unit: ## tests that need no cluster (the CloudEvents client tests get a throw-away local mosquitto)
-	e2e/scripts/mosquitto.sh run $(CARGO) test --workspace --exclude e2e
+unit: ## tests that need no cluster (the CloudEvents client tests get a throw-away local mosquitto and fake Pub/Sub server)
+	e2e/scripts/mosquitto.sh run e2e/scripts/pubsub-fake.sh run $(CARGO) test --workspace --exclude e2e
 
 .PHONY: image
 image: ## the OCI image FROM scratch with Debian's umoci and skopeo (release build, ~4 min); the last line is the archive's path (docs/operations.md)

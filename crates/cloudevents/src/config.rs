@@ -11,6 +11,11 @@ use serde::Deserialize;
 use crate::Error;
 use crate::mqtt::Topics;
 
+/// A config file's text; the error names the file.
+fn read_file(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|e| Error::config(path.display().to_string(), e))
+}
+
 /// MQTT client id for a `--cloudevents-client-id`.
 pub fn mqtt_client_id(cloudevents_client_id: &str) -> Result<String, Error> {
     if cloudevents_client_id.is_empty() {
@@ -155,9 +160,7 @@ pub struct MqttConfig {
 impl MqttConfig {
     /// Reads and validates a YAML or JSON file.
     pub fn from_file(path: &Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::config(path.display().to_string(), e))?;
-        Self::parse(&text)
+        Self::parse(&read_file(path)?)
     }
 
     /// Parses and validates YAML (JSON is YAML too).
@@ -277,9 +280,7 @@ pub struct GrpcConfig {
 impl GrpcConfig {
     /// Reads and validates a YAML or JSON file.
     pub fn from_file(path: &Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::config(path.display().to_string(), e))?;
-        Self::parse(&text)
+        Self::parse(&read_file(path)?)
     }
 
     /// Parses and validates YAML (JSON is YAML too).
@@ -486,9 +487,7 @@ fn pubsub_name_re(project: &str, subscription: bool) -> Result<Regex, Error> {
 impl PubSubConfig {
     /// Reads and validates a YAML or JSON file.
     pub fn from_file(path: &Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::config(path.display().to_string(), e))?;
-        Self::parse(&text)
+        Self::parse(&read_file(path)?)
     }
 
     /// Parses and validates YAML (JSON is YAML too) with sdk-go's rules; an agent's file needs

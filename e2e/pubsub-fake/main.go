@@ -3,7 +3,8 @@
 // Maestro's init-pubsub-emulator.sh creates: topics sourceevents, sourcebroadcast, agentevents,
 // agentbroadcast; subscriptions agentevents-<source> (filtered on ce-originalsource) and
 // agentbroadcast-<source>. An agent's subscriptions are created by whoever deploys the agent
-// (Maestro's agent chart), here the test harness. All state is in memory: a restart loses it.
+// (Maestro's agent chart): the test harness, or --consumers for the named ones (what the chart's
+// pre-install hook creates). All state is in memory: a restart loses it.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"cloud.google.com/go/pubsub/v2/apiv1/pubsubpb"
@@ -23,6 +25,7 @@ func main() {
 	addr := flag.String("address", "127.0.0.1:0", "listen address")
 	project := flag.String("project", "maestro-test", "project ID")
 	source := flag.String("source", "maestro", "source ID whose subscriptions are created")
+	consumers := flag.String("consumers", "", "comma-separated consumers whose subscriptions are created")
 	flag.Parse()
 
 	srv := pstest.NewServerWithAddress(*addr)
@@ -35,8 +38,8 @@ func main() {
 	}
 	subs := []*pubsubpb.Subscription{
 		{
-			Name:   fmt.Sprintf("projects/%s/subscriptions/agentevents-%s", *project, *source),
-			Topic:  topic("agentevents"),
+			Name:  fmt.Sprintf("projects/%s/subscriptions/agentevents-%s", *project, *source),
+			Topic: topic("agentevents"),
 			// The chart's spelling: pstest's filter parser reads no quoted attribute names.
 			Filter: fmt.Sprintf(`attributes.ce-originalsource="%s"`, *source),
 		},
@@ -44,6 +47,21 @@ func main() {
 			Name:  fmt.Sprintf("projects/%s/subscriptions/agentbroadcast-%s", *project, *source),
 			Topic: topic("agentbroadcast"),
 		},
+	}
+	for _, c := range strings.Split(*consumers, ",") {
+		if c == "" {
+			continue
+		}
+		subs = append(subs,
+			&pubsubpb.Subscription{
+				Name:   fmt.Sprintf("projects/%s/subscriptions/sourceevents-%s", *project, c),
+				Topic:  topic("sourceevents"),
+				Filter: fmt.Sprintf(`attributes.ce-clustername="%s"`, c),
+			},
+			&pubsubpb.Subscription{
+				Name:  fmt.Sprintf("projects/%s/subscriptions/sourcebroadcast-%s", *project, c),
+				Topic: topic("sourcebroadcast"),
+			})
 	}
 	for _, s := range subs {
 		s.AckDeadlineSeconds = 10

@@ -129,6 +129,10 @@ interop-ocm-grpc: ## the agent against OCM's own `server grpc` (needs OCM_MIRROR
 interop-maestro-grpc: ## the agent against Maestro's gRPC broker (needs MAESTRO_BIN or MAESTRO_SRC, PostgreSQL 15); docs/interop-grpc.md
 	e2e/scripts/interop-maestro-grpc.sh $(INTEROP_ARGS)
 
+.PHONY: interop-maestro-pubsub
+interop-maestro-pubsub: ## the agent against Maestro on Pub/Sub, on Google's fake server (needs MAESTRO_BIN or MAESTRO_SRC, PostgreSQL 15); docs/pubsub.md
+	INTEROP_DRIVER=pubsub e2e/scripts/interop-maestro-grpc.sh $(INTEROP_ARGS)
+
 .PHONY: bench-grpc
 bench-grpc: ## ours vs upstream's agent behind OCM's `server grpc`: bursts 20/50/100, delete round trip, RSS (needs OCM_MIRROR; BENCH_GRPC_ARGS); report in docs/bench/
 	e2e/scripts/bench-grpc.sh --out docs/bench $(BENCH_GRPC_ARGS)

@@ -133,6 +133,147 @@ fn endpoint_address(endpoint: &str) -> String {
     }
 }
 
+/// Google's scopes for Pub/Sub, as its Go client asks for them (`DefaultAuthScopes`).
+const SCOPES: &str =
+    "https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/pubsub";
+/// How long a signed token is valid (Google's auth library: one hour).
+const TOKEN_LIFETIME: Duration = Duration::from_secs(3600);
+/// A token is signed anew this long before it expires.
+const TOKEN_MARGIN: Duration = Duration::from_secs(300);
+
+/// The keys of a service account key file that signing needs.
+#[derive(serde::Deserialize)]
+struct ServiceAccountFile {
+    #[serde(rename = "type")]
+    kind: String,
+    client_email: String,
+    private_key: String,
+    #[serde(default)]
+    private_key_id: String,
+}
+
+/// Google's self-signed JWTs for a service account (`credentialsFile`), as its Go auth library
+/// makes them for Pub/Sub: RS256, `kid` the key id, `iss` and `sub` the account, Pub/Sub's scopes,
+/// one hour; sent as a bearer token on every call, without a token exchange.
+pub struct ServiceAccount {
+    email: String,
+    key_id: String,
+    key: ring::signature::RsaKeyPair,
+    current: std::sync::Mutex<Option<(std::time::SystemTime, Bearer)>>,
+}
+
+/// An `authorization` header value.
+type Bearer = tonic::metadata::MetadataValue<tonic::metadata::Ascii>;
+
+impl ServiceAccount {
+    /// Reads a service account key file (JSON, `type: service_account`).
+    pub fn from_file(path: &std::path::Path) -> Result<Self, Error> {
+        let key = "credentialsFile";
+        let text = std::fs::read(path)
+            .map_err(|e| Error::config(key, format!("{}: {e}", path.display())))?;
+        let file: ServiceAccountFile = serde_json::from_slice(&text).map_err(|e| {
+            Error::config(
+                key,
+                format!("{}: not a service account key file: {e}", path.display()),
+            )
+        })?;
+        if file.kind != "service_account" {
+            return Err(Error::config(
+                key,
+                format!(
+                    "{}: type {:?}: only service account keys are supported",
+                    path.display(),
+                    file.kind
+                ),
+            ));
+        }
+        let der = pem_body(&file.private_key, "PRIVATE KEY")
+            .ok_or_else(|| Error::config(key, "private_key is not a PEM PRIVATE KEY"))?;
+        let rsa = ring::signature::RsaKeyPair::from_pkcs8(&der)
+            .map_err(|e| Error::config(key, format!("private_key is not an RSA key: {e}")))?;
+        Ok(Self {
+            email: file.client_email,
+            key_id: file.private_key_id,
+            key: rsa,
+            current: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// A JWT signed now, valid for an hour from `now`.
+    fn sign(&self, now: std::time::SystemTime) -> Result<String, String> {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let iat = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|e| format!("clock before 1970: {e}"))?
+            .as_secs();
+        let header = serde_json::json!({"alg": "RS256", "typ": "JWT", "kid": self.key_id});
+        let claims = serde_json::json!({
+            "iss": self.email,
+            "sub": self.email,
+            "scope": SCOPES,
+            "iat": iat,
+            "exp": iat + TOKEN_LIFETIME.as_secs(),
+        });
+        let input = format!(
+            "{}.{}",
+            b64.encode(header.to_string()),
+            b64.encode(claims.to_string())
+        );
+        let mut signature = vec![0; self.key.public().modulus_len()];
+        self.key
+            .sign(
+                &ring::signature::RSA_PKCS1_SHA256,
+                &ring::rand::SystemRandom::new(),
+                input.as_bytes(),
+                &mut signature,
+            )
+            .map_err(|e| format!("signing the token: {e}"))?;
+        Ok(format!("{input}.{}", b64.encode(signature)))
+    }
+
+    /// The bearer header of a token that is valid for a while yet (signed anew when it is not).
+    fn bearer(&self) -> Result<Bearer, String> {
+        let now = std::time::SystemTime::now();
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((until, bearer)) = current.as_ref()
+            && now < *until
+        {
+            return Ok(bearer.clone());
+        }
+        let bearer: Bearer = format!("Bearer {}", self.sign(now)?)
+            .parse()
+            .map_err(|e| format!("the token is no header value: {e}"))?;
+        *current = Some((now + TOKEN_LIFETIME - TOKEN_MARGIN, bearer.clone()));
+        Ok(bearer)
+    }
+}
+
+/// The DER inside the first PEM block labelled `label`.
+fn pem_body(pem: &str, label: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    let begin = format!("-----BEGIN {label}-----");
+    let end = format!("-----END {label}-----");
+    let start = pem.find(&begin)? + begin.len();
+    let stop = start + pem[start..].find(&end)?;
+    let body: String = pem[start..stop].split_whitespace().collect();
+    base64::engine::general_purpose::STANDARD.decode(body).ok()
+}
+
+/// `message` as a request, with the service account's token when there is one.
+fn authorized<T>(
+    account: Option<&ServiceAccount>,
+    message: T,
+) -> Result<tonic::Request<T>, String> {
+    let mut request = tonic::Request::new(message);
+    if let Some(account) = account {
+        request
+            .metadata_mut()
+            .insert("authorization", account.bearer()?);
+    }
+    Ok(request)
+}
+
 /// The Pub/Sub wire to a source.
 pub struct PubSubTransport {
     dialer: Dialer,
@@ -143,6 +284,7 @@ pub struct PubSubTransport {
     subscriptions: [String; 2],
     pull: PullSettings,
     max_message: usize,
+    account: Option<Arc<ServiceAccount>>,
     session: Option<Session>,
 }
 
@@ -190,12 +332,13 @@ pub struct PubSubSender {
     channel: Channel,
     topics: Arc<(String, String)>,
     max_message: usize,
+    account: Option<Arc<ServiceAccount>>,
 }
 
 impl PubSubTransport {
     /// The transport for the Pub/Sub config of `opts`. Plain HTTP/2 with `disableTLS` or when
-    /// `PUBSUB_EMULATOR_HOST` is set (as Google's client does); TLS 1.3 with the system roots
-    /// otherwise. A `credentialsFile` is refused: this agent does not sign Google's tokens.
+    /// `PUBSUB_EMULATOR_HOST` is set (as Google's client does), without credentials; TLS 1.3 with
+    /// the system roots otherwise, with the service account of `credentialsFile` when given.
     pub fn new(opts: &PubSubClientOptions) -> Result<Self, Error> {
         Self::with_emulator(opts, std::env::var(EMULATOR_HOST_ENV).ok())
     }
@@ -206,18 +349,19 @@ impl PubSubTransport {
         }
         let cfg = &opts.config;
         let emulator = emulator.filter(|e| !e.is_empty());
-        if let Some(file) = &cfg.credentials_file
-            && emulator.is_none()
-        {
-            return Err(Error::config(
-                "credentialsFile",
-                format!(
-                    "{}: service account credentials are not supported by this agent; reach \
-                     Pub/Sub through an emulator or a test server (disableTLS, or {EMULATOR_HOST_ENV})",
-                    file.display()
-                ),
-            ));
-        }
+        // As Google's client: an emulator gets no credentials; a token needs TLS.
+        let account = match (&cfg.credentials_file, &emulator) {
+            (Some(file), None) => {
+                if cfg.disable_tls {
+                    return Err(Error::config(
+                        "credentialsFile",
+                        "a token is not sent without TLS: remove disableTLS or the credentials",
+                    ));
+                }
+                Some(Arc::new(ServiceAccount::from_file(file)?))
+            }
+            _ => None,
+        };
         let endpoint = match (&emulator, cfg.endpoint.is_empty()) {
             (Some(host), true) => host.clone(),
             (_, false) => cfg.endpoint.clone(),
@@ -262,6 +406,7 @@ impl PubSubTransport {
                 client_id: opts.cloudevents_client_id.clone(),
             },
             max_message: MIN_MESSAGE_SIZE.max(opts.max_payload.saturating_mul(2)),
+            account,
             session: None,
         })
     }
@@ -269,9 +414,12 @@ impl PubSubTransport {
     /// Checks that a subscription exists (the agent creates none).
     async fn check_subscription(&self, channel: &Channel, name: &str) -> Result<(), String> {
         let mut client = SubscriberClient::new(channel.clone());
-        let request = pb::GetSubscriptionRequest {
-            subscription: name.to_string(),
-        };
+        let request = authorized(
+            self.account.as_deref(),
+            pb::GetSubscriptionRequest {
+                subscription: name.to_string(),
+            },
+        )?;
         match tokio::time::timeout(CONNECT_TIMEOUT, client.get_subscription(request)).await {
             Err(_) => Err(format!("subscription {name}: no answer in time")),
             Ok(Ok(_)) => Ok(()),
@@ -285,12 +433,14 @@ impl PubSubTransport {
 }
 
 /// Pulls `subscription` on one stream, handing over what arrives, until the stream fails.
+#[allow(clippy::too_many_arguments)]
 async fn pull(
     stream: usize,
     channel: Channel,
     subscription: String,
     settings: PullSettings,
     max_message: usize,
+    account: Option<Arc<ServiceAccount>>,
     acks: mpsc::UnboundedReceiver<String>,
     out: mpsc::Sender<Pulled>,
 ) {
@@ -317,7 +467,16 @@ async fn pull(
     });
     let requests = futures::StreamExt::chain(futures::stream::iter([first]), acks);
     let mut client = SubscriberClient::new(channel).max_decoding_message_size(max_message);
-    let why = match client.streaming_pull(requests).await {
+    let request = match authorized(account.as_deref(), requests) {
+        Ok(r) => r,
+        Err(why) => {
+            let _ = out
+                .send(Pulled::Failed(format!("pull {subscription}: {why}")))
+                .await;
+            return;
+        }
+    };
+    let why = match client.streaming_pull(request).await {
         Err(status) => describe(&status),
         Ok(response) => {
             let mut messages = response.into_inner();
@@ -384,6 +543,7 @@ impl Transport for PubSubTransport {
                 self.subscriptions[stream].clone(),
                 self.pull.clone(),
                 self.max_message,
+                self.account.clone(),
                 ack_rx,
                 out.clone(),
             )));
@@ -405,6 +565,7 @@ impl Transport for PubSubTransport {
             channel,
             topics: self.topics.clone(),
             max_message: self.max_message,
+            account: self.account.clone(),
         })
     }
 
@@ -445,9 +606,15 @@ impl Transport for PubSubTransport {
 impl EventSender for PubSubSender {
     async fn send(&self, event: CloudEvent) -> Sent {
         let topic = topic_of(&event, &self.topics.0, &self.topics.1).to_string();
-        let request = pb::PublishRequest {
-            topic,
-            messages: vec![to_message(&event)],
+        let request = match authorized(
+            self.account.as_deref(),
+            pb::PublishRequest {
+                topic,
+                messages: vec![to_message(&event)],
+            },
+        ) {
+            Ok(r) => r,
+            Err(why) => return Sent::Refused(why),
         };
         let mut client =
             PublisherClient::new(self.channel.clone()).max_encoding_message_size(self.max_message);
@@ -612,11 +779,127 @@ mod tests {
         )
         .expect("the config's endpoint wins");
         assert_eq!(t.address, "localhost:9");
-        let e = PubSubTransport::with_emulator(&options("credentialsFile: /k.json\n"), None)
-            .err()
-            .expect("no credentials");
+        let e = PubSubTransport::with_emulator(
+            &options("credentialsFile: /nonexistent/k.json\n"),
+            None,
+        )
+        .err()
+        .expect("no such file");
         assert!(e.to_string().contains("credentialsFile"), "{e}");
+        let e = PubSubTransport::with_emulator(
+            &options("credentialsFile: /nonexistent/k.json\nendpoint: a:1\ndisableTLS: true\n"),
+            None,
+        )
+        .err()
+        .expect("a token without TLS");
+        assert!(e.to_string().contains("without TLS"), "{e}");
+        assert!(
+            PubSubTransport::with_emulator(
+                &options("credentialsFile: /nonexistent/k.json\n"),
+                Some("127.0.0.1:8085".into())
+            )
+            .is_ok(),
+            "an emulator gets no credentials"
+        );
         assert_eq!(t.pull.ack_deadline_seconds, 60);
         assert_eq!(t.pull.max_messages, DEFAULT_MAX_MESSAGES);
+    }
+
+    /// A service account key file with a fresh RSA key (made by `openssl`, which the project's
+    /// scripts need anyway); its path.
+    fn key_file(dir: &std::path::Path) -> std::path::PathBuf {
+        let pem = std::process::Command::new("openssl")
+            .args([
+                "genpkey",
+                "-algorithm",
+                "RSA",
+                "-pkeyopt",
+                "rsa_keygen_bits:2048",
+            ])
+            .output()
+            .expect("openssl runs");
+        assert!(pem.status.success(), "openssl genpkey failed");
+        let file = serde_json::json!({
+            "type": "service_account",
+            "project_id": "maestro-test",
+            "private_key_id": "k1",
+            "private_key": String::from_utf8(pem.stdout).expect("PEM text"),
+            "client_email": "agent@maestro-test.iam.gserviceaccount.com",
+        });
+        let path = dir.join("key.json");
+        std::fs::write(&path, file.to_string()).expect("write");
+        path
+    }
+
+    /// The token is Google's self-signed JWT: RS256 over header and claims, verifiable with the
+    /// key's public half; bad files are errors naming `credentialsFile`.
+    #[test]
+    fn service_account_tokens_as_googles_auth_library_signs_them() {
+        use base64::Engine;
+        let dir = std::env::temp_dir().join(format!("pubsub-sa-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let account = ServiceAccount::from_file(&key_file(&dir)).expect("a service account");
+        let now = std::time::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let jwt = account.sign(now).expect("signs");
+        let parts: Vec<&str> = jwt.split('.').collect();
+        assert_eq!(parts.len(), 3);
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let json = |p: &str| -> serde_json::Value {
+            serde_json::from_slice(&b64.decode(p).expect("base64url")).expect("json")
+        };
+        let header = json(parts[0]);
+        assert_eq!(
+            header,
+            serde_json::json!({"alg": "RS256", "typ": "JWT", "kid": "k1"})
+        );
+        let claims = json(parts[1]);
+        assert_eq!(claims["iss"], "agent@maestro-test.iam.gserviceaccount.com");
+        assert_eq!(claims["sub"], claims["iss"]);
+        assert_eq!(claims["scope"], SCOPES);
+        assert_eq!(claims["iat"], 1_800_000_000u64);
+        assert_eq!(claims["exp"], 1_800_003_600u64);
+        let public = ring::signature::UnparsedPublicKey::new(
+            &ring::signature::RSA_PKCS1_2048_8192_SHA256,
+            account.key.public().as_ref(),
+        );
+        let signed = format!("{}.{}", parts[0], parts[1]);
+        public
+            .verify(signed.as_bytes(), &b64.decode(parts[2]).expect("signature"))
+            .expect("the signature verifies");
+        let first = account.bearer().expect("bearer");
+        assert!(first.to_str().expect("ascii").starts_with("Bearer ey"));
+        assert_eq!(
+            account.bearer().expect("bearer"),
+            first,
+            "kept until near expiry"
+        );
+
+        for (text, why) in [
+            ("{", "not a service account key file"),
+            (
+                r#"{"type":"authorized_user","client_email":"a","private_key":""}"#,
+                "only service account keys",
+            ),
+            (
+                r#"{"type":"service_account","client_email":"a","private_key":"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}"#,
+                "not an RSA key",
+            ),
+            (
+                r#"{"type":"service_account","client_email":"a","private_key":"none"}"#,
+                "not a PEM",
+            ),
+        ] {
+            let path = dir.join("bad.json");
+            std::fs::write(&path, text).expect("write");
+            let e = ServiceAccount::from_file(&path)
+                .err()
+                .expect(text)
+                .to_string();
+            assert!(
+                e.contains("credentialsFile") && e.contains(why),
+                "{text}: {e}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

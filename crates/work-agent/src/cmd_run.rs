@@ -760,6 +760,18 @@ mod tests {
         );
     }
 
+    /// Maestro's agent chart line for `driver` with config `file` and client id `id`.
+    fn broker_args(driver: &str, file: &Path, id: Option<&str>) -> RunArgs {
+        let mut argv = vec![
+            "x".to_string(),
+            "--consumer-name=cluster1".into(),
+            format!("--workload-source-driver={driver}"),
+            format!("--workload-source-config={}", file.display()),
+        ];
+        argv.extend(id.map(|id| format!("--cloudevents-client-id={id}")));
+        Cli::try_parse_from(argv).expect("flags").run
+    }
+
     #[test]
     fn the_mqtt_driver_needs_a_client_id_and_a_valid_config_file() {
         let dir = std::env::temp_dir().join(format!("wa-mqtt-{}", std::process::id()));
@@ -772,16 +784,7 @@ mod tests {
         .expect("write");
         let bad = dir.join("bad.yaml");
         std::fs::write(&bad, "brokerHost: 127.0.0.1:1883\n").expect("write");
-        let args = |file: &Path, id: Option<&str>| {
-            let mut argv = vec![
-                "x".to_string(),
-                "--consumer-name=cluster1".into(),
-                "--workload-source-driver=mqtt".into(),
-                format!("--workload-source-config={}", file.display()),
-            ];
-            argv.extend(id.map(|id| format!("--cloudevents-client-id={id}")));
-            Cli::try_parse_from(argv).expect("flags").run
-        };
+        let args = |file: &Path, id: Option<&str>| broker_args("mqtt", file, id);
         let Ok((HubChoice::Mqtt(options), server)) =
             mqtt_hub(&args(&good, Some("cluster1-work-agent")))
         else {
@@ -803,6 +806,49 @@ mod tests {
             .to_string();
         assert!(err.contains("topics") && err.contains("bad.yaml"), "{err}");
         assert!(!err.contains('\n'));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_pubsub_driver_needs_a_client_id_and_a_valid_config_file() {
+        let dir = std::env::temp_dir().join(format!("wa-pubsub-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let good = dir.join("good.yaml");
+        let p = "projects/maestro-test";
+        std::fs::write(
+            &good,
+            format!(
+                "projectID: maestro-test\nendpoint: 127.0.0.1:8085\ndisableTLS: true\ntopics:\n  agentEvents: {p}/topics/agentevents\n  agentBroadcast: {p}/topics/agentbroadcast\nsubscriptions:\n  sourceEvents: {p}/subscriptions/sourceevents-cluster1\n  sourceBroadcast: {p}/subscriptions/sourcebroadcast-cluster1\n"
+            ),
+        )
+        .expect("write");
+        let bad = dir.join("bad.yaml");
+        std::fs::write(&bad, "projectID: maestro-test\ninsecure: true\n").expect("write");
+        let args = |file: &Path, id: Option<&str>| broker_args("pubsub", file, id);
+        let Ok((HubChoice::PubSub(options), server)) =
+            pubsub_hub(&args(&good, Some("cluster1-work-agent")))
+        else {
+            panic!("a valid Pub/Sub setup");
+        };
+        assert_eq!(
+            server, "",
+            "upstream's config loader gives no host for Pub/Sub"
+        );
+        assert_eq!(options.config.endpoint, "127.0.0.1:8085");
+        let err = pubsub_hub(&args(&good, None))
+            .err()
+            .expect("no client id")
+            .to_string();
+        assert!(err.contains("--cloudevents-client-id"), "{err}");
+        let err = pubsub_hub(&args(&bad, Some("id")))
+            .err()
+            .expect("an unknown key")
+            .to_string();
+        assert!(
+            err.contains("insecure") && err.contains("bad.yaml"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

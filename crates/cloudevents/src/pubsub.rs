@@ -303,7 +303,7 @@ enum Pulled {
     Message {
         stream: usize,
         ack_id: String,
-        event: Result<CloudEvent, Error>,
+        event: Box<Result<CloudEvent, Error>>,
     },
     /// The stream failed: the connection ends.
     Failed(String),
@@ -494,7 +494,7 @@ async fn pull(
                             let pulled = Pulled::Message {
                                 stream,
                                 ack_id: received.ack_id,
-                                event,
+                                event: Box::new(event),
                             };
                             if out.send(pulled).await.is_err() {
                                 return;
@@ -588,7 +588,7 @@ impl Transport for PubSubTransport {
             }) => {
                 // A message that is no CloudEvent is acknowledged too: sending it again cannot help.
                 s.handed_over = Some((stream, ack_id));
-                Ok(match event {
+                Ok(match *event {
                     Ok(ev) => Received::Event(ev),
                     Err(e) => Received::Malformed(e),
                 })

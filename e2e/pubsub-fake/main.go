@@ -26,9 +26,11 @@ func main() {
 	project := flag.String("project", "maestro-test", "project ID")
 	source := flag.String("source", "maestro", "source ID whose subscriptions are created")
 	consumers := flag.String("consumers", "", "comma-separated consumers whose subscriptions are created")
+	streamTimeout := flag.Duration("stream-timeout", 0, "end every pull stream after this long, as Pub/Sub does after about 30 minutes (0: never)")
 	flag.Parse()
 
 	srv := pstest.NewServerWithAddress(*addr)
+	srv.SetStreamTimeout(*streamTimeout)
 	ctx := context.Background()
 	topic := func(name string) string { return fmt.Sprintf("projects/%s/topics/%s", *project, name) }
 	for _, name := range []string{"sourceevents", "sourcebroadcast", "agentevents", "agentbroadcast"} {

@@ -432,7 +432,13 @@ impl PubSubTransport {
     }
 }
 
-/// Pulls `subscription` on one stream, handing over what arrives, until the stream fails.
+/// A stream that lived this long before the server ended it is opened again at once (Pub/Sub
+/// ends its streams from time to time, after about 30 minutes); one that ended sooner ends the
+/// connection, and the client backs off.
+const STREAM_REOPEN_AFTER: Duration = Duration::from_secs(2);
+
+/// Pulls `subscription` on one stream at a time, handing over what arrives and acknowledging
+/// what `acks` names, until a stream fails or cannot be opened again.
 #[allow(clippy::too_many_arguments)]
 async fn pull(
     stream: usize,
@@ -441,7 +447,7 @@ async fn pull(
     settings: PullSettings,
     max_message: usize,
     account: Option<Arc<ServiceAccount>>,
-    acks: mpsc::UnboundedReceiver<String>,
+    mut acks: mpsc::UnboundedReceiver<String>,
     out: mpsc::Sender<Pulled>,
 ) {
     let first = pb::StreamingPullRequest {
@@ -452,36 +458,26 @@ async fn pull(
         max_outstanding_bytes: settings.max_bytes,
         ..Default::default()
     };
-    // Acknowledgements go on the same stream, as many as are due in one request.
-    let acks = futures::stream::unfold(acks, |mut rx| async move {
-        let first = rx.recv().await?;
-        let mut ack_ids = vec![first];
-        while let Ok(more) = rx.try_recv() {
-            ack_ids.push(more);
-        }
-        let request = pb::StreamingPullRequest {
-            ack_ids,
-            ..Default::default()
-        };
-        Some((request, rx))
-    });
-    let requests = futures::StreamExt::chain(futures::stream::iter([first]), acks);
     let mut client = SubscriberClient::new(channel).max_decoding_message_size(max_message);
-    let request = match authorized(account.as_deref(), requests) {
-        Ok(r) => r,
-        Err(why) => {
-            let _ = out
-                .send(Pulled::Failed(format!("pull {subscription}: {why}")))
-                .await;
-            return;
-        }
-    };
-    let why = match client.streaming_pull(request).await {
-        Err(status) => describe(&status),
-        Ok(response) => {
-            let mut messages = response.into_inner();
-            loop {
-                match messages.message().await {
+    let why = loop {
+        // The stream's requests: the first, then acknowledgements (an ack id stays valid on
+        // the next stream of the subscription).
+        let (requests, rx) = mpsc::unbounded_channel();
+        let _ = requests.send(first.clone());
+        let request_stream =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|r| (r, rx)) });
+        let request = match authorized(account.as_deref(), request_stream) {
+            Ok(r) => r,
+            Err(why) => break why,
+        };
+        let opened = tokio::time::Instant::now();
+        let mut messages = match client.streaming_pull(request).await {
+            Ok(response) => response.into_inner(),
+            Err(status) => break describe(&status),
+        };
+        let ended = loop {
+            tokio::select! {
+                message = messages.message() => match message {
                     Ok(Some(batch)) => {
                         for received in batch.received_messages {
                             let event = received
@@ -503,9 +499,23 @@ async fn pull(
                     }
                     Ok(None) => break "the server ended the stream".to_string(),
                     Err(status) => break describe(&status),
+                },
+                Some(id) = acks.recv() => {
+                    let mut ack_ids = vec![id];
+                    while let Ok(more) = acks.try_recv() {
+                        ack_ids.push(more);
+                    }
+                    let _ = requests.send(pb::StreamingPullRequest {
+                        ack_ids,
+                        ..Default::default()
+                    });
                 }
             }
+        };
+        if opened.elapsed() < STREAM_REOPEN_AFTER {
+            break ended;
         }
+        tracing::debug!(%subscription, why = %ended, "the Pub/Sub stream ended; opening it again");
     };
     let _ = out
         .send(Pulled::Failed(format!("pull {subscription}: {why}")))

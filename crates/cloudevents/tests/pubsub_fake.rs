@@ -1,8 +1,10 @@
 //! The Pub/Sub client against Google's fake server (pstest, `e2e/pubsub-fake`): the subscribe
 //! hook's resync request on the broadcast topic, spec in through the cluster's filtered
 //! subscription (another cluster's event filtered out, a malformed one refused), status out with
-//! sdk-go's attributes, and a missing subscription named in the error. Needs PUBSUB_FAKE=host:port;
-//! `e2e/scripts/pubsub-fake.sh run cargo test ...` sets it (`make unit` runs under it).
+//! sdk-go's attributes, a missing subscription named in the error, and pull streams the server
+//! ends (as Pub/Sub does every half hour) opened again without a reconnect. Needs
+//! PUBSUB_FAKE=host:port and PUBSUB_FAKE_BIN; `e2e/scripts/pubsub-fake.sh run cargo test ...` sets
+//! both (`make unit` runs under it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -235,4 +237,62 @@ async fn a_missing_subscription_is_named() {
         err.contains(&format!("sourceevents-{cluster} does not exist")),
         "{err}"
     );
+}
+
+/// A private fake whose pull streams end after `timeout`; killed when dropped.
+struct PrivateFake(std::process::Child);
+
+impl Drop for PrivateFake {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn private_fake(stream_timeout: &str, consumer: &str) -> (PrivateFake, String) {
+    use std::io::BufRead;
+    let bin = std::env::var("PUBSUB_FAKE_BIN")
+        .expect("PUBSUB_FAKE_BIN: run under e2e/scripts/pubsub-fake.sh run");
+    let mut child = std::process::Command::new(bin)
+        .args([
+            "--address=127.0.0.1:0".to_string(),
+            format!("--stream-timeout={stream_timeout}"),
+            format!("--consumers={consumer}"),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("the fake starts");
+    let mut line = String::new();
+    let stdout = child.stdout.take().expect("stdout");
+    std::io::BufReader::new(stdout)
+        .read_line(&mut line)
+        .expect("the fake prints its address");
+    (PrivateFake(child), line.trim().to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_the_server_ends_are_opened_again_without_a_reconnect() {
+    let cluster = "short-streams";
+    let (_fake, addr) = private_fake("3s", cluster);
+    let ch = channel(&addr).await;
+    let opts = agent_options(&addr, cluster);
+    let mut agent = cloudevents::pubsub::start(&opts, Arc::new(|_| {})).expect("starts");
+    // Past the first stream's end: the event published then arrives on the next stream.
+    let waited = tokio::time::Instant::now();
+    while waited.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    publish(
+        &ch,
+        "sourceevents",
+        to_message(&spec_event(cluster, "later")),
+    )
+    .await;
+    match timeout(WAIT, agent.incoming.recv()).await.expect("in time") {
+        Some(Ok(Incoming::Spec(spec))) => assert_eq!(spec.uid, "later"),
+        other => panic!("expected the spec of later, got {other:?}"),
+    }
+    let stats = agent.publisher.stats();
+    assert!(stats.ready, "{stats:?}");
+    assert_eq!(stats.reconnects, 0, "{stats:?}");
 }

@@ -24,8 +24,8 @@ lint: ## rustfmt check, clippy with warnings as errors, no import cycle between 
 	python3 scripts/agent-layers.py
 
 .PHONY: unit
-unit: ## tests that need no cluster (the CloudEvents client tests get a throw-away local mosquitto)
-	e2e/scripts/mosquitto.sh run $(CARGO) test --workspace --exclude e2e
+unit: ## tests that need no cluster (the CloudEvents client tests get a throw-away local mosquitto and fake Pub/Sub server)
+	e2e/scripts/mosquitto.sh run e2e/scripts/pubsub-fake.sh run $(CARGO) test --workspace --exclude e2e
 
 .PHONY: image
 image: ## the OCI image FROM scratch with Debian's umoci and skopeo (release build, ~4 min); the last line is the archive's path (docs/operations.md)
@@ -128,6 +128,10 @@ interop-ocm-grpc: ## the agent against OCM's own `server grpc` (needs OCM_MIRROR
 .PHONY: interop-maestro-grpc
 interop-maestro-grpc: ## the agent against Maestro's gRPC broker (needs MAESTRO_BIN or MAESTRO_SRC, PostgreSQL 15); docs/interop-grpc.md
 	e2e/scripts/interop-maestro-grpc.sh $(INTEROP_ARGS)
+
+.PHONY: interop-maestro-pubsub
+interop-maestro-pubsub: ## the agent against Maestro on Pub/Sub, on Google's fake server (needs MAESTRO_BIN or MAESTRO_SRC, PostgreSQL 15); docs/pubsub.md
+	INTEROP_DRIVER=pubsub e2e/scripts/interop-maestro-grpc.sh $(INTEROP_ARGS)
 
 .PHONY: bench-grpc
 bench-grpc: ## ours vs upstream's agent behind OCM's `server grpc`: bursts 20/50/100, delete round trip, RSS (needs OCM_MIRROR; BENCH_GRPC_ARGS); report in docs/bench/

@@ -5,6 +5,9 @@
 # through Maestro's own CLI (gRPC source API) and checked through its REST API; the agent on a
 # private spoke with Maestro's agent command line and --workload-source-driver=grpc. Scenarios,
 # each PASS/FAIL with its facts: create, update, status feedback, delete. docs/interop-grpc.md.
+# INTEROP_DRIVER=pubsub: the same against Maestro on Pub/Sub (`--message-broker-type=pubsub`) on
+# Google's fake server (e2e/scripts/pubsub-fake.sh), the agent with --workload-source-driver=pubsub
+# (docs/pubsub.md).
 #
 #   --flavor ours        (default) this repository's agent (--agent-bin, else target/release/work-agent)
 #   --flavor maestro-go  `maestro agent` from the same binary: a control for the script itself
@@ -16,19 +19,21 @@
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-GE_NAME=interop-maestro-grpc
+DRIVER=${INTEROP_DRIVER:-grpc}
+GE_NAME=interop-maestro-$DRIVER
 GE_CLUSTER=cluster1
 # shellcheck source=e2e/scripts/ocm-grpc-env.sh
 . "$HERE/ocm-grpc-env.sh"
 
 ge_interop_args 16 "$@"
 MB=${MAESTRO_BIN:-/tmp/maestro-bin/maestro}
-PG_PID_DIR="" MAESTRO_PID=""
+PG_PID_DIR="" MAESTRO_PID="" FAKE_PID=""
 
 cleanup() {
   local rc=$?
   ge_agent_stop
   ge_stop_pid "$MAESTRO_PID"
+  ge_stop_pid "$FAKE_PID"
   if [ -n "$PG_PID_DIR" ]; then as_pg pg_ctl -D "$PG_PID_DIR" -m fast stop >/dev/null 2>&1 || true; fi
   local n
   for n in "${GE_CP_UP[@]}"; do RUN_ROOT="$GE_DIR/run" "$HERE/controlplane.sh" down "$n" >/dev/null 2>&1 || true; done
@@ -81,22 +86,50 @@ DB=(--db-host-file="$GE_DIR/db.host" --db-port-file="$GE_DIR/db.port" --db-name-
   --db-user-file="$GE_DIR/db.user" --db-password-file="$GE_DIR/db.password" --db-sslmode=disable)
 
 # --- Maestro ----------------------------------------------------------------------------------------------
-p=$GE_DIR/pki
-mkdir -p "$p"
-(
-  cd "$p"
-  pki_ca 2 maestro-grpc-interop-ca
-  pki_leaf server 2 /CN=maestro-grpc-broker serverAuth IP:127.0.0.1,DNS:localhost
-  pki_leaf client 2 "/CN=$GE_CLUSTER-work-agent" clientAuth
-) >"$GE_DIR/pki.log" 2>&1 || ge_die "openssl failed: $GE_DIR/pki.log"
-
 HTTP_PORT=$(ge_free_port) GRPC_PORT=$(ge_free_port) BROKER_PORT=$(ge_free_port)
 METRICS_PORT=$(ge_free_port) HEALTH_PORT=$(ge_free_port)
+p=$GE_DIR/pki
+case "$DRIVER" in
+  grpc)
+    mkdir -p "$p"
+    (
+      cd "$p"
+      pki_ca 2 maestro-grpc-interop-ca
+      pki_leaf server 2 /CN=maestro-grpc-broker serverAuth IP:127.0.0.1,DNS:localhost
+      pki_leaf client 2 "/CN=$GE_CLUSTER-work-agent" clientAuth
+    ) >"$GE_DIR/pki.log" 2>&1 || ge_die "openssl failed: $GE_DIR/pki.log"
+    BROKER_ARGS=(--message-broker-type=grpc --grpc-broker-bindport="$BROKER_PORT"
+      --grpc-broker-tls-cert-file="$p/server.crt" --grpc-broker-tls-key-file="$p/server.key"
+      --grpc-broker-client-ca-file="$p/ca.crt")
+    ;;
+  pubsub)
+    # Google's fake with Maestro's topics, the server's subscriptions and the consumer's (what
+    # Maestro's charts create); Maestro's server config as its Makefile writes it, with disableTLS.
+    FAKE_BIN=$("$HERE/pubsub-fake.sh" build)
+    FAKE_ADDR=127.0.0.1:$(ge_free_port)
+    "$FAKE_BIN" --address="$FAKE_ADDR" --consumers="$GE_CLUSTER" </dev/null >"$GE_DIR/pubsub-fake.out" 2>"$GE_DIR/pubsub-fake.log" &
+    FAKE_PID=$!
+    ge_wait 30 "the fake Pub/Sub server on $FAKE_ADDR" grep -qx "$FAKE_ADDR" "$GE_DIR/pubsub-fake.out" ||
+      ge_die "the fake Pub/Sub server did not start: $GE_DIR/pubsub-fake.log"
+    pp=projects/maestro-test
+    cat >"$GE_DIR/maestro-pubsub.yaml" <<EOF
+projectID: maestro-test
+endpoint: $FAKE_ADDR
+disableTLS: true
+topics:
+  sourceEvents: $pp/topics/sourceevents
+  sourceBroadcast: $pp/topics/sourcebroadcast
+subscriptions:
+  agentEvents: $pp/subscriptions/agentevents-maestro
+  agentBroadcast: $pp/subscriptions/agentbroadcast-maestro
+EOF
+    BROKER_ARGS=(--message-broker-type=pubsub --message-broker-config-file="$GE_DIR/maestro-pubsub.yaml")
+    ;;
+  *) ge_die "INTEROP_DRIVER=$DRIVER: grpc or pubsub" ;;
+esac
 export MAESTRO_ENV=development
 "$MB" migration "${DB[@]}" >"$GE_DIR/migration.log" 2>&1 || { tail -20 "$GE_DIR/migration.log" >&2; ge_die "maestro migration failed"; }
-"$MB" server "${DB[@]}" --message-broker-type=grpc --grpc-broker-bindport="$BROKER_PORT" \
-  --grpc-broker-tls-cert-file="$p/server.crt" --grpc-broker-tls-key-file="$p/server.key" \
-  --grpc-broker-client-ca-file="$p/ca.crt" \
+"$MB" server "${DB[@]}" "${BROKER_ARGS[@]}" \
   --http-server-bindport="$HTTP_PORT" --grpc-server-bindport="$GRPC_PORT" \
   --metrics-server-bindport="$METRICS_PORT" --health-check-server-bindport="$HEALTH_PORT" \
   </dev/null >"$GE_DIR/maestro.log" 2>&1 &
@@ -104,25 +137,44 @@ MAESTRO_PID=$!
 export MAESTRO_REST_URL=http://127.0.0.1:$HTTP_PORT MAESTRO_GRPC_SERVER_ADDRESS=127.0.0.1:$GRPC_PORT
 rest() { curl -sf --max-time 10 "$MAESTRO_REST_URL/api/maestro/v1/$1"; }
 ge_wait 60 "Maestro's REST API" rest consumers || { tail -20 "$GE_DIR/maestro.log" >&2; ge_die "Maestro did not come up"; }
-ge_wait 30 "Maestro's gRPC broker on 127.0.0.1:$BROKER_PORT" \
-  sh -c "openssl s_client -connect 127.0.0.1:$BROKER_PORT -CAfile $p/ca.crt -cert $p/client.crt -key $p/client.key </dev/null 2>/dev/null | grep -q 'Verify return code: 0'" ||
-  { tail -20 "$GE_DIR/maestro.log" >&2; ge_die "Maestro's gRPC broker did not come up"; }
+if [ "$DRIVER" = grpc ]; then
+  ge_wait 30 "Maestro's gRPC broker on 127.0.0.1:$BROKER_PORT" \
+    sh -c "openssl s_client -connect 127.0.0.1:$BROKER_PORT -CAfile $p/ca.crt -cert $p/client.crt -key $p/client.key </dev/null 2>/dev/null | grep -q 'Verify return code: 0'" ||
+    { tail -20 "$GE_DIR/maestro.log" >&2; ge_die "Maestro's gRPC broker did not come up"; }
+fi
 "$MB" consumer create "$GE_CLUSTER" >"$GE_DIR/consumer.log" 2>&1 || { cat "$GE_DIR/consumer.log" >&2; ge_die "consumer create failed"; }
-ge_log "Maestro up (REST $HTTP_PORT, source gRPC $GRPC_PORT, broker $BROKER_PORT)"
+ge_log "Maestro up (REST $HTTP_PORT, source gRPC $GRPC_PORT, broker $DRIVER)"
 
-GE_URL=127.0.0.1:$BROKER_PORT
-cat >"$GE_DIR/agent-config.yaml" <<EOF
+if [ "$DRIVER" = grpc ]; then
+  GE_URL=127.0.0.1:$BROKER_PORT
+  BROKER_DESC="$GE_URL (TLS 1.3, client certificate)"
+  cat >"$GE_DIR/agent-config.yaml" <<EOF
 url: $GE_URL
 caFile: $p/ca.crt
 clientCertFile: $p/client.crt
 clientKeyFile: $p/client.key
 EOF
+else
+  # The agent's Secret as Maestro's agent chart writes it (maestro-agent-pubsub, config.yaml).
+  BROKER_DESC="$FAKE_ADDR (Google's pstest, plain HTTP/2)"
+  cat >"$GE_DIR/agent-config.yaml" <<EOF
+projectID: maestro-test
+endpoint: $FAKE_ADDR
+disableTLS: true
+topics:
+  agentEvents: $pp/topics/agentevents
+  agentBroadcast: $pp/topics/agentbroadcast
+subscriptions:
+  sourceEvents: $pp/subscriptions/sourceevents-$GE_CLUSTER
+  sourceBroadcast: $pp/subscriptions/sourcebroadcast-$GE_CLUSTER
+EOF
+fi
 
 # Maestro's agent chart command line (charts/maestro-agent), plus a private HTTP listener.
 start_agent() {
   GE_AGENT_N=$((GE_AGENT_N + 1))
   GE_AGENT_LOG=$GE_DIR/agent-$GE_AGENT_N-$FLAVOR.log
-  local args=(agent --consumer-name="$GE_CLUSTER" --workload-source-driver=grpc
+  local args=(agent --consumer-name="$GE_CLUSTER" --workload-source-driver="$DRIVER"
     --workload-source-config="$GE_DIR/agent-config.yaml" --cloudevents-client-id="$GE_CLUSTER-work-agent"
     --kubeconfig="$GE_SPOKE_KC" -v=2 --status-sync-interval=5s)
   case "$FLAVOR" in
@@ -260,8 +312,8 @@ scenario_delete
 
 fails=0
 {
-  echo "interop with Maestro's gRPC broker ($MB) - agent $FLAVOR: $BIN"
-  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  broker: $GE_URL (TLS 1.3, client certificate)"
+  echo "interop with Maestro's $DRIVER broker ($MB) - agent $FLAVOR: $BIN"
+  echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)  broker: $BROKER_DESC"
   for r in "${RESULTS[@]}"; do echo "$r"; done
 } | tee "$GE_DIR/results.txt"
 for r in "${RESULTS[@]}"; do case "$r" in *" FAIL "*) fails=$((fails + 1)) ;; esac; done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # run-integration.sh [CARGO_TEST_ARGS...] [-- TEST_BINARY_ARGS...]
-# Builds the work-agent binary (debug), exports WORK_AGENT_BIN and runs `cargo test -p e2e`
+# Builds the work-agent binary (debug) and the fake Pub/Sub server, exports WORK_AGENT_BIN and
+# PUBSUB_FAKE_BIN and runs `cargo test -p e2e`
 # against the control planes named by WORK_AGENT_{HUB,HUB_UPSTREAM,SPOKE}_KUBECONFIG.
 # Without those variables it reads $RUN_ROOT/clusters.env (written by `make cluster-up`);
 # if neither is there it fails: integration tests never silently skip.
@@ -39,6 +40,11 @@ TARGET_DIR=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import
 export WORK_AGENT_BIN=$TARGET_DIR/debug/work-agent
 [ -x "$WORK_AGENT_BIN" ] || { log "ERROR: $WORK_AGENT_BIN was not built"; exit 1; }
 export WORK_AGENT_RUN_DIR=$RUN_ROOT
+# The Pub/Sub cases start private fake servers (Google's pstest) from this binary, as the MQTT
+# cases start private mosquittos.
+log "building the fake Pub/Sub server"
+PUBSUB_FAKE_BIN=$("$HERE/pubsub-fake.sh" build)
+export PUBSUB_FAKE_BIN
 
 # Split our arguments into cargo's and the test binary's, and give the test binary a thread
 # count unless the caller chose one (tests use unique namespaces, so they can run in parallel).

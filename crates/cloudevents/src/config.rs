@@ -5,10 +5,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use base64::Engine;
+use regex::Regex;
 use serde::Deserialize;
 
 use crate::Error;
 use crate::mqtt::Topics;
+
+/// A config file's text; the error names the file.
+fn read_file(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|e| Error::config(path.display().to_string(), e))
+}
 
 /// MQTT client id for a `--cloudevents-client-id`.
 pub fn mqtt_client_id(cloudevents_client_id: &str) -> Result<String, Error> {
@@ -154,9 +160,7 @@ pub struct MqttConfig {
 impl MqttConfig {
     /// Reads and validates a YAML or JSON file.
     pub fn from_file(path: &Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::config(path.display().to_string(), e))?;
-        Self::parse(&text)
+        Self::parse(&read_file(path)?)
     }
 
     /// Parses and validates YAML (JSON is YAML too).
@@ -276,9 +280,7 @@ pub struct GrpcConfig {
 impl GrpcConfig {
     /// Reads and validates a YAML or JSON file.
     pub fn from_file(path: &Path) -> Result<Self, Error> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| Error::config(path.display().to_string(), e))?;
-        Self::parse(&text)
+        Self::parse(&read_file(path)?)
     }
 
     /// Parses and validates YAML (JSON is YAML too).
@@ -347,6 +349,291 @@ impl GrpcConfig {
     pub fn uses_tls(&self) -> bool {
         self.token.is_some() || self.certs.has_certs()
     }
+}
+
+/// `topics` or `subscriptions` of the Pub/Sub config (sdk-go's `types.Topics` and
+/// `types.Subscriptions`: the same four keys, full resource names).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PubSubNames {
+    /// `sourceEvents`.
+    #[serde(default)]
+    pub source_events: String,
+    /// `agentEvents`.
+    #[serde(default)]
+    pub agent_events: String,
+    /// `sourceBroadcast`.
+    #[serde(default)]
+    pub source_broadcast: String,
+    /// `agentBroadcast`.
+    #[serde(default)]
+    pub agent_broadcast: String,
+}
+
+/// A duration as Go's yaml.v2 reads a `time.Duration`: a Go duration string, or nanoseconds.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawDuration {
+    Nanos(u64),
+    Text(String),
+}
+
+impl RawDuration {
+    fn get(&self, key: &str) -> Result<Duration, Error> {
+        match self {
+            Self::Nanos(n) => Ok(Duration::from_nanos(*n)),
+            Self::Text(t) => go_duration(t)
+                .ok_or_else(|| Error::config(key, format!("{t:?} is not a duration like 30s"))),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawPubSubKeepAlive {
+    time: Option<RawDuration>,
+    timeout: Option<RawDuration>,
+    permit_without_stream: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawReceiveSettings {
+    max_extension: Option<RawDuration>,
+    max_duration_per_ack_extension: Option<RawDuration>,
+    min_duration_per_ack_extension: Option<RawDuration>,
+    max_outstanding_messages: Option<i64>,
+    max_outstanding_bytes: Option<i64>,
+    num_goroutines: Option<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawPubSub {
+    #[serde(rename = "projectID")]
+    project_id: Option<String>,
+    endpoint: Option<String>,
+    credentials_file: Option<String>,
+    topics: Option<PubSubNames>,
+    subscriptions: Option<PubSubNames>,
+    keepalive_settings: Option<RawPubSubKeepAlive>,
+    receive_settings: Option<RawReceiveSettings>,
+    #[serde(rename = "disableTLS")]
+    disable_tls: Option<bool>,
+}
+
+/// Pub/Sub's gRPC keepalive (`keepaliveSettings`); a zero `time` sends no pings (gRPC's
+/// "infinity"), a zero `timeout` waits gRPC's default 20 s.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PubSubKeepAlive {
+    /// Ping after this long without activity (default 5 min; at least 10 s, as gRPC enforces).
+    pub time: Duration,
+    /// Wait this long for the ping's answer (default 20 s).
+    pub timeout: Duration,
+    /// Ping without active calls (default false).
+    pub permit_without_stream: bool,
+}
+
+/// The subscriber's flow control (`receiveSettings`); zero or absent means the client's default.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReceiveSettings {
+    /// Longest time a message's lease is extended (read, not used: the agent acks on hand-over).
+    pub max_extension: Option<Duration>,
+    /// Longest ack deadline of the stream (`stream_ack_deadline_seconds`, 10 s to 600 s).
+    pub max_duration_per_ack_extension: Option<Duration>,
+    /// Shortest ack deadline of the stream.
+    pub min_duration_per_ack_extension: Option<Duration>,
+    /// Unacknowledged messages the server may hand out at once (default 1,000).
+    pub max_outstanding_messages: Option<i64>,
+    /// Unacknowledged bytes the server may hand out at once (default 1 GB).
+    pub max_outstanding_bytes: Option<i64>,
+    /// Streams per subscription upstream opens (read, not used: one stream each is enough).
+    pub num_goroutines: Option<i64>,
+}
+
+/// A validated Pub/Sub config, the agent's half: it publishes to `topics.agentEvents` and
+/// `topics.agentBroadcast` and pulls `subscriptions.sourceEvents` and `sourceBroadcast`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PubSubConfig {
+    /// `projectID`.
+    pub project_id: String,
+    /// `endpoint` as written (empty: Google's global endpoint).
+    pub endpoint: String,
+    /// `credentialsFile`: a service account key file.
+    pub credentials_file: Option<PathBuf>,
+    /// The topics.
+    pub topics: PubSubNames,
+    /// The subscriptions.
+    pub subscriptions: PubSubNames,
+    /// gRPC keepalive (upstream's default: on, 5 min, 20 s).
+    pub keep_alive: PubSubKeepAlive,
+    /// Flow control of the subscriptions.
+    pub receive: ReceiveSettings,
+    /// `disableTLS`: plain HTTP/2, for an emulator or a test server (needs `endpoint`).
+    pub disable_tls: bool,
+}
+
+/// sdk-go's `PubSubTopicPattern` and `PubSubSubscriptionPattern` for `project`.
+fn pubsub_name_re(project: &str, subscription: bool) -> Result<Regex, Error> {
+    let tail = if subscription {
+        "subscriptions/(sourceevents|agentevents|sourcebroadcast|agentbroadcast)-[a-z0-9-]+"
+    } else {
+        "topics/(sourceevents|agentevents|sourcebroadcast|agentbroadcast)"
+    };
+    Regex::new(&format!("^projects/{}/{tail}$", regex::escape(project)))
+        .map_err(|e| Error::config("projectID", e))
+}
+
+impl PubSubConfig {
+    /// Reads and validates a YAML or JSON file.
+    pub fn from_file(path: &Path) -> Result<Self, Error> {
+        Self::parse(&read_file(path)?)
+    }
+
+    /// Parses and validates YAML (JSON is YAML too) with sdk-go's rules; an agent's file needs
+    /// the agent's two topics and two subscriptions.
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        let raw: RawPubSub =
+            serde_norway::from_str(text).map_err(|e| Error::config("pubsub config", e))?;
+        let project_id = raw.project_id.unwrap_or_default();
+        check_project_id(&project_id)?;
+        let endpoint = raw.endpoint.unwrap_or_default();
+        let disable_tls = raw.disable_tls.unwrap_or(false);
+        if disable_tls && endpoint.is_empty() {
+            return Err(Error::config(
+                "endpoint",
+                "required when disableTLS is true",
+            ));
+        }
+        let topics = raw
+            .topics
+            .ok_or_else(|| Error::config("topics", "required"))?;
+        let subscriptions = raw
+            .subscriptions
+            .ok_or_else(|| Error::config("subscriptions", "required"))?;
+        for (key, value) in [
+            ("topics.agentEvents", &topics.agent_events),
+            ("topics.agentBroadcast", &topics.agent_broadcast),
+            ("subscriptions.sourceEvents", &subscriptions.source_events),
+            (
+                "subscriptions.sourceBroadcast",
+                &subscriptions.source_broadcast,
+            ),
+        ] {
+            if value.is_empty() {
+                return Err(Error::config(
+                    key,
+                    "required: an agent publishes to topics agentEvents and agentBroadcast and \
+                     pulls subscriptions sourceEvents and sourceBroadcast",
+                ));
+            }
+        }
+        for (subscription, prefix, names) in [
+            (false, "topics", &topics),
+            (true, "subscriptions", &subscriptions),
+        ] {
+            let re = pubsub_name_re(&project_id, subscription)?;
+            for (key, value) in [
+                ("sourceEvents", &names.source_events),
+                ("agentEvents", &names.agent_events),
+                ("sourceBroadcast", &names.source_broadcast),
+                ("agentBroadcast", &names.agent_broadcast),
+            ] {
+                if !value.is_empty() && !re.is_match(value) {
+                    return Err(Error::config(
+                        format!("{prefix}.{key}"),
+                        format!("{value:?} does not match {}", re.as_str()),
+                    ));
+                }
+            }
+        }
+        let keep_alive = match raw.keepalive_settings {
+            // Upstream's default when the key is absent; a given block replaces it whole.
+            None => PubSubKeepAlive {
+                time: Duration::from_secs(300),
+                timeout: Duration::from_secs(20),
+                permit_without_stream: false,
+            },
+            Some(k) => PubSubKeepAlive {
+                time: opt_duration("keepaliveSettings.time", k.time.as_ref())?
+                    .unwrap_or(Duration::ZERO),
+                timeout: opt_duration("keepaliveSettings.timeout", k.timeout.as_ref())?
+                    .filter(|t| !t.is_zero())
+                    .unwrap_or(Duration::from_secs(20)),
+                permit_without_stream: k.permit_without_stream.unwrap_or(false),
+            },
+        };
+        let receive = match raw.receive_settings {
+            None => ReceiveSettings::default(),
+            Some(r) => {
+                // Upstream takes only positive values; zero or less keeps the default.
+                let positive = |v: Option<i64>| v.filter(|n| *n > 0);
+                let dur = |key: &str, v: Option<&RawDuration>| {
+                    opt_duration(key, v).map(|d| d.filter(|d| !d.is_zero()))
+                };
+                ReceiveSettings {
+                    max_extension: dur("receiveSettings.maxExtension", r.max_extension.as_ref())?,
+                    max_duration_per_ack_extension: dur(
+                        "receiveSettings.maxDurationPerAckExtension",
+                        r.max_duration_per_ack_extension.as_ref(),
+                    )?,
+                    min_duration_per_ack_extension: dur(
+                        "receiveSettings.minDurationPerAckExtension",
+                        r.min_duration_per_ack_extension.as_ref(),
+                    )?,
+                    max_outstanding_messages: positive(r.max_outstanding_messages),
+                    max_outstanding_bytes: positive(r.max_outstanding_bytes),
+                    num_goroutines: positive(r.num_goroutines),
+                }
+            }
+        };
+        Ok(Self {
+            project_id,
+            endpoint,
+            credentials_file: raw
+                .credentials_file
+                .filter(|f| !f.is_empty())
+                .map(PathBuf::from),
+            topics,
+            subscriptions,
+            keep_alive,
+            receive,
+            disable_tls,
+        })
+    }
+}
+
+fn opt_duration(key: &str, v: Option<&RawDuration>) -> Result<Option<Duration>, Error> {
+    v.map(|d| d.get(key)).transpose()
+}
+
+/// sdk-go's `validateProjectID`: 6 to 30 characters, lowercase letters, digits and hyphens,
+/// starting with a letter and not ending with a hyphen.
+fn check_project_id(id: &str) -> Result<(), Error> {
+    if id.is_empty() {
+        return Err(Error::config("projectID", "required"));
+    }
+    if !(6..=30).contains(&id.len()) {
+        return Err(Error::config(
+            "projectID",
+            format!("must be 6-30 characters long, got {} characters", id.len()),
+        ));
+    }
+    let first_ok = id.starts_with(|c: char| c.is_ascii_lowercase());
+    let last_ok = !id.ends_with('-');
+    let chars_ok = id
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if !(first_ok && last_ok && chars_ok) {
+        return Err(Error::config(
+            "projectID",
+            format!(
+                "{id:?} must start with a lowercase letter, contain only lowercase letters, \
+                 digits and hyphens, and not end with a hyphen"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Parses Go durations of the common forms (`90s`, `1m30s`, `500ms`, `2h`).
@@ -490,5 +777,161 @@ mod tests {
         assert_eq!(c.certs.ca, Some(Pem::Inline(b"CA PEM".to_vec())));
         let ca_only = GrpcConfig::parse("url: a:1\ncaFile: /ca\n").expect("parses");
         assert!(!ca_only.uses_tls(), "upstream dials without TLS");
+    }
+
+    /// The agent's file as Maestro's agent chart writes it for the Pub/Sub emulator.
+    const PUBSUB: &str = "projectID: maestro-test\nendpoint: localhost:8085\ndisableTLS: true\ntopics:\n  agentEvents: projects/maestro-test/topics/agentevents\n  agentBroadcast: projects/maestro-test/topics/agentbroadcast\nsubscriptions:\n  sourceEvents: projects/maestro-test/subscriptions/sourceevents-cluster1\n  sourceBroadcast: projects/maestro-test/subscriptions/sourcebroadcast-cluster1\n";
+
+    #[test]
+    fn pubsub_config_as_maestros_chart_writes_it() {
+        let c = PubSubConfig::parse(PUBSUB).expect("parses");
+        assert_eq!(c.project_id, "maestro-test");
+        assert_eq!(c.endpoint, "localhost:8085");
+        assert!(c.disable_tls);
+        assert_eq!(c.credentials_file, None);
+        assert_eq!(
+            c.subscriptions.source_broadcast,
+            "projects/maestro-test/subscriptions/sourcebroadcast-cluster1"
+        );
+        assert_eq!(
+            c.topics.agent_events,
+            "projects/maestro-test/topics/agentevents"
+        );
+        assert_eq!(
+            c.keep_alive,
+            PubSubKeepAlive {
+                time: Duration::from_secs(300),
+                timeout: Duration::from_secs(20),
+                permit_without_stream: false
+            },
+            "upstream's default keepalive"
+        );
+        assert_eq!(c.receive, ReceiveSettings::default());
+        // JSON, as Maestro's Makefile writes its file, is YAML too.
+        let json = r#"{"projectID":"maestro-test","endpoint":"localhost:8085","disableTLS":true,"credentialsFile":"/secrets/pubsub/credentials.json","topics":{"agentEvents":"projects/maestro-test/topics/agentevents","agentBroadcast":"projects/maestro-test/topics/agentbroadcast"},"subscriptions":{"sourceEvents":"projects/maestro-test/subscriptions/sourceevents-c1","sourceBroadcast":"projects/maestro-test/subscriptions/sourcebroadcast-c1"}}"#;
+        let c = PubSubConfig::parse(json).expect("json");
+        assert_eq!(
+            c.credentials_file.as_deref(),
+            Some(Path::new("/secrets/pubsub/credentials.json"))
+        );
+    }
+
+    #[test]
+    fn pubsub_keepalive_and_receive_settings() {
+        let c = PubSubConfig::parse(&format!(
+            "{PUBSUB}keepaliveSettings:\n  time: 1m\n  permitWithoutStream: true\nreceiveSettings:\n  maxOutstandingMessages: 10\n  maxOutstandingBytes: 0\n  maxDurationPerAckExtension: 30s\n  maxExtension: 600000000000\n  numGoroutines: 2\n"
+        ))
+        .expect("parses");
+        assert_eq!(
+            c.keep_alive,
+            PubSubKeepAlive {
+                time: Duration::from_secs(60),
+                timeout: Duration::from_secs(20),
+                permit_without_stream: true
+            }
+        );
+        assert_eq!(c.receive.max_outstanding_messages, Some(10));
+        assert_eq!(c.receive.max_outstanding_bytes, None, "0 keeps the default");
+        assert_eq!(
+            c.receive.max_duration_per_ack_extension,
+            Some(Duration::from_secs(30))
+        );
+        assert_eq!(
+            c.receive.max_extension,
+            Some(Duration::from_secs(600)),
+            "an integer is nanoseconds, as yaml.v2 reads a time.Duration"
+        );
+        assert_eq!(c.receive.num_goroutines, Some(2));
+        let off =
+            PubSubConfig::parse(&format!("{PUBSUB}keepaliveSettings: {{}}\n")).expect("parses");
+        assert_eq!(off.keep_alive.time, Duration::ZERO, "no pings");
+    }
+
+    #[test]
+    fn pubsub_errors_name_the_key() {
+        let without = |line: &str| PUBSUB.replace(line, "");
+        let swap = |from: &str, to: &str| PUBSUB.replace(from, to);
+        for (text, key, why) in [
+            (
+                without("projectID: maestro-test\n"),
+                "projectID",
+                "required",
+            ),
+            (
+                swap("projectID: maestro-test", "projectID: short"),
+                "projectID",
+                "6-30 characters",
+            ),
+            (
+                swap("projectID: maestro-test", "projectID: Maestro-Test"),
+                "projectID",
+                "lowercase",
+            ),
+            (
+                swap("projectID: maestro-test", "projectID: maestro-test-"),
+                "projectID",
+                "hyphen",
+            ),
+            (
+                without("endpoint: localhost:8085\n"),
+                "endpoint",
+                "disableTLS",
+            ),
+            (
+                without("  agentBroadcast: projects/maestro-test/topics/agentbroadcast\n"),
+                "topics.agentBroadcast",
+                "required",
+            ),
+            (
+                without(
+                    "  sourceEvents: projects/maestro-test/subscriptions/sourceevents-cluster1\n",
+                ),
+                "subscriptions.sourceEvents",
+                "required",
+            ),
+            (
+                swap("topics/agentevents", "topics/agent-events"),
+                "topics.agentEvents",
+                "does not match",
+            ),
+            (
+                swap(
+                    "projects/maestro-test/topics/agentbroadcast",
+                    "projects/other-project/topics/agentbroadcast",
+                ),
+                "topics.agentBroadcast",
+                "does not match",
+            ),
+            (
+                swap("sourcebroadcast-cluster1", "sourcebroadcast"),
+                "subscriptions.sourceBroadcast",
+                "does not match",
+            ),
+            (
+                format!("{PUBSUB}insecure: true\n"),
+                "insecure",
+                "unknown field",
+            ),
+            (
+                format!("{PUBSUB}keepaliveSettings:\n  time: soon\n"),
+                "keepaliveSettings",
+                "",
+            ),
+            (
+                format!("{PUBSUB}receiveSettings:\n  maxExtension: 1 hour\n"),
+                "receiveSettings.maxExtension",
+                "duration",
+            ),
+            (format!("{PUBSUB}disableTLS: maybe\n"), "disableTLS", ""),
+            ("projectID: [a\n".to_string(), "pubsub config", ""),
+        ] {
+            let e = PubSubConfig::parse(&text).expect_err(&text).to_string();
+            assert!(e.contains(key) && e.contains(why), "{text:?}: {e}");
+        }
+        let topics_only = "projectID: maestro-test\ntopics:\n  agentEvents: projects/maestro-test/topics/agentevents\n";
+        let e = PubSubConfig::parse(topics_only).expect_err("no subscriptions");
+        assert!(e.to_string().contains("subscriptions"), "{e}");
+        let e = PubSubConfig::parse("projectID: maestro-test\n").expect_err("no topics");
+        assert!(e.to_string().contains("topics"), "{e}");
     }
 }

@@ -1,7 +1,7 @@
 //! The CloudEvents work protocol as OCM agents speak it to a source (Maestro, OCM's gRPC server):
-//! the event model, the ManifestBundle codec, the MQTT 5 and gRPC bindings, the transport config
+//! the event model, the ManifestBundle codec, the MQTT 5, gRPC and Pub/Sub bindings, the transport config
 //! files, the `sequenceid` generator, and one client with reconnect, resubscribe hook and a
-//! loss-free, latest-per-work publish queue that drives a transport per wire (MQTT, gRPC).
+//! loss-free, latest-per-work publish queue that drives a transport per wire (MQTT, gRPC, Pub/Sub).
 //! Layered like OCM's sdk-go: model → codec → binding → transport → client.
 
 #![warn(missing_docs)]
@@ -13,6 +13,7 @@ pub mod error;
 pub mod event;
 pub mod grpc;
 pub mod mqtt;
+pub mod pubsub;
 pub mod queue;
 pub mod snowflake;
 pub mod tls;

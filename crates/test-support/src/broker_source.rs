@@ -1,7 +1,7 @@
-//! The Maestro-shaped source on either transport, for harnesses that run one case behind MQTT
-//! and behind gRPC: a private mosquitto with the MQTT front end, or the gRPC front end (broker
-//! and source are one server there, as in Maestro and OCM); the agent's config file and command
-//! line for each.
+//! The Maestro-shaped source on any transport, for harnesses that run one case behind MQTT, gRPC
+//! and Pub/Sub: a private mosquitto with the MQTT front end, the gRPC front end (broker and source
+//! are one server there, as in Maestro and OCM), or a private fake Pub/Sub server with the Pub/Sub
+//! front end; the agent's config file and command line for each.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -10,6 +10,7 @@ use crate::grpc_source::{GrpcSource, GrpcSourceOptions};
 use crate::maestro::Maestro;
 use crate::mosquitto::{self, Broker};
 use crate::mqtt_source::MqttSource;
+use crate::pubsub_source::{self, PubSubSource};
 
 /// The source id the front ends use, Maestro's.
 pub const SOURCE_ID: &str = "maestro";
@@ -21,6 +22,8 @@ pub enum Transport {
     Mqtt,
     /// CloudEvents over gRPC.
     Grpc,
+    /// Maestro over Google Pub/Sub (Google's fake server).
+    PubSub,
 }
 
 impl fmt::Display for Transport {
@@ -28,21 +31,22 @@ impl fmt::Display for Transport {
         f.write_str(match self {
             Transport::Mqtt => "mqtt",
             Transport::Grpc => "grpc",
+            Transport::PubSub => "pubsub",
         })
     }
 }
 
 impl Transport {
     /// The agent's command line for `consumer` as each hub's deployment runs it: Maestro's
-    /// chart (MQTT), the klusterlet's (gRPC); without addresses and logging, which the caller
+    /// chart (MQTT, Pub/Sub), the klusterlet's (gRPC); without addresses and logging, which the caller
     /// adds.
     pub fn agent_args(self, consumer: &str, config: &Path, spoke_kubeconfig: &Path) -> Vec<String> {
         let c = consumer;
         let mut args = match self {
-            Transport::Mqtt => vec![
+            Transport::Mqtt | Transport::PubSub => vec![
                 "agent".to_string(),
                 format!("--consumer-name={c}"),
-                "--workload-source-driver=mqtt".into(),
+                format!("--workload-source-driver={self}"),
                 format!("--kubeconfig={}", spoke_kubeconfig.display()),
                 "--leader-elect=false".into(),
             ],
@@ -74,11 +78,13 @@ pub enum BrokerSource {
     },
     /// The gRPC front end.
     Grpc(GrpcSource),
+    /// A private fake Pub/Sub server and the Pub/Sub front end on it.
+    PubSub(PubSubSource),
 }
 
 impl BrokerSource {
     /// Starts the source on `transport`: for MQTT a mosquitto named after `name` first; for gRPC
-    /// the server with `grpc` (its source id is set to [`SOURCE_ID`]).
+    /// the server with `grpc` (its source id is set to [`SOURCE_ID`]); for Pub/Sub a fake server.
     pub async fn start(
         transport: Transport,
         name: &str,
@@ -99,6 +105,22 @@ impl BrokerSource {
             .await
             .map(Self::Grpc)
             .map_err(|e| format!("the gRPC source: {e}")),
+            Transport::PubSub => PubSubSource::start(SOURCE_ID)
+                .await
+                .map(Self::PubSub)
+                .map_err(|e| format!("the Pub/Sub source: {e}")),
+        }
+    }
+
+    /// Prepares the wire for the agent of `consumer` before it starts: on Pub/Sub its
+    /// subscriptions, as Maestro's agent chart creates them; nothing on MQTT and gRPC.
+    pub async fn add_consumer(&self, consumer: &str) -> Result<(), String> {
+        match self {
+            Self::PubSub(source) => source
+                .add_consumer(consumer)
+                .await
+                .map_err(|e| format!("the consumer's subscriptions: {e}")),
+            Self::Mqtt { .. } | Self::Grpc(_) => Ok(()),
         }
     }
 
@@ -107,6 +129,7 @@ impl BrokerSource {
         match self {
             Self::Mqtt { .. } => Transport::Mqtt,
             Self::Grpc(_) => Transport::Grpc,
+            Self::PubSub(_) => Transport::PubSub,
         }
     }
 
@@ -115,22 +138,27 @@ impl BrokerSource {
         match self {
             Self::Mqtt { source, .. } => source,
             Self::Grpc(source) => source,
+            Self::PubSub(source) => source,
         }
     }
 
-    /// The `brokerHost` or `url` of the agent's config (the input of the agent's hub hash).
+    /// The input of the agent's hub hash: the config's `brokerHost` or `url`; "" on Pub/Sub, as
+    /// upstream's config loader gives no host for it.
     pub fn address(&self) -> String {
         match self {
             Self::Mqtt { broker, .. } => broker.address(),
             Self::Grpc(source) => source.url(),
+            Self::PubSub(_) => String::new(),
         }
     }
 
-    /// The agent's config file for `consumer`: Maestro's chart's (MQTT), upstream's (gRPC).
+    /// The agent's config file for `consumer`: Maestro's chart's (MQTT, Pub/Sub), upstream's
+    /// (gRPC).
     pub fn agent_config(&self, consumer: &str) -> String {
         match self {
             Self::Mqtt { broker, .. } => mosquitto::agent_config(&broker.address(), consumer),
             Self::Grpc(source) => format!("url: {}\n", source.url()),
+            Self::PubSub(source) => pubsub_source::agent_config(&source.address(), consumer),
         }
     }
 
@@ -145,27 +173,32 @@ impl BrokerSource {
         let config = dir.join(match self.transport() {
             Transport::Mqtt => "mqtt-config.yaml",
             Transport::Grpc => "grpcconfig",
+            Transport::PubSub => "pubsub-config.yaml",
         });
         let text = format!("{}{extra}", self.agent_config(consumer));
         std::fs::write(&config, text).map_err(|e| format!("{}: {e}", config.display()))?;
         Ok(config)
     }
 
-    /// Takes the hub away: mosquitto stopped (every connection drops), or the gRPC server
-    /// stopped (every stream ends, the port closes). The store stays.
+    /// Takes the hub away: mosquitto stopped (every connection drops), the gRPC server stopped
+    /// (every stream ends, the port closes), or the fake Pub/Sub server stopped (and with it
+    /// every topic, subscription and message it held). The store stays.
     pub async fn stop_hub(&mut self) {
         match self {
             Self::Mqtt { broker, .. } => broker.stop(),
             Self::Grpc(source) => source.stop().await,
+            Self::PubSub(source) => source.stop_hub(),
         }
     }
 
-    /// Brings the hub back on its port after [`BrokerSource::stop_hub`]; the MQTT source
-    /// reconnects by itself.
+    /// Brings the hub back on its port after [`BrokerSource::stop_hub`]; the MQTT and Pub/Sub
+    /// sources reconnect by themselves (on Pub/Sub the consumers' subscriptions are created
+    /// again first).
     pub async fn start_hub(&mut self) -> Result<(), String> {
         match self {
             Self::Mqtt { broker, .. } => broker.restart().map_err(|e| e.to_string()),
             Self::Grpc(source) => source.restart().await.map_err(|e| e.to_string()),
+            Self::PubSub(source) => source.start_hub().await.map_err(|e| e.to_string()),
         }
     }
 }

@@ -19,6 +19,7 @@ pub mod maestro;
 pub mod mosquitto;
 pub mod mqtt_source;
 mod paths;
+pub mod pubsub_source;
 mod wait;
 pub mod wire_faults;
 

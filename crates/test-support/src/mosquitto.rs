@@ -37,6 +37,14 @@ pub fn agent_config(address: &str, consumer: &str) -> String {
     )
 }
 
+/// Kills and reaps a server process the harness started, if it runs.
+pub(crate) fn stop_child(child: &mut Option<Child>) {
+    if let Some(mut child) = child.take() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 /// A running mosquitto on 127.0.0.1.
 pub struct Broker {
     port: u16,
@@ -84,10 +92,7 @@ impl Broker {
 
     /// Stops the broker (every connection drops); [`Broker::restart`] brings it back.
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        stop_child(&mut self.child);
     }
 
     /// (Re)starts the broker on the same port and waits until it accepts connections.

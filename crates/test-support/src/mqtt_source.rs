@@ -75,7 +75,8 @@ pub fn subscribe_from_task(client: &AsyncClient, filter: &str) {
     tokio::spawn(async move { client.subscribe(filter, QoS::AtLeastOnce).await });
 }
 
-fn check_name(name: &str) -> Result<(), Error> {
+/// An MQTT topic id, also a Pub/Sub subscription suffix: `[a-z0-9-]+`.
+pub(crate) fn check_name(name: &str) -> Result<(), Error> {
     if name.is_empty()
         || !name
             .chars()

@@ -13,10 +13,12 @@ use std::sync::Arc;
 use agent::hub::broker::BrokerHub;
 use agent::{AgentConfig, Clients};
 use cloudevents::client::ClientOptions;
-use cloudevents::config::{GrpcConfig, MqttConfig};
+use cloudevents::config::{GrpcConfig, MqttConfig, PubSubConfig};
 use cloudevents::grpc::{GrpcClientOptions, GrpcTransport};
 use cloudevents::mqtt::MqttTransport;
 use cloudevents::mqtt::Topics;
+use cloudevents::pubsub::{PubSubClientOptions, PubSubTransport};
+use cloudevents::transport::Transport;
 
 use crate::upstream_flags::Driver;
 
@@ -32,8 +34,9 @@ pub struct RunArgs {
     )]
     pub spoke_cluster_name: String,
     /// Kubeconfig of the hub cluster (upstream: `--workload-source-config`), re-read with the
-    /// certificate files it names when it changes; with `--workload-source-driver=mqtt` or `grpc`,
-    /// the transport's config file (upstream's format, see docs/mqtt.md and docs/grpc.md).
+    /// certificate files it names when it changes; with `--workload-source-driver=mqtt`, `grpc` or
+    /// `pubsub`, the transport's config file (upstream's format, see docs/mqtt.md, docs/grpc.md
+    /// and docs/pubsub.md).
     #[arg(
         long,
         env = "WORK_AGENT_HUB_KUBECONFIG",
@@ -119,10 +122,11 @@ pub struct RunArgs {
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct UpstreamArgs {
     /// Where works come from: `kube` (a Kubernetes hub), `mqtt` (CloudEvents over an MQTT broker,
-    /// as Maestro sends them) or `grpc` (CloudEvents from OCM's gRPC server or Maestro's broker).
+    /// as Maestro sends them), `grpc` (CloudEvents from OCM's gRPC server or Maestro's broker) or
+    /// `pubsub` (CloudEvents through Google Pub/Sub, Maestro on GCP).
     #[arg(long, default_value = crate::upstream_flags::KUBE_DRIVER)]
     pub workload_source_driver: String,
-    /// The agent's CloudEvents client id (required with `mqtt` and `grpc`): the source of its
+    /// The agent's CloudEvents client id (required with `mqtt`, `grpc` and `pubsub`): the source of its
     /// events; the MQTT client id is `<id>-client`.
     #[arg(long)]
     pub cloudevents_client_id: Option<String>,
@@ -230,32 +234,43 @@ pub fn main(mut args: RunArgs) -> ExitCode {
             }
         };
         agent::serve::terminate_on_files::spawn(&args.terminate_on_files);
-        let result = match hub {
-            HubChoice::Kube(hub) => agent::run(config, Clients { hub, spoke }).await,
-            HubChoice::Mqtt(options) => match MqttTransport::new(&options) {
-                Ok(mqtt) => {
-                    let hub = BrokerHub::start(mqtt, &options);
-                    agent::run_with_hub(config, Arc::new(hub), spoke).await
-                }
-                Err(e) => return source_config_error(&e),
-            },
-            HubChoice::Grpc(options) => match GrpcTransport::new(&options) {
-                Ok(grpc) => {
-                    let hub = BrokerHub::start(grpc, &options);
-                    agent::run_with_hub(config, Arc::new(hub), spoke).await
-                }
-                Err(e) => return source_config_error(&e),
-            },
-        };
-        match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                tracing::error!(error = %e, "agent stopped");
-                eprintln!("work-agent run: {e}");
-                ExitCode::from(1)
+        let broker = match hub {
+            HubChoice::Kube(hub) => {
+                let result = agent::run(config, Clients { hub, spoke }).await;
+                return finish(result);
             }
+            HubChoice::Mqtt(options) => start_broker(MqttTransport::new(&options), &options),
+            HubChoice::Grpc(options) => start_broker(GrpcTransport::new(&options), &options),
+            HubChoice::PubSub(options) => start_broker(PubSubTransport::new(&options), &options),
+        };
+        match broker {
+            Ok(hub) => finish(agent::run_with_hub(config, hub, spoke).await),
+            Err(code) => code,
         }
     })
+}
+
+/// The broker hub on `transport`, made from `options`' config file; exit code 2 when the
+/// transport cannot start with it.
+fn start_broker<C, T: Transport>(
+    transport: Result<T, cloudevents::Error>,
+    options: &ClientOptions<C>,
+) -> Result<Arc<BrokerHub>, ExitCode> {
+    transport
+        .map(|t| Arc::new(BrokerHub::start(t, options)))
+        .map_err(|e| source_config_error(&e))
+}
+
+/// The exit code of the agent's run.
+fn finish<E: std::fmt::Display>(result: Result<(), E>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "agent stopped");
+            eprintln!("work-agent run: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// A transport that cannot start with its config file: one line, exit code 2.
@@ -272,6 +287,8 @@ pub enum HubChoice {
     Mqtt(Box<ClientOptions>),
     /// CloudEvents from a gRPC source.
     Grpc(Box<GrpcClientOptions>),
+    /// CloudEvents through Google Pub/Sub topics and subscriptions.
+    PubSub(Box<PubSubClientOptions>),
 }
 
 /// A startup problem: reported as one line, exit code 2.
@@ -335,6 +352,7 @@ async fn prepare(args: &RunArgs) -> Result<(AgentConfig, HubChoice, kube::Client
         Driver::Kube => kube_hub(args).await?,
         Driver::Mqtt => mqtt_hub(args)?,
         Driver::Grpc => grpc_hub(args)?,
+        Driver::PubSub => pubsub_hub(args)?,
     };
     let (spoke_config, in_cluster) = load_spoke_config(args.spoke_kubeconfig.as_deref()).await?;
     let spoke = agent::client::build(
@@ -467,6 +485,16 @@ fn grpc_hub(args: &RunArgs) -> Result<(HubChoice, String), SetupError> {
     let server = config.url.clone();
     let options = GrpcClientOptions::new(config, args.spoke_cluster_name.clone(), client_id);
     Ok((HubChoice::Grpc(Box::new(options)), server))
+}
+
+/// The Pub/Sub topics and subscriptions of the config file; the hub hash's input is "", as
+/// upstream's config loader gives no host for Pub/Sub.
+fn pubsub_hub(args: &RunArgs) -> Result<(HubChoice, String), SetupError> {
+    let client_id = cloudevents_client_id(args, "pubsub")?;
+    let config =
+        PubSubConfig::from_file(&args.hub_kubeconfig).map_err(|e| source_config(args, &e))?;
+    let options = PubSubClientOptions::new(config, args.spoke_cluster_name.clone(), client_id);
+    Ok((HubChoice::PubSub(Box::new(options)), String::new()))
 }
 
 /// Upstream's `--leader-election-*` durations (defaults 137 s, 107 s, 26 s as upstream's when
@@ -732,6 +760,18 @@ mod tests {
         );
     }
 
+    /// Maestro's agent chart line for `driver` with config `file` and client id `id`.
+    fn broker_args(driver: &str, file: &Path, id: Option<&str>) -> RunArgs {
+        let mut argv = vec![
+            "x".to_string(),
+            "--consumer-name=cluster1".into(),
+            format!("--workload-source-driver={driver}"),
+            format!("--workload-source-config={}", file.display()),
+        ];
+        argv.extend(id.map(|id| format!("--cloudevents-client-id={id}")));
+        Cli::try_parse_from(argv).expect("flags").run
+    }
+
     #[test]
     fn the_mqtt_driver_needs_a_client_id_and_a_valid_config_file() {
         let dir = std::env::temp_dir().join(format!("wa-mqtt-{}", std::process::id()));
@@ -744,16 +784,7 @@ mod tests {
         .expect("write");
         let bad = dir.join("bad.yaml");
         std::fs::write(&bad, "brokerHost: 127.0.0.1:1883\n").expect("write");
-        let args = |file: &Path, id: Option<&str>| {
-            let mut argv = vec![
-                "x".to_string(),
-                "--consumer-name=cluster1".into(),
-                "--workload-source-driver=mqtt".into(),
-                format!("--workload-source-config={}", file.display()),
-            ];
-            argv.extend(id.map(|id| format!("--cloudevents-client-id={id}")));
-            Cli::try_parse_from(argv).expect("flags").run
-        };
+        let args = |file: &Path, id: Option<&str>| broker_args("mqtt", file, id);
         let Ok((HubChoice::Mqtt(options), server)) =
             mqtt_hub(&args(&good, Some("cluster1-work-agent")))
         else {
@@ -775,6 +806,49 @@ mod tests {
             .to_string();
         assert!(err.contains("topics") && err.contains("bad.yaml"), "{err}");
         assert!(!err.contains('\n'));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_pubsub_driver_needs_a_client_id_and_a_valid_config_file() {
+        let dir = std::env::temp_dir().join(format!("wa-pubsub-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let good = dir.join("good.yaml");
+        let p = "projects/maestro-test";
+        std::fs::write(
+            &good,
+            format!(
+                "projectID: maestro-test\nendpoint: 127.0.0.1:8085\ndisableTLS: true\ntopics:\n  agentEvents: {p}/topics/agentevents\n  agentBroadcast: {p}/topics/agentbroadcast\nsubscriptions:\n  sourceEvents: {p}/subscriptions/sourceevents-cluster1\n  sourceBroadcast: {p}/subscriptions/sourcebroadcast-cluster1\n"
+            ),
+        )
+        .expect("write");
+        let bad = dir.join("bad.yaml");
+        std::fs::write(&bad, "projectID: maestro-test\ninsecure: true\n").expect("write");
+        let args = |file: &Path, id: Option<&str>| broker_args("pubsub", file, id);
+        let Ok((HubChoice::PubSub(options), server)) =
+            pubsub_hub(&args(&good, Some("cluster1-work-agent")))
+        else {
+            panic!("a valid Pub/Sub setup");
+        };
+        assert_eq!(
+            server, "",
+            "upstream's config loader gives no host for Pub/Sub"
+        );
+        assert_eq!(options.config.endpoint, "127.0.0.1:8085");
+        let err = pubsub_hub(&args(&good, None))
+            .err()
+            .expect("no client id")
+            .to_string();
+        assert!(err.contains("--cloudevents-client-id"), "{err}");
+        let err = pubsub_hub(&args(&bad, Some("id")))
+            .err()
+            .expect("an unknown key")
+            .to_string();
+        assert!(
+            err.contains("insecure") && err.contains("bad.yaml"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 pub const KUBE_DRIVER: &str = "kube";
 
 /// Drivers upstream names that this agent does not have.
-const UNSUPPORTED_DRIVERS: [&str; 2] = ["kafka", "pubsub"];
+const UNSUPPORTED_DRIVERS: [&str; 1] = ["kafka"];
 
 /// Where the agent reads its works from (`--workload-source-driver`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +20,8 @@ pub enum Driver {
     Mqtt,
     /// CloudEvents over gRPC (OCM's gRPC server, Maestro's gRPC broker).
     Grpc,
+    /// CloudEvents over Google Pub/Sub (Maestro on GCP).
+    PubSub,
 }
 
 /// Feature gates of upstream's work agent (open-cluster-management.io/api, `feature` package,
@@ -39,6 +41,7 @@ pub fn parse_driver(driver: &str) -> Result<Driver, String> {
         KUBE_DRIVER => return Ok(Driver::Kube),
         "mqtt" => return Ok(Driver::Mqtt),
         "grpc" => return Ok(Driver::Grpc),
+        "pubsub" => return Ok(Driver::PubSub),
         _ => {}
     }
     let why = if UNSUPPORTED_DRIVERS.contains(&driver) {
@@ -47,7 +50,7 @@ pub fn parse_driver(driver: &str) -> Result<Driver, String> {
         "unknown driver"
     };
     Err(format!(
-        "--workload-source-driver={driver}: {why}; the supported drivers are \"kube\", \"mqtt\" and \"grpc\""
+        "--workload-source-driver={driver}: {why}; the supported drivers are \"kube\", \"mqtt\", \"grpc\" and \"pubsub\""
     ))
 }
 
@@ -187,18 +190,18 @@ mod tests {
     }
 
     #[test]
-    fn the_kube_mqtt_and_grpc_drivers_are_supported() {
+    fn the_kube_mqtt_grpc_and_pubsub_drivers_are_supported() {
         assert_eq!(parse_driver("kube"), Ok(Driver::Kube));
         assert_eq!(parse_driver("mqtt"), Ok(Driver::Mqtt));
         assert_eq!(parse_driver("grpc"), Ok(Driver::Grpc));
-        for other in ["kafka", "pubsub"] {
-            let err = parse_driver(other).expect_err(other);
-            assert!(
-                err.contains("not supported") && err.contains("\"mqtt\" and \"grpc\""),
-                "{err}"
-            );
-            assert!(!err.contains('\n'));
-        }
+        assert_eq!(parse_driver("pubsub"), Ok(Driver::PubSub));
+        let err = parse_driver("kafka").expect_err("kafka");
+        assert!(
+            err.contains("not supported")
+                && err.contains("\"kube\", \"mqtt\", \"grpc\" and \"pubsub\""),
+            "{err}"
+        );
+        assert!(!err.contains('\n'));
         let err = parse_driver("carrier-pigeon").expect_err("unknown");
         assert!(err.contains("unknown driver"), "{err}");
     }

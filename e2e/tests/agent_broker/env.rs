@@ -1,6 +1,6 @@
 //! One test's world behind a broker: the Maestro-shaped source on one transport, a spoke
 //! namespace, and the agent of one consumer, started with the command line of that transport's
-//! deployment (Maestro's chart for MQTT, the klusterlet's for gRPC).
+//! deployment (Maestro's chart for MQTT and Pub/Sub, the klusterlet's for gRPC).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -52,6 +52,9 @@ impl BrokerEnv {
         let spoke = TestCluster::spoke().await;
         let ns = spoke.namespace(&prefix).await;
         let consumer = unique_name(&prefix);
+        hub.add_consumer(&consumer)
+            .await
+            .unwrap_or_else(|e| panic!("the test source: {e}"));
         let dir = test_support::run_dir().join(format!("broker-{consumer}"));
         let config = hub
             .write_agent_config(&consumer, extra, &dir)
@@ -76,7 +79,7 @@ impl BrokerEnv {
         let transport = self.hub.transport();
         let mut args = transport.agent_args(&self.consumer, &self.config, Path::new(&spoke));
         args.push(match transport {
-            Transport::Mqtt => "-v=2".into(),
+            Transport::Mqtt | Transport::PubSub => "-v=2".into(),
             Transport::Grpc => "--status-sync-interval=3s".into(),
         });
         args.extend([
@@ -115,7 +118,7 @@ impl BrokerEnv {
     pub fn mqtt(&mut self) -> &mut MqttSource {
         match &mut self.hub {
             BrokerSource::Mqtt { source, .. } => source,
-            BrokerSource::Grpc(_) => panic!("an MQTT case runs behind MQTT"),
+            _ => panic!("an MQTT case runs behind MQTT"),
         }
     }
 
@@ -123,7 +126,7 @@ impl BrokerEnv {
     pub fn grpc(&mut self) -> &mut GrpcSource {
         match &mut self.hub {
             BrokerSource::Grpc(source) => source,
-            BrokerSource::Mqtt { .. } => panic!("a gRPC case runs behind gRPC"),
+            _ => panic!("a gRPC case runs behind gRPC"),
         }
     }
 

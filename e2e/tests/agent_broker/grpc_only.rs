@@ -15,13 +15,20 @@ use crate::env::{BrokerEnv, bundle, metric};
 
 #[tokio::test]
 async fn a_server_restart_loses_nothing() {
-    let mut env = BrokerEnv::start(Transport::Grpc, "server-restart").await;
+    a_server_restart_loses_nothing_on(Transport::Grpc, "gRPC").await;
+}
+
+/// The server goes away (on Pub/Sub with every topic, subscription and message it held) while
+/// the spoke and the source change; once it is back, both converge. `wire` is the transport's
+/// name in the agent's log.
+pub async fn a_server_restart_loses_nothing_on(t: Transport, wire: &str) {
+    let mut env = BrokerEnv::start(t, "server-restart").await;
     let (a, b) = env.two_applied_works().await;
 
-    env.grpc().stop().await;
+    env.hub.stop_hub().await;
     env.wait_log(
         "the agent notices the server is gone",
-        "gRPC connection lost; reconnecting",
+        &format!("{wire} connection lost; reconnecting"),
     )
     .await;
     // While the server is away: a spoke change the agent must report, and the source updates
@@ -32,8 +39,8 @@ async fn a_server_restart_loses_nothing() {
         .expect("delete a's ConfigMap");
     let c = env.change_a_delete_b_create_c(&a, &b);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    env.grpc()
-        .restart()
+    env.hub
+        .start_hub()
         .await
         .expect("the server comes back on its port");
 

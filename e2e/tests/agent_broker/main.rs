@@ -1,10 +1,12 @@
 //! The agent behind a message broker: the real `work-agent` binary, a test source that speaks
 //! the source side as Maestro does (`test_support::maestro`) on a real wire, and a real spoke.
 //! Each case is written once and runs on every transport it holds for: behind MQTT (a private
-//! mosquitto, Maestro's agent command line, `--workload-source-driver=mqtt`) and behind gRPC (the
+//! mosquitto, Maestro's agent command line, `--workload-source-driver=mqtt`), behind gRPC (the
 //! CloudEvents gRPC service as sdk-go's broker serves it, the klusterlet's command line,
-//! `--workload-source-driver=grpc`). Filter by transport: `mqtt::`, `grpc::`, `mqtt_only::`,
-//! `grpc_only::`.
+//! `--workload-source-driver=grpc`) and behind Pub/Sub (a private Google `pstest` fake built by
+//! `e2e/scripts/pubsub-fake.sh`, Maestro's agent command line, `--workload-source-driver=pubsub`).
+//! Filter by transport: `mqtt::`, `grpc::`, `pubsub::`, `mqtt_only::`, `grpc_only::`,
+//! `pubsub_only::`.
 
 #[path = "../agent_common/mod.rs"]
 mod agent_common;
@@ -12,9 +14,10 @@ mod both;
 mod env;
 mod grpc_only;
 mod mqtt_only;
+mod pubsub_only;
 
 /// Runs each case of `both` as a test behind each transport.
-macro_rules! on_both_transports {
+macro_rules! on_every_transport {
     ($($case:ident),* $(,)?) => {
         mod mqtt {
             $(
@@ -32,10 +35,18 @@ macro_rules! on_both_transports {
                 }
             )*
         }
+        mod pubsub {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    crate::both::$case(test_support::broker_source::Transport::PubSub).await;
+                }
+            )*
+        }
     };
 }
 
-on_both_transports!(
+on_every_transport!(
     create_update_delete_round_trip_and_a_stale_generation,
     a_restarted_agent_converges_on_what_changed_while_it_was_away,
     a_one_mebibyte_bundle_and_a_burst_of_two_hundred,

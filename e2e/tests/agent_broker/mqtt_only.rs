@@ -16,7 +16,13 @@ use crate::env::{BrokerEnv, bundle, configmap_config};
 
 #[tokio::test]
 async fn status_resync_and_a_broker_restart_lose_nothing() {
-    let mut env = BrokerEnv::start(Transport::Mqtt, "resync").await;
+    status_resync_and_a_broker_restart_lose_nothing_on(Transport::Mqtt).await;
+}
+
+/// Maestro's status resync requests are answered (only for a hash that differs), and a status
+/// produced while the broker was away (a feedback value) reaches the source once it is back.
+pub async fn status_resync_and_a_broker_restart_lose_nothing_on(t: Transport) {
+    let mut env = BrokerEnv::start(t, "resync").await;
     let ns = env.ns.clone();
     let id = env.create(json!({
                 "manifests": [configmap(&ns, "fb", json!({"k": "v"}))],

@@ -28,7 +28,7 @@ use tonic_prost::ProstCodec;
 
 use crate::Error;
 use crate::client::ClientOptions;
-use crate::config::{GrpcConfig, Pem};
+use crate::config::{GrpcConfig, KeepAlive, Pem};
 use crate::error::one_line;
 use crate::event::CloudEvent;
 use crate::grpc::binding;
@@ -67,8 +67,9 @@ fn request<T>(bearer: &Bearer, message: T) -> Request<T> {
     req
 }
 
-/// How to reach the server: the endpoint and, with TLS, the connector's parts.
-struct Dialer {
+/// How to reach a gRPC server: the endpoint and, with TLS, the connector's parts (the Pub/Sub
+/// transport dials with it too).
+pub(crate) struct Dialer {
     endpoint: Endpoint,
     host: String,
     port: u16,
@@ -76,8 +77,15 @@ struct Dialer {
 }
 
 impl Dialer {
-    fn new(config: &GrpcConfig, tls: Option<Arc<ClientConfig>>) -> Result<Self, Error> {
-        let (host, port) = split_url(&config.url)?;
+    /// A dialer of `url` (`host:port`; the error names `key`), with keepalive `ka` and, when
+    /// `tls` is given, TLS by that config.
+    pub(crate) fn new(
+        key: &str,
+        url: &str,
+        ka: &KeepAlive,
+        tls: Option<Arc<ClientConfig>>,
+    ) -> Result<Self, Error> {
+        let (host, port) = split_url(key, url)?;
         let authority = if host.contains(':') {
             format!("[{host}]:{port}")
         } else {
@@ -86,7 +94,7 @@ impl Dialer {
         let uri = |scheme: &str| {
             format!("{scheme}://{authority}")
                 .parse::<http::Uri>()
-                .map_err(|e| Error::config("url", format!("{:?}: {e}", config.url)))
+                .map_err(|e| Error::config(key, format!("{url:?}: {e}")))
         };
         // The connector below does TLS itself: tonic sees plain HTTP/2, whatever TLS features
         // other crates enable on it; the requests say `https` when they go over TLS.
@@ -95,7 +103,6 @@ impl Dialer {
             .origin(origin)
             .connect_timeout(CONNECT_TIMEOUT)
             .tcp_nodelay(true);
-        let ka = &config.keep_alive;
         if ka.enable {
             endpoint = endpoint
                 .http2_keep_alive_interval(ka.time.max(MIN_KEEPALIVE))
@@ -106,7 +113,7 @@ impl Dialer {
             None => None,
             Some(cfg) => {
                 let name = ServerName::try_from(host.clone())
-                    .map_err(|e| Error::config("url", format!("{host:?}: {e}")))?;
+                    .map_err(|e| Error::config(key, format!("{host:?}: {e}")))?;
                 Some((cfg, name))
             }
         };
@@ -118,7 +125,8 @@ impl Dialer {
         })
     }
 
-    async fn connect(&self) -> Result<Channel, String> {
+    /// Dials; the error is one line for the log.
+    pub(crate) async fn connect(&self) -> Result<Channel, String> {
         let Some((config, name)) = &self.tls else {
             return self.endpoint.connect().await.map_err(|e| one_line(&e));
         };
@@ -141,12 +149,12 @@ impl Dialer {
 }
 
 /// `host:port` (or `[v6]:port`), optionally with gRPC's `dns:///` scheme, as upstream dials it.
-fn split_url(url: &str) -> Result<(String, u16), Error> {
+fn split_url(key: &str, url: &str) -> Result<(String, u16), Error> {
     let bare = url.strip_prefix("dns:///").unwrap_or(url);
     bare.rsplit_once(':')
         .and_then(|(h, p)| Some((h.trim_matches(['[', ']']).to_string(), p.parse().ok()?)))
         .filter(|(h, _)| !h.is_empty() && !h.contains('/'))
-        .ok_or_else(|| Error::config("url", format!("{url:?} is not host:port")))
+        .ok_or_else(|| Error::config(key, format!("{url:?} is not host:port")))
 }
 
 /// The bearer token of the config, read once at start as upstream does (surrounding whitespace,
@@ -226,7 +234,7 @@ impl GrpcTransport {
             (None, None)
         };
         Ok(Self {
-            dialer: Dialer::new(cfg, tls)?,
+            dialer: Dialer::new("url", &cfg.url, &cfg.keep_alive, tls)?,
             bearer: bearer(cfg.token.as_ref())?,
             url: cfg.url.clone(),
             cluster: opts.cluster.clone(),
@@ -394,7 +402,8 @@ impl Transport for GrpcTransport {
     }
 }
 
-fn describe(status: &Status) -> String {
+/// A failed call's code and message, with its cause, on one line.
+pub(crate) fn describe(status: &Status) -> String {
     let mut out = format!("{:?}: {}", status.code(), status.message());
     if let Some(source) = std::error::Error::source(status) {
         out.push_str(": ");
@@ -415,8 +424,9 @@ fn connection_failure(code: Code) -> bool {
     )
 }
 
-/// What a failed `Publish` says became of the event.
-fn failed(status: &Status) -> Sent {
+/// What a failed `Publish` says became of the event (the Pub/Sub transport reads its `Publish`
+/// answers the same way).
+pub(crate) fn failed(status: &Status) -> Sent {
     let why = describe(status);
     match status.code() {
         code if connection_failure(code) => Sent::Lost(why),
@@ -461,16 +471,19 @@ mod tests {
     #[test]
     fn urls_as_upstream_dials_them() {
         assert_eq!(
-            split_url("maestro-grpc-broker.maestro:8091").expect("url"),
+            split_url("url", "maestro-grpc-broker.maestro:8091").expect("url"),
             ("maestro-grpc-broker.maestro".to_string(), 8091)
         );
         assert_eq!(
-            split_url("dns:///127.0.0.1:1").expect("url"),
+            split_url("url", "dns:///127.0.0.1:1").expect("url"),
             ("127.0.0.1".to_string(), 1)
         );
-        assert_eq!(split_url("[::1]:2").expect("url"), ("::1".to_string(), 2));
+        assert_eq!(
+            split_url("url", "[::1]:2").expect("url"),
+            ("::1".to_string(), 2)
+        );
         for bad in ["nohost", ":1", "a:b", "http://a:1/x"] {
-            assert!(split_url(bad).is_err(), "{bad}");
+            assert!(split_url("url", bad).is_err(), "{bad}");
         }
     }
 

@@ -19,7 +19,9 @@ pub enum Error {
     #[error("metadata must be a JSON object, got {0}")]
     BadMetadata(String),
     /// A source id or consumer name cannot be addressed on the wire.
-    #[error("{0:?} cannot appear in an MQTT topic (it must match [a-z0-9-]+)")]
+    #[error(
+        "{0:?} cannot appear in an MQTT topic or a Pub/Sub subscription (it must match [a-z0-9-]+)"
+    )]
     BadName(String),
     /// The MQTT broker address is not `host:port`.
     #[error("broker address {0:?} is not host:port")]
@@ -52,6 +54,9 @@ pub enum Error {
     /// The gRPC front end's TLS material is unusable.
     #[error("tls: {0}")]
     Tls(String),
+    /// The fake Pub/Sub server did not start, or refused a topic or subscription.
+    #[error("pubsub: {0}")]
+    PubSub(String),
 }
 
 /// How a front end puts the source's events on its wire.

@@ -54,6 +54,7 @@ impl BrokerFault {
             (BrokerFault::BrokerRestart, Transport::Grpc) => {
                 "gRPC server (broker and source) restart"
             }
+            (BrokerFault::BrokerRestart, Transport::PubSub) => "fake Pub/Sub server restart",
             (BrokerFault::SourceRestart, _) => "source restart (status resync after)",
             (BrokerFault::Duplicate, _) => "spec events duplicated (armed)",
             (BrokerFault::Reorder, _) => "spec events reordered (armed)",
@@ -375,6 +376,9 @@ impl BrokerHub {
             }
             // One process with the broker: a source restart is a server restart.
             BrokerSource::Grpc(s) => s.restart().await.map_err(|e| e.to_string()),
+            BrokerSource::PubSub(_) => {
+                Err("chaos runs no Pub/Sub source (--hub kube, mqtt or grpc)".into())
+            }
         }
     }
 

@@ -638,6 +638,7 @@ fn report(
         None => "Kubernetes hub".to_string(),
         Some(Transport::Mqtt) => "Maestro-shaped source over MQTT (mosquitto)".to_string(),
         Some(Transport::Grpc) => "CloudEvents gRPC source".to_string(),
+        Some(Transport::PubSub) => "Maestro-shaped source over Pub/Sub (fake server)".to_string(),
     };
     let _ = writeln!(out, "Hub: {hub}.");
     let _ = writeln!(

@@ -9,14 +9,19 @@
 //!   result, our extension, mixes value types); a literal format string given a literal list
 //!   of more arguments than it has clauses; and a literal pattern of
 //!   `matches`, `find` or `findAll` must be a valid Go (RE2) pattern: stacked repetition
-//!   operators (`x++`, `a**`) are an error there, while the `regex` crate accepts them.
+//!   operators (`x++`, `a**`) are an error there, while the `regex` crate accepts them. A
+//!   conditional's condition known not to be a bool, or its branches known to be of different
+//!   types (neither a map: a rule's map result may stand beside a bool), is an error too.
+//!   Comprehension variables over a range whose type is known have the element's type
+//!   (`[1, 2].map(v, [v, 'a'])` is an error, as in cel-go).
 //! - Calls whose cel 0.15 implementation differs are renamed to ours ([`RENAMES`]; names
 //!   starting with `@` cannot be written in CEL source): `s.indexOf(t, n)` and
 //!   `s.lastIndexOf(t, n)` give -1 for an offset past the end, `optional.ofNonZeroValue` knows
-//!   the zero timestamp, and `s.format(list)` formats as cel-go's (Kubernetes') strings
-//!   library does.
+//!   the zero timestamp, `s.format(list)` formats as cel-go's (Kubernetes') strings
+//!   library does, and `x.reverse()` reverses lists only: the Kubernetes environment has
+//!   strings library version 2, whose strings have no `reverse` (cel 0.15 offers version 3's).
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 
 use crate::EvalError;
 
@@ -30,6 +35,8 @@ pub(crate) const OF_NON_ZERO_VALUE: &str = "@optional.ofNonZeroValue";
 pub(crate) const FORMAT: &str = "@format";
 /// Our implementation of `optional.unwrap(list)`.
 pub(crate) const UNWRAP: &str = "@optional.unwrap";
+/// Our implementation of `list.reverse()`.
+pub(crate) const REVERSE: &str = "@reverse";
 
 /// (function, receiver namespace or "" for a member call, arguments, our function).
 const RENAMES: &[(&str, &str, usize, &str)] = &[
@@ -38,11 +45,12 @@ const RENAMES: &[(&str, &str, usize, &str)] = &[
     ("format", "", 1, FORMAT),
     ("ofNonZeroValue", "optional", 1, OF_NON_ZERO_VALUE),
     ("unwrap", "optional", 1, UNWRAP),
+    ("reverse", "", 0, REVERSE),
 ];
 
 /// Checks `expr` as cel-go's compiler would, then renames the calls we implement ourselves.
 pub(crate) fn check_and_rewrite(expr: &mut IdedExpr) -> Result<(), EvalError> {
-    check(expr, false)?;
+    check(expr, false, None)?;
     rewrite(expr);
     Ok(())
 }
@@ -54,6 +62,53 @@ enum Static {
     List(Box<Static>),
     Map(Box<Static>, Box<Static>),
     Optional(Box<Static>),
+    /// A two-variable comprehension's `[k, v]` pair (see [`crate::k8s_functions::comprehensions`]).
+    Pair(Box<Static>, Box<Static>),
+}
+
+impl Static {
+    /// Whether a map is part of this type.
+    fn has_map(&self) -> bool {
+        match self {
+            Static::Named(_) => false,
+            Static::Map(..) => true,
+            Static::List(e) | Static::Optional(e) => e.has_map(),
+            Static::Pair(k, v) => k.has_map() || v.has_map(),
+        }
+    }
+
+    /// The type of one iteration variable over a range of this type: a list's element, a
+    /// map's key.
+    fn element(&self) -> Option<Static> {
+        match self {
+            Static::List(e) => Some((**e).clone()),
+            Static::Map(k, _) => Some((**k).clone()),
+            _ => None,
+        }
+    }
+}
+
+/// The variables in scope where an expression is checked, each with its type when known.
+struct Scope<'a> {
+    name: &'a str,
+    ty: Option<Static>,
+    parent: Option<&'a Scope<'a>>,
+}
+
+/// The type of the variable `name` in `scope`: `None` when unknown or not a variable.
+fn variable_type(mut scope: Option<&Scope<'_>>, name: &str) -> Option<Static> {
+    while let Some(frame) = scope {
+        if frame.name == name {
+            return frame.ty.clone();
+        }
+        scope = frame.parent;
+    }
+    None
+}
+
+/// Whether `c` only binds a variable (`cel.bind`): it iterates over an empty list literal.
+fn is_bind(c: &ComprehensionExpr) -> bool {
+    matches!(&c.iter_range.expr, Expr::List(l) if l.elements.is_empty())
 }
 
 impl std::fmt::Display for Static {
@@ -63,12 +118,14 @@ impl std::fmt::Display for Static {
             Static::List(e) => write!(f, "list({e})"),
             Static::Map(k, v) => write!(f, "map({k}, {v})"),
             Static::Optional(v) => write!(f, "optional_type({v})"),
+            Static::Pair(..) => f.write_str("list(dyn)"),
         }
     }
 }
 
-/// The type of `expr` when the source alone tells it.
-fn static_type(expr: &IdedExpr) -> Option<Static> {
+/// The type of `expr` when the source alone tells it (`scope`: the comprehension variables
+/// around it).
+fn static_type(expr: &IdedExpr, scope: Option<&Scope<'_>>) -> Option<Static> {
     match &expr.expr {
         Expr::Literal(lit) => Some(Static::Named(match lit {
             LiteralValue::Boolean(_) => "bool",
@@ -79,6 +136,7 @@ fn static_type(expr: &IdedExpr) -> Option<Static> {
             LiteralValue::String(_) => "string",
             LiteralValue::UInt(_) => "uint",
         })),
+        Expr::Ident(name) => variable_type(scope, name),
         Expr::Call(call) if call.func_name == "dyn" && call.target.is_none() => {
             Some(Static::Named("dyn"))
         }
@@ -88,11 +146,20 @@ fn static_type(expr: &IdedExpr) -> Option<Static> {
             let [value] = call.args.as_slice() else {
                 return None;
             };
-            Some(Static::Optional(Box::new(static_type(value)?)))
+            Some(Static::Optional(Box::new(static_type(value, scope)?)))
+        }
+        Expr::Call(call) if call.target.is_none() => call_type(call, scope),
+        Expr::Comprehension(c) if is_bind(c) => {
+            let frame = Scope {
+                name: &c.accu_var,
+                ty: static_type(&c.accu_init, scope),
+                parent: scope,
+            };
+            static_type(&c.result, Some(&frame))
         }
         Expr::List(list) if list.optional_indices.is_empty() => {
             // Each element's type is computed once: nested literals stay linear.
-            let mut types = list.elements.iter().map(static_type);
+            let mut types = list.elements.iter().map(|e| static_type(e, scope));
             let first = types.next()??;
             types
                 .all(|t| t.as_ref() == Some(&first))
@@ -101,7 +168,7 @@ fn static_type(expr: &IdedExpr) -> Option<Static> {
         Expr::Map(map) => {
             let mut entries = map.entries.iter().map(|e| match &e.expr {
                 EntryExpr::MapEntry(m) if !m.optional => {
-                    Some((static_type(&m.key)?, static_type(&m.value)?))
+                    Some((static_type(&m.key, scope)?, static_type(&m.value, scope)?))
                 }
                 _ => None,
             });
@@ -109,6 +176,64 @@ fn static_type(expr: &IdedExpr) -> Option<Static> {
             entries
                 .all(|e| e.as_ref() == Some(&first))
                 .then(|| Static::Map(Box::new(first.0), Box::new(first.1)))
+        }
+        _ => None,
+    }
+}
+
+/// The type of a global call's result, for the operators whose result type their operands
+/// tell, and for the pairs of a two-variable comprehension's range.
+fn call_type(call: &cel::common::ast::CallExpr, scope: Option<&Scope<'_>>) -> Option<Static> {
+    let name = call.func_name.as_str();
+    let args = call.args.as_slice();
+    match name {
+        operators::EQUALS
+        | operators::NOT_EQUALS
+        | operators::LESS
+        | operators::LESS_EQUALS
+        | operators::GREATER
+        | operators::GREATER_EQUALS
+        | operators::LOGICAL_AND
+        | operators::LOGICAL_OR
+        | operators::LOGICAL_NOT
+        | operators::IN => Some(Static::Named("bool")),
+        operators::ADD
+        | operators::SUBSTRACT
+        | operators::MULTIPLY
+        | operators::DIVIDE
+        | operators::MODULO => {
+            let [a, b] = args else { return None };
+            let t = static_type(a, scope)?;
+            let numeric = matches!(t, Static::Named("int" | "uint" | "double"));
+            let text = name == operators::ADD && matches!(t, Static::Named("string"));
+            ((numeric || text) && static_type(b, scope).as_ref() == Some(&t)).then_some(t)
+        }
+        operators::INDEX => {
+            let [container, index] = args else {
+                return None;
+            };
+            match static_type(container, scope)? {
+                Static::List(e) => Some(*e),
+                Static::Map(_, v) => Some(*v),
+                Static::Pair(k, v) => match &index.expr {
+                    Expr::Literal(LiteralValue::Int(i)) if *i.inner() == 0 => Some(*k),
+                    Expr::Literal(LiteralValue::Int(i)) if *i.inner() == 1 => Some(*v),
+                    _ => None,
+                },
+                _ => None,
+            }
+        }
+        crate::k8s_functions::comprehensions::PAIRS => {
+            let [range] = args else { return None };
+            let (k, v) = match static_type(range, scope)? {
+                Static::List(e) => (Static::Named("int"), *e),
+                Static::Map(k, v) => (*k, *v),
+                _ => return None,
+            };
+            Some(Static::List(Box::new(Static::Pair(
+                Box::new(k),
+                Box::new(v),
+            ))))
         }
         _ => None,
     }
@@ -166,10 +291,13 @@ fn check_format_arguments(call: &cel::common::ast::CallExpr) -> Result<(), EvalE
 }
 
 /// The first element whose known type differs from the first element's.
-fn mismatch<'e>(items: impl Iterator<Item = &'e IdedExpr>) -> Option<(Static, Static)> {
+fn mismatch<'e>(
+    items: impl Iterator<Item = &'e IdedExpr>,
+    scope: Option<&Scope<'_>>,
+) -> Option<(Static, Static)> {
     let mut expected = None;
     for item in items {
-        let Some(found) = static_type(item) else {
+        let Some(found) = static_type(item, scope) else {
             // The first element's type unknown: nothing to compare with.
             expected.as_ref()?;
             continue;
@@ -189,10 +317,46 @@ fn mismatch_error((expected, found): (Static, Static)) -> EvalError {
     }
 }
 
-/// The compile-time checks, over the whole tree; `exempt` under a `format` call.
-fn check(expr: &IdedExpr, exempt: bool) -> Result<(), EvalError> {
+/// cel-go's check of `c ? a : b`: `c` must be a bool and `a` and `b` of one type (here: when
+/// the source tells their types; not when a map is involved, as a rule's map result may
+/// stand beside a bool, nor for `null` or `dyn`).
+fn check_conditional(
+    call: &cel::common::ast::CallExpr,
+    scope: Option<&Scope<'_>>,
+) -> Result<(), EvalError> {
+    let [cond, a, b] = call.args.as_slice() else {
+        return Ok(());
+    };
+    let types = [cond, a, b].map(|e| static_type(e, scope));
+    let loose = |t: &Static| t.has_map() || matches!(t, Static::Named("null" | "dyn"));
+    let bad_condition = matches!(&types[0], Some(t) if !loose(t) && *t != Static::Named("bool"));
+    let bad_branches = match (&types[1], &types[2]) {
+        (Some(x), Some(y)) => x != y && !loose(x) && !loose(y),
+        _ => false,
+    };
+    if bad_condition || bad_branches {
+        let shown: Vec<String> = types
+            .iter()
+            .map(|t| t.as_ref().map_or("dyn".to_string(), Static::to_string))
+            .collect();
+        return Err(EvalError::Compile {
+            message: format!(
+                "found no matching overload for '_?_:_' applied to '({})'",
+                shown.join(", ")
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The compile-time checks, over the whole tree; `exempt` under a `format` call; `scope` the
+/// comprehension variables around `expr`.
+fn check(expr: &IdedExpr, exempt: bool, scope: Option<&Scope<'_>>) -> Result<(), EvalError> {
     match &expr.expr {
         Expr::Call(call) => {
+            if call.func_name == operators::CONDITIONAL && call.target.is_none() {
+                check_conditional(call, scope)?;
+            }
             if matches!(call.func_name.as_str(), "matches" | "find" | "findAll") {
                 let pattern = if call.target.is_some() || call.args.len() == 1 {
                     call.args.first()
@@ -216,9 +380,9 @@ fn check(expr: &IdedExpr, exempt: bool) -> Result<(), EvalError> {
             check_format_arguments(call)?;
             let exempt = exempt || call.func_name == "format";
             if let Some(target) = &call.target {
-                check(target, exempt)?;
+                check(target, exempt, scope)?;
             }
-            call.args.iter().try_for_each(|a| check(a, exempt))
+            call.args.iter().try_for_each(|a| check(a, exempt, scope))
         }
         Expr::List(list) => {
             if !exempt {
@@ -228,11 +392,13 @@ fn check(expr: &IdedExpr, exempt: bool) -> Result<(), EvalError> {
                     .enumerate()
                     .filter(|(i, _)| !list.optional_indices.contains(i))
                     .map(|(_, e)| e);
-                if let Some(m) = mismatch(plain) {
+                if let Some(m) = mismatch(plain, scope) {
                     return Err(mismatch_error(m));
                 }
             }
-            list.elements.iter().try_for_each(|e| check(e, exempt))
+            list.elements
+                .iter()
+                .try_for_each(|e| check(e, exempt, scope))
         }
         Expr::Map(map) => {
             // Map literals' values are not held to homogeneity: a rule's map result
@@ -247,30 +413,47 @@ fn check(expr: &IdedExpr, exempt: bool) -> Result<(), EvalError> {
                 })
                 .collect();
             if !exempt
-                && let Some(m) = mismatch(entries.iter().filter(|m| !m.optional).map(|m| &m.key))
+                && let Some(m) = mismatch(
+                    entries.iter().filter(|m| !m.optional).map(|m| &m.key),
+                    scope,
+                )
             {
                 return Err(mismatch_error(m));
             }
             for m in entries {
-                check(&m.key, exempt)?;
-                check(&m.value, exempt)?;
+                check(&m.key, exempt, scope)?;
+                check(&m.value, exempt, scope)?;
             }
             Ok(())
         }
         Expr::Struct(s) => s.entries.iter().try_for_each(|e| match &e.expr {
-            EntryExpr::StructField(f) => check(&f.value, exempt),
-            EntryExpr::MapEntry(m) => check(&m.key, exempt).and(check(&m.value, exempt)),
+            EntryExpr::StructField(f) => check(&f.value, exempt, scope),
+            EntryExpr::MapEntry(m) => {
+                check(&m.key, exempt, scope).and(check(&m.value, exempt, scope))
+            }
         }),
-        Expr::Select(select) => check(&select.operand, exempt),
-        Expr::Comprehension(c) => [
-            &c.iter_range,
-            &c.accu_init,
-            &c.loop_cond,
-            &c.loop_step,
-            &c.result,
-        ]
-        .into_iter()
-        .try_for_each(|e| check(e, exempt)),
+        Expr::Select(select) => check(&select.operand, exempt, scope),
+        Expr::Comprehension(c) => {
+            check(&c.iter_range, exempt, scope)?;
+            check(&c.accu_init, exempt, scope)?;
+            // The accumulator keeps its initial type only in a bind, which never steps.
+            let accu = Scope {
+                name: &c.accu_var,
+                ty: is_bind(c)
+                    .then(|| static_type(&c.accu_init, scope))
+                    .flatten(),
+                parent: scope,
+            };
+            let element = static_type(&c.iter_range, scope).and_then(|t| t.element());
+            let iteration = Scope {
+                name: &c.iter_var,
+                ty: element,
+                parent: Some(&accu),
+            };
+            check(&c.loop_cond, exempt, Some(&iteration))?;
+            check(&c.loop_step, exempt, Some(&iteration))?;
+            check(&c.result, exempt, Some(&accu))
+        }
         Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => Ok(()),
     }
 }

@@ -75,7 +75,9 @@ impl Engine {
                 // cel is third-party code run on user input: a panic in it must not take the
                 // agent down.
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    Value::resolve(&program.expr, ctx)
+                    // Type values are kept (cel's own conversion makes them strings).
+                    Value::resolve_val(&program.expr, ctx)
+                        .and_then(|v| crate::k8s_functions::value_keeping_types(v.as_ref()))
                 }))
             })
         })?;

@@ -25,7 +25,9 @@
 //!   nothing); a False or Unknown verdict stands, so a failure the controller reports while it
 //!   keeps `observedGeneration` at the generation it last reconciled is seen.
 //! - CEL environment: the standard library with optional types (`a.?b`, `optional.of`), the
-//!   `strings`, `lists`, `math` and `base64` extensions of cel 0.15, cel-go's `sets`, and the Kubernetes
+//!   `strings` (version 2: no string `reverse`), `lists`, `math` and `base64` extensions of cel
+//!   0.15, cel-go's `sets` and two-variable comprehensions (`all(k, v, p)`, `transformList`,
+//!   `transformMap`, `transformMapEntry`, ...), and the Kubernetes
 //!   libraries: `hasConditions(map)` (OCM: true iff the map's `conditions` is a non-empty list),
 //!   list `sum()`, `min()`, `max()`, `isSorted()`, `indexOf(x)`, `lastIndexOf(x)`, regex
 //!   `string.find(re)`, `string.findAll(re[, limit])`, and `quantity(s)`, `isQuantity(s)` with

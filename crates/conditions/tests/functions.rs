@@ -217,3 +217,147 @@ fn url_helpers() {
     assert_eq!(ok("url('/healthz')"), json!("/healthz"));
     assert!(eval("url('not a url')").is_err());
 }
+
+fn typed(expr: &str) -> conditions::TypedValue {
+    Evaluator::shared()
+        .eval_expression_typed(expr, &Bindings::Object(&json!({})))
+        .unwrap_or_else(|e| panic!("{expr}: {e}"))
+}
+
+#[test]
+fn two_variable_comprehensions_over_objects() {
+    let object = json!({
+        "metadata": {"name": "web", "labels": {"app": "web", "tier": "front"}},
+        "spec": {"containers": [{"name": "a"}, {"name": "b"}]},
+    });
+    for (expr, expected) in [
+        (
+            "object.metadata.labels.all(k, v, k != '' && v != '')",
+            json!(true),
+        ),
+        (
+            "object.metadata.labels.exists(k, v, k == 'app' && v == object.metadata.name)",
+            json!(true),
+        ),
+        (
+            "object.metadata.labels.existsOne(k, v, v.startsWith('f'))",
+            json!(true),
+        ),
+        (
+            "object.spec.containers.all(i, c, c.name == ['a', 'b'][i])",
+            json!(true),
+        ),
+        (
+            "object.spec.containers.transformList(i, c, '%d:%s'.format([i, c.name]))",
+            json!(["0:a", "1:b"]),
+        ),
+        (
+            "object.spec.containers.transformList(i, c, i > 0, c.name)",
+            json!(["b"]),
+        ),
+        (
+            "object.metadata.labels.transformMap(k, v, v + '!')",
+            json!({"app": "web!", "tier": "front!"}),
+        ),
+        (
+            "object.metadata.labels.transformMapEntry(k, v, {v: k})",
+            json!({"web": "app", "front": "tier"}),
+        ),
+        (
+            "object.metadata.labels.transformMapEntry(k, v, k == 'app', {'name': v})",
+            json!({"name": "web"}),
+        ),
+    ] {
+        assert_eq!(eval_on(expr, &object).unwrap(), expected, "{expr}");
+    }
+}
+
+#[test]
+fn two_variable_comprehensions_nest_and_shadow() {
+    // The inner `i` and `v` hide the outer ones; the outer ones are back after it.
+    assert_eq!(
+        ok("[10, 20].all(i, v, ['x'].all(i, v, i == 0 && v == 'x') && v == (i + 1) * 10)"),
+        json!(true)
+    );
+    // An inner comprehension reads the outer variables.
+    assert_eq!(
+        ok("[1, 2].transformList(i, v, [3, 4].transformList(j, w, v * w + i))"),
+        json!([[3, 4], [7, 9]])
+    );
+    // A one-variable macro of the same name still works beside them.
+    assert_eq!(
+        ok("[1, 2].all(v, v > 0) && [1, 2].all(i, v, v > i)"),
+        json!(true)
+    );
+}
+
+#[test]
+fn two_variable_quantifiers_absorb_errors_as_cel_go() {
+    // `error && false` is false and `error || true` true, whatever the order.
+    assert_eq!(ok("[dyn('a'), dyn(0)].all(i, v, v > 0)"), json!(false));
+    assert_eq!(ok("[dyn('a'), dyn(1)].exists(i, v, v > 0)"), json!(true));
+    assert!(eval("[dyn('a'), dyn(1)].all(i, v, v > 0)").is_err());
+    assert!(eval("[dyn('a'), dyn(0)].existsOne(i, v, v > 0)").is_err());
+}
+
+#[test]
+fn two_variable_comprehensions_reject_what_cel_go_rejects() {
+    for expr in [
+        // duplicate variable names, the accumulator's names, non-identifiers
+        "[].all(i, i, true)",
+        "[].all(__result__, v, true)",
+        "[].exists(i, __result__, true)",
+        "[].all(i.j, v, true)",
+        // not a range
+        "1.all(i, v, true)",
+        "'ab'.exists(i, v, true)",
+        // a key given twice
+        "[1, 1].transformMapEntry(i, v, {v: i})",
+        // an entry that is no map
+        "{'a': 1}.transformMapEntry(k, v, [k])",
+        // a filter that is no bool; branches of two types
+        "{}.transformMap(k, v, 'no', v)",
+        "[1, 2].transformList(i, v, v % 2 == 0 ? [v] : v)",
+    ] {
+        assert!(eval(expr).is_err(), "{expr} gave {:?}", eval(expr));
+    }
+    let err = eval("[1, 1].transformMapEntry(i, v, {v: i})").unwrap_err();
+    assert!(err.to_string().contains("key 1 already exists"), "{err}");
+}
+
+#[test]
+fn reverse_is_for_lists_only_as_in_kubernetes() {
+    assert_eq!(ok("[1, 2, 3].reverse()"), json!([3, 2, 1]));
+    assert_eq!(ok("[].reverse()"), json!([]));
+    let err = eval("'abc'.reverse()").unwrap_err();
+    assert!(err.to_string().contains("reverse"), "{err}");
+}
+
+#[test]
+fn type_values_print_as_types() {
+    assert_eq!(typed("type(1)").canonical, "type(int)");
+    assert_eq!(typed("type(1)").type_name, "type");
+    assert_eq!(
+        typed("[int, string]").canonical,
+        "[type(int), type(string)]"
+    );
+    assert_eq!(ok("type(1) == int && type('a') != int"), json!(true));
+    assert_eq!(ok("'%s'.format([type('a')])"), json!("string"));
+    // Inside a list a type prints as its name, unquoted: `type(1)` is `int`.
+    assert_eq!(ok("'%s'.format([[type(1), 'a']])"), json!("[int, \"a\"]"));
+}
+
+#[test]
+fn quantities_print_as_kubernetes_writes_them() {
+    assert_eq!(
+        typed("quantity('12Mi')").canonical,
+        "kubernetes.Quantity(12Mi)"
+    );
+    assert_eq!(typed("quantity('1.5Gi')").text, "1536Mi");
+    assert_eq!(typed("quantity('2000')").text, "2k");
+    assert_eq!(
+        typed("quantity('1Gi').add(quantity('512Mi'))").text,
+        "1536Mi"
+    );
+    assert_eq!(ok("quantity('1Ki') == quantity('1024')"), json!(true));
+}

@@ -337,3 +337,50 @@ fn slow_iteration_bodies_are_stopped_at_the_deadline() {
         start.elapsed()
     );
 }
+
+#[test]
+fn two_variable_comprehensions_are_metered() {
+    let object = json!({"items": (0..100).collect::<Vec<_>>()});
+    let eval =
+        |ev: &Evaluator, source: &str| ev.eval_expression(source, &Bindings::Object(&object));
+    let few_iterations = Evaluator::new(Limits {
+        max_iterations: 1_000,
+        max_evaluation_time: Duration::from_secs(60),
+        ..Limits::default()
+    });
+    let nested = "object.items.all(i, x, object.items.all(j, y, x + y >= i - j - 200))";
+    let err = eval(&few_iterations, nested).unwrap_err();
+    assert!(matches!(err, EvalError::Timeout { .. }), "{err:?}");
+    let small_budget = Evaluator::new(Limits {
+        manifest_cost_budget: 5_000,
+        ..Limits::default()
+    });
+    let quadratic = "object.items.transformMap(i, x, object.items.transformList(j, y, x + y))";
+    let err = eval(&small_budget, quadratic).unwrap_err();
+    assert!(matches!(err, EvalError::BudgetExceeded { .. }), "{err:?}");
+    // Within the limits they evaluate normally.
+    let single = "object.items.transformList(i, x, x * 2 + i).size() == 100";
+    assert_eq!(eval(&small_budget, single).unwrap(), json!(true));
+    assert_eq!(eval(&few_iterations, single).unwrap(), json!(true));
+}
+
+#[test]
+fn deeply_nested_two_variable_comprehensions_are_rejected_cleanly() {
+    let nest = |n: usize| {
+        let mut source = "true".to_string();
+        for i in 0..n {
+            source = format!("[1].all(i{i}, v{i}, {source})");
+        }
+        source
+    };
+    let ev = Evaluator::shared();
+    assert_eq!(
+        ev.eval_expression(&nest(3), &Bindings::Object(&json!({})))
+            .unwrap(),
+        json!(true)
+    );
+    let err = ev
+        .eval_expression(&nest(60), &Bindings::Object(&json!({})))
+        .unwrap_err();
+    assert!(matches!(err, EvalError::TooDeep { .. }), "{err:?}");
+}

@@ -4,7 +4,8 @@
 //! the strings library of the Kubernetes environment (cel-go's formatting, version 1, locale
 //! en-US) formats: `%s`, `%d`, `%f`, `%e`, `%b`, `%x`, `%X`, `%o`, an optional `.precision`,
 //! `%%`. And cel-go's optional library over lists, which cel 0.15 lacks: `l.first()`,
-//! `l.last()`, `l.unwrapOpt()` and `optional.unwrap(l)`.
+//! `l.last()`, `l.unwrapOpt()` and `optional.unwrap(l)`. And `l.reverse()` for lists only
+//! (strings library version 2 has no string `reverse`).
 
 use std::sync::Arc;
 
@@ -12,16 +13,18 @@ use cel::common::types::{DYN_TYPE, LIST_TYPE, STRING_TYPE};
 use cel::objects::{Key, OptionalValue};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-use super::args::{arity, string_arg, value_overload};
-use crate::compat::{FORMAT, INDEX_OF_OFFSET, LAST_INDEX_OF_OFFSET, OF_NON_ZERO_VALUE, UNWRAP};
+use super::args::{TypeValue, arity, string_arg, value_overload};
+use crate::compat::{
+    FORMAT, INDEX_OF_OFFSET, LAST_INDEX_OF_OFFSET, OF_NON_ZERO_VALUE, REVERSE, UNWRAP,
+};
 
 value_overload!(index_of_overload, index_of);
 value_overload!(last_index_of_overload, last_index_of);
 value_overload!(of_non_zero_value_overload, of_non_zero_value);
-value_overload!(format_overload, format);
 value_overload!(first_overload, first);
 value_overload!(last_overload, last);
 value_overload!(unwrap_overload, unwrap);
+value_overload!(reverse_overload, reverse);
 
 /// Registers our implementations under the names [`crate::compat`] gives them.
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
@@ -56,7 +59,8 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         vec![],
         unwrap_overload,
     )?;
-    env.add_overload(UNWRAP, UNWRAP, vec![LIST_TYPE], unwrap_overload)
+    env.add_overload(UNWRAP, UNWRAP, vec![LIST_TYPE], unwrap_overload)?;
+    env.add_member_overload(REVERSE, REVERSE, LIST_TYPE, vec![], reverse_overload)
 }
 
 /// The list receiver of an optional-library function.
@@ -71,6 +75,12 @@ fn list_arg<'a>(function: &str, args: &'a [Value]) -> Result<&'a [Value], Execut
             ),
         )),
     }
+}
+
+/// `l.reverse()`: the list's elements in reverse order.
+fn reverse(args: &[Value]) -> Result<Value, ExecutionError> {
+    let list = list_arg("reverse", args)?;
+    Ok(Value::List(Arc::new(list.iter().rev().cloned().collect())))
 }
 
 /// An optional of `value`, or `optional.none()`.
@@ -208,6 +218,17 @@ fn of_non_zero_value(args: &[Value]) -> Result<Value, ExecutionError> {
     Ok(Value::Opaque(Arc::new(optional)))
 }
 
+/// `s.format(list)`, its arguments' type values kept (they print as their names).
+fn format_overload<'b, 'v>(
+    args: Vec<cel::common::value::CowVal<'b, 'v>>,
+) -> Result<cel::common::value::CowVal<'b, 'v>, ExecutionError> {
+    let values = args
+        .iter()
+        .map(|a| super::args::value_keeping_types(a.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    super::args::owned(format(&values)?)
+}
+
 fn format_error(message: impl std::fmt::Display) -> ExecutionError {
     ExecutionError::function_error("format", message.to_string())
 }
@@ -307,6 +328,11 @@ fn kind(value: &Value) -> String {
 
 /// `%s`: cel-go's `FormatString`.
 fn format_string(value: &Value) -> Result<String, String> {
+    if let Value::Opaque(o) = value
+        && let Some(t) = o.downcast_ref::<TypeValue>()
+    {
+        return Ok(t.0.clone());
+    }
     Ok(match value {
         Value::List(_) => return format_list(value),
         Value::Map(_) => return format_map(value),
@@ -382,6 +408,7 @@ fn format_member(value: &Value) -> Result<String, String> {
         Value::String(s) => go_quote(s),
         Value::Bytes(b) => format!("b{}", go_quote(&String::from_utf8_lossy(b))),
         Value::Bool(_) | Value::Null => format_string(value)?,
+        Value::Opaque(o) if o.downcast_ref::<TypeValue>().is_some() => format_string(value)?,
         Value::Timestamp(t) => format!("timestamp({})", go_quote(&timestamp_string(t))),
         Value::Duration(d) => format!("duration({})", go_quote(&duration_string(d))),
         Value::List(_) => format_list(value)?,

@@ -4,6 +4,7 @@
 
 pub(crate) mod args;
 pub(crate) mod cel_go;
+pub(crate) mod comprehensions;
 pub(crate) mod format;
 pub(crate) mod ip;
 pub(crate) mod lists;
@@ -16,10 +17,10 @@ use cel::common::types::{CelBool, CelString, DYN_TYPE, Kind};
 use cel::common::value::CowVal;
 use cel::{DeclarationError, Env, ExecutionError};
 
-pub(crate) use args::type_name;
+pub(crate) use args::{TypeValue, type_name, value_keeping_types};
 
 /// The string form of a Kubernetes library value (an IP, a CIDR, a semver, a quantity, a URL,
-/// a named format), or `None` for any other opaque value.
+/// a named format) or of a type value (its name), or `None` for any other opaque value.
 pub(crate) fn opaque_text(o: &dyn cel::objects::Opaque) -> Option<String> {
     if let Some(v) = o.downcast_ref::<ip::Ip>() {
         Some(v.to_string())
@@ -31,6 +32,8 @@ pub(crate) fn opaque_text(o: &dyn cel::objects::Opaque) -> Option<String> {
         Some(v.to_string())
     } else if let Some(v) = o.downcast_ref::<url::Url>() {
         Some(v.as_str().to_string())
+    } else if let Some(v) = o.downcast_ref::<TypeValue>() {
+        Some(v.0.clone())
     } else {
         o.downcast_ref::<format::Format>()
             .map(|v| v.name().to_string())
@@ -87,5 +90,6 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     semver::register(env)?;
     format::register(env)?;
     cel_go::register(env)?;
+    comprehensions::register(env)?;
     Ok(())
 }

@@ -21,12 +21,34 @@ const NANOS_PER_UNIT: i128 = 1_000_000_000;
 /// Largest magnitude accepted, so that sums cannot overflow `i128`.
 const MAX_NANOS: i128 = i128::MAX / 4;
 
-/// A Kubernetes resource quantity.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A Kubernetes resource quantity. Two quantities are equal when their values are, whatever
+/// their suffixes.
+#[derive(Clone, Debug)]
 pub(crate) struct Quantity {
     nanos: i128,
     /// The value, approximately, of a quantity too large for `nanos` (which is then 0).
     huge: Option<HugeValue>,
+    /// How it prints, as in Kubernetes: from the suffix it was written with.
+    format: Suffixes,
+}
+
+impl PartialEq for Quantity {
+    fn eq(&self, other: &Self) -> bool {
+        self.nanos == other.nanos && self.huge == other.huge
+    }
+}
+
+impl Eq for Quantity {}
+
+/// Kubernetes' quantity formats: which suffixes a quantity prints with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Suffixes {
+    /// `n u m k M G T P E` (and no suffix).
+    DecimalSi,
+    /// `Ki Mi Gi Ti Pi Ei`.
+    BinarySi,
+    /// `e<n>`.
+    DecimalExponent,
 }
 
 /// An approximate value (never NaN, so that `Eq` holds).
@@ -41,23 +63,64 @@ impl Opaque for Quantity {
     }
 }
 
+/// Kubernetes' canonical form (`Quantity.String()`): in its format's suffixes, the largest
+/// that keeps the number whole; a binary quantity under 1024, or not whole, prints as a
+/// decimal one.
 impl fmt::Display for Quantity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(HugeValue(v)) = self.huge {
             return write!(f, "{v:e}");
         }
         let n = self.nanos;
-        if n % NANOS_PER_UNIT == 0 {
-            write!(f, "{}", n / NANOS_PER_UNIT)
-        } else if n % 1_000_000 == 0 {
-            write!(f, "{}m", n / 1_000_000)
-        } else if n % 1_000 == 0 {
-            write!(f, "{}u", n / 1_000)
-        } else {
-            write!(f, "{n}n")
+        if n == 0 {
+            return f.write_str("0");
+        }
+        let binary = self.format == Suffixes::BinarySi
+            && n.abs() >= 1024 * NANOS_PER_UNIT
+            && n % NANOS_PER_UNIT == 0;
+        if binary {
+            let mut units = n / NANOS_PER_UNIT;
+            let mut power = 0;
+            while power < BINARY_SUFFIXES.len() - 1 && units % 1024 == 0 {
+                units /= 1024;
+                power += 1;
+            }
+            return write!(f, "{units}{}", BINARY_SUFFIXES[power]);
+        }
+        // n × 10^-9, its factors of ten moved into the exponent, then the exponent lowered to a
+        // multiple of three (never below -9, where it started).
+        let (mut mantissa, mut exponent) = (n, -9i32);
+        while mantissa % 10 == 0 {
+            mantissa /= 10;
+            exponent += 1;
+        }
+        while exponent % 3 != 0 {
+            mantissa *= 10;
+            exponent -= 1;
+        }
+        let decimal = match exponent {
+            -9 => Some("n"),
+            -6 => Some("u"),
+            -3 => Some("m"),
+            0 => Some(""),
+            3 => Some("k"),
+            6 => Some("M"),
+            9 => Some("G"),
+            12 => Some("T"),
+            15 => Some("P"),
+            18 => Some("E"),
+            _ => None,
+        };
+        match (self.format, decimal) {
+            (_, _) if exponent == 0 => write!(f, "{mantissa}"),
+            (Suffixes::DecimalExponent, _) | (_, None) => write!(f, "{mantissa}e{exponent}"),
+            (_, Some(suffix)) => write!(f, "{mantissa}{suffix}"),
         }
     }
 }
+
+/// The binary suffixes, by power of 1024.
+const BINARY_SUFFIXES: [&str; 7] = ["", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
 
 /// Why a string is not a quantity.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +154,13 @@ impl Quantity {
             return Err(bad("more than one decimal point"));
         }
         // (numerator multiplier, denominator) of the suffix, or a power of ten.
+        let format = if suffix.starts_with(['e', 'E']) {
+            Suffixes::DecimalExponent
+        } else if suffix.ends_with('i') {
+            Suffixes::BinarySi
+        } else {
+            Suffixes::DecimalSi
+        };
         let (mul, exp10): (i128, i32) = match suffix {
             "" => (1, 0),
             "n" => (1, -9),
@@ -130,6 +200,7 @@ impl Quantity {
                 Ok(Quantity {
                     nanos: 0,
                     huge: Some(HugeValue(approx)),
+                    format,
                 })
             } else {
                 Err(too_big())
@@ -170,6 +241,7 @@ impl Quantity {
         Ok(Quantity {
             nanos: if negative { -nanos } else { nanos },
             huge: None,
+            format,
         })
     }
 
@@ -191,7 +263,13 @@ impl Quantity {
             .unwrap_or(std::cmp::Ordering::Equal)
     }
 
-    /// `self + sign * other` (an int `other` counts whole units).
+    /// Whether the value is zero.
+    fn is_zero(&self) -> bool {
+        self.nanos == 0 && self.huge.is_none()
+    }
+
+    /// `self + sign * other` (an int `other` counts whole units). The result prints in
+    /// `self`'s format, or `other`'s when `self` is zero, as Kubernetes' `Add` and `Sub` do.
     fn plus(
         &self,
         other: &Value,
@@ -202,8 +280,14 @@ impl Quantity {
             Value::Int(i) => Quantity {
                 nanos: i128::from(*i) * NANOS_PER_UNIT,
                 huge: None,
+                format: Suffixes::DecimalSi,
             },
             other => as_quantity(function, other)?.clone(),
+        };
+        let format = if self.is_zero() {
+            other.format
+        } else {
+            self.format
         };
         if self.huge.is_none() && other.huge.is_none() {
             let n = if negate {
@@ -211,7 +295,7 @@ impl Quantity {
             } else {
                 self.nanos.checked_add(other.nanos)
             };
-            return Quantity::checked(n, function);
+            return Quantity::checked(n, format, function);
         }
         let o = other.approximate();
         let v = self.approximate() + if negate { -o } else { o };
@@ -219,6 +303,7 @@ impl Quantity {
             Ok(Quantity {
                 nanos: 0,
                 huge: Some(HugeValue(v)),
+                format,
             })
         } else {
             Err(ExecutionError::function_error(
@@ -228,11 +313,16 @@ impl Quantity {
         }
     }
 
-    fn checked(nanos: Option<i128>, function: &str) -> Result<Quantity, ExecutionError> {
+    fn checked(
+        nanos: Option<i128>,
+        format: Suffixes,
+        function: &str,
+    ) -> Result<Quantity, ExecutionError> {
         match nanos {
             Some(n) if n.abs() <= MAX_NANOS => Ok(Quantity {
                 nanos: n,
                 huge: None,
+                format,
             }),
             _ => Err(ExecutionError::function_error(
                 function,
@@ -487,9 +577,53 @@ mod tests {
     }
 
     #[test]
-    fn displays_canonically() {
-        assert_eq!(Quantity::parse("1Ki").unwrap().to_string(), "1024");
-        assert_eq!(Quantity::parse("1.5").unwrap().to_string(), "1500m");
-        assert_eq!(Quantity::parse("1u").unwrap().to_string(), "1u");
+    fn displays_as_kubernetes_does() {
+        for (written, canonical) in [
+            ("1Ki", "1Ki"),
+            ("12Mi", "12Mi"),
+            ("1536Ki", "1536Ki"),
+            ("1.5Gi", "1536Mi"),
+            ("1024Mi", "1Gi"),
+            ("512Ki", "512Ki"),
+            ("100", "100"),
+            ("1500", "1500"),
+            ("2000", "2k"),
+            ("1.5", "1500m"),
+            ("1u", "1u"),
+            ("0.1n", "1n"),
+            ("1e3", "1e3"),
+            ("1.5e3", "1500"),
+            ("-2k", "-2k"),
+            ("0Mi", "0"),
+            ("1000Ki", "1000Ki"),
+        ] {
+            assert_eq!(
+                Quantity::parse(written).unwrap().to_string(),
+                canonical,
+                "{written}"
+            );
+        }
+        // Binary under 1024, or not whole: decimal.
+        assert_eq!(Quantity::parse("0.5Ki").unwrap().to_string(), "512");
+    }
+
+    #[test]
+    fn sums_print_in_the_first_operands_format() {
+        let sum = |a: &str, b: &str| {
+            let a = Quantity::parse(a).unwrap();
+            let b = quantity_value(Quantity::parse(b).unwrap());
+            a.plus(&b, false, "add").unwrap().to_string()
+        };
+        assert_eq!(sum("1Gi", "1Gi"), "2Gi");
+        assert_eq!(sum("0", "1Gi"), "1Gi");
+        assert_eq!(sum("1k", "1Ki"), "2024");
+    }
+
+    #[test]
+    fn equality_ignores_the_suffix() {
+        assert_eq!(
+            Quantity::parse("1Ki").unwrap(),
+            Quantity::parse("1024").unwrap()
+        );
     }
 }

@@ -1,210 +1,56 @@
-//! The MQTT client against a real TLS broker: a mosquitto of its own (child process, killed on every
-//! exit path) with a TLS 1.3 listener that requires client certificates, and certificates made
-//! with rcgen. A client with a certificate of the broker's CA gets subscribed and publishes; a
-//! client whose certificate the broker does not trust never gets ready. A client whose certificate
-//! files are rotated closes its connection and reconnects at once with the new certificate (the
-//! broker takes the certificate's CN as the username and logs it). A source subscribed to the
-//! agent's events, as Maestro's server is, hears what the client publishes. Needs the `mosquitto` binary
-//! (`e2e/scripts/mosquitto.sh install`), not a running broker.
+//! The MQTT client of `cloudevents` against a real TLS broker: a mosquitto of its own
+//! ([`Broker::start_tls`], killed on every exit path) with a TLS 1.3 listener that requires client
+//! certificates, and certificates made by [`test_support::certs`]. A client with a certificate of
+//! the broker's CA gets subscribed and publishes; a client whose certificate the broker does not
+//! trust never gets ready. A client whose certificate files are rotated closes its connection and
+//! reconnects at once with the new certificate (the broker takes the certificate's CN as the
+//! username and logs it). A source subscribed to the agent's events, as Maestro's server is,
+//! hears what the client publishes. Needs the `mosquitto` binary (`e2e/scripts/mosquitto.sh
+//! install`), not a running broker.
 
-use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cloudevents::client::{Client, ClientOptions, SubscribedHook};
-use cloudevents::codec::{self, StatusReport};
+use cloudevents::client::{Client, ClientOptions};
 use cloudevents::config::MqttConfig;
 use cloudevents::types::EventType;
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-};
-
-fn mosquitto_bin() -> PathBuf {
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join("mosquitto"))
-            .find(|p| p.is_file())
-    });
-    on_path
-        .or_else(|| Some(PathBuf::from("/usr/sbin/mosquitto")).filter(|p| p.is_file()))
-        .unwrap_or_else(|| {
-            panic!(
-                "the mosquitto binary is not installed (neither on PATH nor /usr/sbin/mosquitto): \
-                 run `e2e/scripts/mosquitto.sh install` (as root) and run the tests again"
-            )
-        })
-}
-
-/// A temporary directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        let dir = std::env::temp_dir().join(format!(
-            "cloudevents-mqtt-tls-{name}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Self(dir)
-    }
-
-    fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
-        let p = self.0.join(name);
-        std::fs::write(&p, contents).expect("write");
-        p
-    }
-
-    /// Replaces a file atomically, as a certificate rotation (e.g. a Secret volume) would.
-    fn replace(&self, name: &str, contents: impl AsRef<[u8]>) {
-        let tmp = self.0.join(format!(".{name}.tmp"));
-        std::fs::write(&tmp, contents).expect("write");
-        std::fs::rename(&tmp, self.0.join(name)).expect("rename");
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-struct Ca {
-    issuer: Issuer<'static, KeyPair>,
-    pem: String,
-}
+use test_support::TempDir;
+use test_support::agent_events::{self, client_id, resync_hook};
+use test_support::certs::{Ca, CertAndKey, Leaf};
+use test_support::mosquitto::{self, Broker};
 
 fn new_ca(name: &str) -> Ca {
-    let key = KeyPair::generate().expect("key");
-    let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    let pem = params.self_signed(&key).expect("CA").pem();
-    Ca {
-        issuer: Issuer::new(params, key),
-        pem,
-    }
+    Ca::new(name).expect("a CA")
 }
 
-/// Certificate and key PEM of a leaf signed by `ca`.
-fn leaf(ca: &Ca, cn: &str, sans: &[&str], usage: ExtendedKeyUsagePurpose) -> (String, String) {
-    let key = KeyPair::generate().expect("key");
-    let mut params = CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-        .expect("params");
-    params.distinguished_name.push(DnType::CommonName, cn);
-    params.extended_key_usages = vec![usage];
-    let cert = params.signed_by(&key, &ca.issuer).expect("leaf");
-    (cert.pem(), key.serialize_pem())
+/// A client certificate for `cn`, signed by `ca`.
+fn client_cert(ca: &Ca, cn: &str) -> CertAndKey {
+    ca.sign(&Leaf::client(cn)).expect("a client certificate")
 }
 
-/// A mosquitto with a TLS 1.3 listener requiring client certificates of `ca`, taking their CN as
-/// the username (logged at connect as `u'<CN>'`); killed on drop.
-struct TlsBroker {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-    ca_file: PathBuf,
+/// A TLS broker trusting `ca`. Needs the `mosquitto` binary (`e2e/scripts/mosquitto.sh install`).
+fn tls_broker(ca: &Ca) -> Broker {
+    Broker::start_tls("mqtt-tls", ca).unwrap_or_else(|e| panic!("{e}"))
 }
 
-impl TlsBroker {
-    fn start(dir: &TempDir, ca: &Ca) -> Self {
-        let bin = mosquitto_bin();
-        let (cert, key) = leaf(
-            ca,
-            "broker",
-            &["localhost", "127.0.0.1"],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        );
-        let ca_file = dir.write("ca.crt", &ca.pem);
-        let cert_file = dir.write("server.crt", cert);
-        let key_file = dir.write("server.key", key);
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let conf = dir.write(
-            "mosquitto.conf",
-            format!(
-                "listener {port} 127.0.0.1\ncafile {}\ncertfile {}\nkeyfile {}\nrequire_certificate true\n\
-                 use_identity_as_username true\ntls_version tlsv1.3\nallow_anonymous true\npersistence false\nlog_dest stderr\nlog_type all\n",
-                ca_file.display(),
-                cert_file.display(),
-                key_file.display()
-            ),
-        );
-        let log = dir.0.join("mosquitto.log");
-        let out = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(&bin)
-            .arg("-c")
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("log file"))
-            .stderr(out)
-            .spawn()
-            .unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
-        let mut broker = Self {
-            child,
-            port,
-            log,
-            ca_file,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Ok(Some(status)) = broker.child.try_wait() {
-                panic!(
-                    "mosquitto exited ({status}) at start:\n{}",
-                    broker.log_text()
-                );
-            }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return broker;
-            }
-            if Instant::now() > deadline {
-                panic!(
-                    "mosquitto did not listen on 127.0.0.1:{port}:\n{}",
-                    broker.log_text()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for TlsBroker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// An agent's MQTT config file for `cluster` on `host:port` with the given TLS files.
+/// An MQTT config of `cluster` for the broker at `host`, with `cert` written to `<cluster>.crt`
+/// and `.key` in `dir` (where a rotation replaces them).
 fn config(
     dir: &TempDir,
     cluster: &str,
     host: &str,
-    port: u16,
-    ca: &Path,
-    cert: &Path,
-    key: &Path,
+    broker: &Broker,
+    cert: &CertAndKey,
 ) -> MqttConfig {
+    let cert_file = dir.write(&format!("{cluster}.crt"), &cert.cert_pem);
+    let key_file = dir.write(&format!("{cluster}.key"), &cert.key_pem);
     let file = dir.write(
         &format!("{cluster}.yaml"),
         format!(
-            "brokerHost: {host}:{port}\ncaFile: {}\nclientCertFile: {}\nclientKeyFile: {}\ndialTimeout: 5s\n\
-             topics:\n  sourceEvents: sources/maestro/consumers/{cluster}/sourceevents\n  \
-             agentEvents: sources/maestro/consumers/{cluster}/agentevents\n",
-            ca.display(),
-            cert.display(),
-            key.display()
+            "{}caFile: {}\nclientCertFile: {}\nclientKeyFile: {}\ndialTimeout: 5s\n",
+            mosquitto::agent_config(&format!("{host}:{}", broker.port()), cluster),
+            broker.ca_file().display(),
+            cert_file.display(),
+            key_file.display()
         ),
     );
     let cfg = MqttConfig::from_file(&file).expect("config");
@@ -216,21 +62,12 @@ fn config(
 /// server is: without one the broker answers every publish "no matching subscribers" and the
 /// client holds the event for a source that listens again. Returns once the broker acknowledged
 /// the subscription; the connection lives until the test's runtime ends.
-async fn listen(dir: &TempDir, ca: &Ca, broker: &TlsBroker, cluster: &str) {
+async fn listen(dir: &TempDir, ca: &Ca, broker: &Broker, cluster: &str) {
     use rumqttc::v5::{AsyncClient, Event, MqttOptions, mqttbytes::QoS, mqttbytes::v5::Packet};
-    let (cert, key) = leaf(ca, "source", &[], ExtendedKeyUsagePurpose::ClientAuth);
     let name = format!("source-{cluster}");
-    let cfg = config(
-        dir,
-        &name,
-        "127.0.0.1",
-        broker.port,
-        &broker.ca_file,
-        &dir.write(&format!("{name}.crt"), cert),
-        &dir.write(&format!("{name}.key"), key),
-    );
+    let cfg = config(dir, &name, "127.0.0.1", broker, &client_cert(ca, "source"));
     let tls = cloudevents::tls::client_config(&cfg.certs).expect("source TLS");
-    let mut mo = MqttOptions::new(name, "127.0.0.1", broker.port);
+    let mut mo = MqttOptions::new(name, "127.0.0.1", broker.port());
     mo.set_transport(rumqttc::Transport::tls_with_config(
         rumqttc::TlsConfiguration::Rustls(tls),
     ));
@@ -260,30 +97,22 @@ async fn listen(dir: &TempDir, ca: &Ca, broker: &TlsBroker, cluster: &str) {
 
 /// Starts a client whose subscribed hook sends the spec resync request.
 fn start(cfg: MqttConfig, cluster: &str) -> Client {
-    let mut opts = ClientOptions::new(cfg, cluster, format!("{cluster}-work-agent"));
+    let mut opts = ClientOptions::new(cfg, cluster, client_id(cluster));
     opts.reconnect_min = Duration::from_millis(200);
     opts.reconnect_max = Duration::from_millis(500);
     start_with(opts, cluster)
 }
 
 fn start_with(opts: ClientOptions, cluster: &str) -> Client {
-    let hook_cluster = cluster.to_string();
-    let hook: SubscribedHook = Arc::new(move |p| {
-        let ev =
-            codec::encode_spec_resync_request(vec![], &hook_cluster, p.source()).expect("encodes");
-        p.publish(ev).expect("queues");
-    });
-    cloudevents::mqtt::start(&opts, hook).expect("starts")
+    cloudevents::mqtt::start(&opts, resync_hook(cluster)).expect("starts")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_certificate_of_the_brokers_ca_connects_over_tls13() {
-    let dir = TempDir::new("ok");
+    let dir = TempDir::new("mqtt-tls-ok");
     let ca = new_ca("mqtt test CA");
-    let broker = TlsBroker::start(&dir, &ca);
-    let (cert, key) = leaf(&ca, "agent", &[], ExtendedKeyUsagePurpose::ClientAuth);
-    let cert = dir.write("agent.crt", cert);
-    let key = dir.write("agent.key", key);
+    let broker = tls_broker(&ca);
+    let cert = client_cert(&ca, "agent");
 
     // The broker's certificate is checked against an IP address and against a DNS name.
     for name in ["tls-ip", "tls-dns"] {
@@ -299,15 +128,7 @@ async fn a_client_certificate_of_the_brokers_ca_connects_over_tls13() {
         .into_iter()
         .map(|(host, name)| {
             let cluster = format!("{name}-{}", std::process::id());
-            let cfg = config(
-                &dir,
-                &cluster,
-                host,
-                broker.port,
-                &broker.ca_file,
-                &cert,
-                &key,
-            );
+            let cfg = config(&dir, &cluster, host, &broker, &cert);
             (host.to_string(), start(cfg, &cluster))
         })
         .collect();
@@ -334,24 +155,13 @@ async fn a_client_certificate_of_the_brokers_ca_connects_over_tls13() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_certificate_of_another_ca_is_refused() {
-    let dir = TempDir::new("refused");
+    let dir = TempDir::new("mqtt-tls-refused");
     let ca = new_ca("mqtt test CA");
-    let broker = TlsBroker::start(&dir, &ca);
+    let broker = tls_broker(&ca);
     // The client trusts the broker, but its own certificate comes from a CA the broker does not know.
-    let rogue = new_ca("rogue CA");
-    let (cert, key) = leaf(&rogue, "intruder", &[], ExtendedKeyUsagePurpose::ClientAuth);
-    let cert = dir.write("rogue.crt", cert);
-    let key = dir.write("rogue.key", key);
+    let rogue = client_cert(&new_ca("rogue CA"), "intruder");
     let cluster = format!("tls-rogue-{}", std::process::id());
-    let cfg = config(
-        &dir,
-        &cluster,
-        "127.0.0.1",
-        broker.port,
-        &broker.ca_file,
-        &cert,
-        &key,
-    );
+    let cfg = config(&dir, &cluster, "127.0.0.1", &broker, &rogue);
     let client = start(cfg, &cluster);
 
     let until = Instant::now() + Duration::from_secs(4);
@@ -369,28 +179,13 @@ async fn a_client_certificate_of_another_ca_is_refused() {
 }
 
 fn status_event(cluster: &str, uid: &str, seq: u64) -> cloudevents::CloudEvent {
-    let status = work_api::ManifestWorkStatus::default();
-    let report = StatusReport {
-        uid,
-        generation: 1,
-        cluster,
-        original_source: "maestro",
-        metadata: None,
-        status: &status,
-    };
-    codec::encode_status(
-        &report,
-        EventType::StatusUpdate,
-        &format!("{cluster}-work-agent"),
-        seq,
-    )
-    .expect("encodes")
+    agent_events::status_update(cluster, uid, 1, seq, &Default::default()).expect("encodes")
 }
 
 /// Polls `done` on the client's stats every 20 ms until it holds; panics after `within`.
 async fn wait_for(
     client: &Client,
-    broker: &TlsBroker,
+    broker: &Broker,
     within: Duration,
     what: &str,
     done: impl Fn(&cloudevents::client::Stats, &str) -> bool,
@@ -412,29 +207,19 @@ async fn wait_for(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_client_certificate_closes_the_connection_and_the_new_one_is_presented() {
-    let dir = TempDir::new("rotate");
+    let dir = TempDir::new("mqtt-tls-rotate");
     let ca = new_ca("mqtt test CA");
-    let broker = TlsBroker::start(&dir, &ca);
-    let (cert, key) = leaf(
-        &ca,
-        "agent-before",
-        &[],
-        ExtendedKeyUsagePurpose::ClientAuth,
-    );
-    let cert = dir.write("rotating.crt", cert);
-    let key = dir.write("rotating.key", key);
+    let broker = tls_broker(&ca);
     let cluster = format!("tls-rotate-{}", std::process::id());
     let cfg = config(
         &dir,
         &cluster,
         "127.0.0.1",
-        broker.port,
-        &broker.ca_file,
-        &cert,
-        &key,
+        &broker,
+        &client_cert(&ca, "agent-before"),
     );
     // Upstream's 5 s minimum backoff: the reconnect after a rotation does not wait for it.
-    let mut opts = ClientOptions::new(cfg, &cluster, format!("{cluster}-work-agent"));
+    let mut opts = ClientOptions::new(cfg, &cluster, client_id(&cluster));
     assert_eq!(opts.reconnect_min, Duration::from_secs(5));
     // Instead of CERT_CALLBACK_REFRESH_DURATION (read once per process).
     opts.cert_refresh = Duration::from_millis(300);
@@ -474,10 +259,10 @@ async fn a_rotated_client_certificate_closes_the_connection_and_the_new_one_is_p
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let (new_cert, new_key) = leaf(&ca, "agent-after", &[], ExtendedKeyUsagePurpose::ClientAuth);
+    let rotated = client_cert(&ca, "agent-after");
     let rotated_at = Instant::now();
-    dir.replace("rotating.key", new_key);
-    dir.replace("rotating.crt", new_cert);
+    dir.write(&format!("{cluster}.key"), &rotated.key_pem);
+    dir.write(&format!("{cluster}.crt"), &rotated.cert_pem);
     let after = wait_for(
         &client,
         &broker,

@@ -140,11 +140,12 @@ impl Broker {
     pub fn restart(&mut self) -> Result<(), Error> {
         self.stop();
         let conf = self.dir.join("mosquitto.conf");
+        // The log goes to stderr, appended to the log file as it is written: mosquitto's own
+        // `log_dest file` buffers, and tests read the log while the broker runs.
         let mut text = format!(
             "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n\
-             max_packet_size 4194304\nlog_dest file {log}\nlog_type all\n",
-            port = self.port,
-            log = self.log_path().display()
+             max_packet_size 4194304\nlog_dest stderr\nlog_type all\n",
+            port = self.port
         );
         if self.tls {
             text.push_str(&format!(
@@ -157,12 +158,18 @@ impl Broker {
         }
         std::fs::write(&conf, text)
             .map_err(|e| Error::Setup(format!("writing {}: {e}", conf.display())))?;
+        let log = self.log_path();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| Error::io(&log, e))?;
         let child = Command::new(mosquitto_bin()?)
             .arg("-c")
             .arg(&conf)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .map_err(|e| Error::Setup(format!("starting mosquitto: {e}")))?;
         self.child = Some(child);

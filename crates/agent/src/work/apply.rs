@@ -222,7 +222,10 @@ impl<'a> WorkScope<'a> {
     /// Identifies and resolves a manifest; for one that stops there (unreadable, complete, of an
     /// unknown kind), its result instead.
     async fn target(&self, idx: usize, manifest: &Value) -> Result<Target, ManifestResult> {
-        let id = identify(idx, manifest)?;
+        let id = match ManifestId::of(manifest) {
+            Ok(id) => id,
+            Err(e) => return Err(unidentified(idx, e.to_string())),
+        };
         if let Some(kept) = self.completed(idx, &id) {
             return Err(kept);
         }
@@ -689,24 +692,21 @@ async fn read_live(
     }
 }
 
-/// Reads a manifest's identity (apiVersion, kind, namespace, name); an unreadable one is
+/// The result of a manifest whose identity (apiVersion, kind, namespace, name) cannot be read:
 /// blocked with the reason, at its place in the spec.
-fn identify(idx: usize, manifest: &Value) -> Result<ManifestId, ManifestResult> {
-    ManifestId::of(manifest).map_err(|e| {
-        let message = e.to_string();
-        let outcome = ManifestOutcome {
-            meta: ManifestResourceMeta {
-                ordinal: ordinal(idx),
-                ..Default::default()
-            },
-            applied: Err(message.clone()),
-            ignore_fields_error: false,
-            live: Live::UnknownKind,
-            rules: Vec::new(),
-            feedback: Feedback::NoRules,
-        };
-        blocked(outcome, Vec::new(), None, false, message)
-    })
+fn unidentified(idx: usize, message: String) -> ManifestResult {
+    let outcome = ManifestOutcome {
+        meta: ManifestResourceMeta {
+            ordinal: ordinal(idx),
+            ..Default::default()
+        },
+        applied: Err(message.clone()),
+        ignore_fields_error: false,
+        live: Live::UnknownKind,
+        rules: Vec::new(),
+        feedback: Feedback::NoRules,
+    };
+    blocked(outcome, Vec::new(), None, false, message)
 }
 
 /// A manifest's index in the spec as its status reports it.

@@ -430,15 +430,7 @@ async fn each_resource_is_recorded_before_it_is_created() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 
-    env.create_work(
-        &name,
-        json!({"workload": {"manifests": [
-            configmap(&env.ns, "first", json!({"k": "v"})),
-            configmap(&env.ns, "second", json!({"k": "v"})),
-        ]}}),
-    )
-    .await;
-    env.wait_work(&name, "Applied", |w| work_is(w, "Applied", "True"))
+    env.create_configmaps(&name, &["first", "second"], "Applied")
         .await;
     // Each recorded with the UID of the object that exists (the record follows the status).
     let mut uids = Vec::new();
@@ -587,13 +579,7 @@ fn feedback_value(
     ordinal: i32,
     name: &str,
 ) -> Option<work_api::FieldValue> {
-    work.status
-        .as_ref()?
-        .resource_status
-        .as_ref()?
-        .manifests
-        .iter()
-        .find(|m| m.resource_meta.ordinal == ordinal)?
+    manifest_status(work, ordinal)?
         .status_feedback
         .as_ref()?
         .values

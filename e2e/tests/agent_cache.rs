@@ -135,13 +135,7 @@ async fn a_new_work_costs_one_spoke_write_per_object_and_two_hub_writes() {
     let env = Env::start("cache-first").await;
     // A first work makes the agent's ConfigMap store and discovery warm.
     let warm = env.work_name("warm");
-    env.create_work(
-        &warm,
-        json!({"workload": {"manifests": [configmap(&env.ns, "warm", json!({"k": "v"}))]}}),
-    )
-    .await;
-    env.wait_work(&warm, "Available", |w| work_is(w, "Available", "True"))
-        .await;
+    env.create_configmaps(&warm, &["warm"], "Available").await;
     settle(env.http_port).await;
     let before = metrics_text(env.http_port).await;
 

@@ -68,12 +68,7 @@ async fn a_resource_the_watch_cache_no_longer_has_is_still_deleted_with_the_work
     let env = Env::start("delete-unseen").await;
     // Another work keeps the agent's ConfigMap watch (and its store) running throughout.
     let keeper = env.work_name("keeper");
-    env.create_work(
-        &keeper,
-        json!({"workload": {"manifests": [configmap(&env.ns, "keeper", json!({"k": "v"}))]}}),
-    )
-    .await;
-    env.wait_work(&keeper, "Available", |w| work_is(w, "Available", "True"))
+    env.create_configmaps(&keeper, &["keeper"], "Available")
         .await;
     let name = env.work_name("unseen");
     env.create_work(

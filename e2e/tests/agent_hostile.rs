@@ -90,13 +90,7 @@ async fn a_work_at_the_limits_does_not_stall_other_works_or_health() {
     let big = env.work_name("big");
     let small = env.work_name("small");
     env.create_work(&big, spec).await;
-    env.create_work(
-        &small,
-        json!({"workload": {"manifests": [configmap(&env.ns, "small", json!({"k": "v"}))]}}),
-    )
-    .await;
-    env.wait_work(&small, "Applied", |w| work_is(w, "Applied", "True"))
-        .await;
+    env.create_configmaps(&small, &["small"], "Applied").await;
     let answered_by_small = answered.load(Ordering::Relaxed);
 
     // The big work is processed too: every manifest applied and every rule evaluated.

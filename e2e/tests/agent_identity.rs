@@ -36,13 +36,7 @@ async fn agents_of_two_clusters_without_an_agent_id_leave_each_others_applied_wo
     let mut other = AgentProcess::start(args_without_agent_id(&env.hub, &env.spoke, &second));
 
     let name = env.work_name("ident");
-    env.create_work(
-        &name,
-        json!({"workload": {"manifests": [configmap(&env.ns, "mine", json!({"a": "1"}))]}}),
-    )
-    .await;
-    env.wait_work(&name, "Applied", |w| work_is(w, "Applied", "True"))
-        .await;
+    env.create_configmaps(&name, &["mine"], "Applied").await;
     let cm = env
         .wait_object(&env.configmaps(), "mine", "exists", |_| true)
         .await;

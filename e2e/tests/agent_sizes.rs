@@ -26,16 +26,7 @@ async fn wait_gauges(env: &Env, what: &str, expected: &[(&str, f64)]) -> String 
 async fn size_gauges_grow_with_a_work_and_shrink_when_it_is_gone() {
     let env = Env::start("sizes").await;
     let name = env.work_name("sizes");
-    env.create_work(
-        &name,
-        json!({"workload": {"manifests": [
-            configmap(&env.ns, "a", json!({"k": "v"})),
-            configmap(&env.ns, "b", json!({"k": "v"})),
-        ]}}),
-    )
-    .await;
-    env.wait_work(&name, "Available", |w| work_is(w, "Available", "True"))
-        .await;
+    env.create_configmaps(&name, &["a", "b"], "Available").await;
     let live = wait_gauges(
         &env,
         "one watch, two indexed objects, one work state",

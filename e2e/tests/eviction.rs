@@ -60,13 +60,7 @@ async fn a_work_gone_from_the_hub_is_evicted_with_its_resources_after_the_grace_
     )
     .await;
     let name = env.work_name("evict");
-    env.create_work(
-        &name,
-        json!({"workload": {"manifests": [configmap(&env.ns, "evicted", json!({"a": "1"}))]}}),
-    )
-    .await;
-    env.wait_work(&name, "Applied", |w| work_is(w, "Applied", "True"))
-        .await;
+    env.create_configmaps(&name, &["evicted"], "Applied").await;
     let cms = env.configmaps();
     env.wait_object(&cms, "evicted", "exists", |_| true).await;
     let applied = env.applied_name(&name);

@@ -89,6 +89,17 @@ impl Hub {
             .is_some()
     }
 
+    /// Asserts that `work` is not eligible for TTL deletion, that collecting it deletes nothing
+    /// (it is not complete with a TTL) and that it is still there.
+    async fn assert_kept(&self, work: &ManifestWork) {
+        assert_eq!(
+            gc::next_action(work, Timestamp::now()),
+            gc::GcAction::NotEligible
+        );
+        assert_eq!(self.collect(work).await, gc::GcOutcome::NoLongerComplete);
+        assert!(self.exists(&work.name_any()).await);
+    }
+
     async fn ttl_events(&self, name: &str) -> Vec<Event> {
         let events: Api<Event> = Api::namespaced(self.cluster.client.clone(), &self.ns);
         events
@@ -169,12 +180,7 @@ async fn without_ttl_a_complete_work_is_never_deleted() {
     let work = hub
         .set_complete("w", "True", now_seconds() - SignedDuration::from_hours(24))
         .await;
-    assert_eq!(
-        gc::next_action(&work, Timestamp::now()),
-        gc::GcAction::NotEligible
-    );
-    assert_eq!(hub.collect(&work).await, gc::GcOutcome::NoLongerComplete);
-    assert!(hub.exists("w").await);
+    hub.assert_kept(&work).await;
 }
 
 #[tokio::test]
@@ -186,12 +192,7 @@ async fn a_work_that_is_not_complete_is_never_deleted() {
         gc::GcAction::NotEligible
     );
     let work = hub.set_complete("w", "False", now_seconds()).await;
-    assert_eq!(
-        gc::next_action(&work, Timestamp::now()),
-        gc::GcAction::NotEligible
-    );
-    assert_eq!(hub.collect(&work).await, gc::GcOutcome::NoLongerComplete);
-    assert!(hub.exists("w").await);
+    hub.assert_kept(&work).await;
 }
 
 #[tokio::test]

@@ -176,6 +176,32 @@ fn bind_to(doc: &mut Value, ns: &str, sa: &str) {
     }
 }
 
+/// The Role `role-writer` in `ns` (YAML): `verbs` on Roles, for the executor `deployer`.
+fn role_writer(ns: &str, verbs: &str) -> String {
+    format!(
+        r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: role-writer, namespace: {ns}}}
+rules:
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles]
+  verbs: [{verbs}]
+"#
+    )
+}
+
+/// Applies `role.yaml` and `rolebinding.yaml` of `dir` in `namespace`, bound to its
+/// ServiceAccount `work-agent`.
+async fn apply_role(cluster: &TestCluster, dir: &str, namespace: &str) {
+    for file in ["role.yaml", "rolebinding.yaml"] {
+        apply_file(cluster, &format!("{dir}/{file}"), |doc| {
+            doc["metadata"]["namespace"] = json!(namespace);
+            bind_to(doc, namespace, "work-agent");
+        })
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn the_whole_flow_runs_with_exactly_the_shipped_rbac_on_both_sides() {
     let hub = TestCluster::hub().await;
@@ -185,13 +211,7 @@ async fn the_whole_flow_runs_with_exactly_the_shipped_rbac_on_both_sides() {
     let agent_ns = spoke.namespace("least-agent").await;
 
     // Hub: deploy/hub's Role and RoleBinding in the cluster namespace.
-    for file in ["deploy/hub/role.yaml", "deploy/hub/rolebinding.yaml"] {
-        apply_file(&hub, file, |doc| {
-            doc["metadata"]["namespace"] = json!(cluster);
-            bind_to(doc, &cluster, "work-agent");
-        })
-        .await;
-    }
+    apply_role(&hub, "deploy/hub", &cluster).await;
     let hub_kubeconfig = service_account_kubeconfig(&hub, &cluster, "work-agent").await;
 
     // Spoke: deploy/base's ClusterRoles as shipped; the bindings renamed per test (they are
@@ -207,13 +227,7 @@ async fn the_whole_flow_runs_with_exactly_the_shipped_rbac_on_both_sides() {
         bind_to(doc, &agent_ns, "work-agent");
     })
     .await;
-    for file in ["deploy/base/role.yaml", "deploy/base/rolebinding.yaml"] {
-        apply_file(&spoke, file, |doc| {
-            doc["metadata"]["namespace"] = json!(agent_ns);
-            bind_to(doc, &agent_ns, "work-agent");
-        })
-        .await;
-    }
+    apply_role(&spoke, "deploy/base", &agent_ns).await;
     let spoke_kubeconfig = service_account_kubeconfig(&spoke, &agent_ns, "work-agent").await;
     // The execution ClusterRole is aggregated by the controller manager.
     let roles: Api<ClusterRole> = Api::all(spoke.client.clone());
@@ -271,12 +285,7 @@ async fn the_whole_flow_runs_with_exactly_the_shipped_rbac_on_both_sides() {
 
     // Deletion by the user.
     let deleted = env.work_name("delete");
-    env.create_work(
-        &deleted,
-        json!({"workload": {"manifests": [configmap(&env.ns, "deleted-cm", json!({"a": "1"}))]}}),
-    )
-    .await;
-    env.wait_work(&deleted, "Applied", |w| work_is(w, "Applied", "True"))
+    env.create_configmaps(&deleted, &["deleted-cm"], "Applied")
         .await;
     env.delete_work(&deleted).await;
     env.wait_work_gone(&deleted).await;
@@ -284,12 +293,7 @@ async fn the_whole_flow_runs_with_exactly_the_shipped_rbac_on_both_sides() {
 
     // Eviction: the work disappears from the hub while the agent is down.
     let evicted = env.work_name("evict");
-    env.create_work(
-        &evicted,
-        json!({"workload": {"manifests": [configmap(&env.ns, "evicted-cm", json!({"a": "1"}))]}}),
-    )
-    .await;
-    env.wait_work(&evicted, "Applied", |w| work_is(w, "Applied", "True"))
+    env.create_configmaps(&evicted, &["evicted-cm"], "Applied")
         .await;
     env.agent.stop();
     env.works()
@@ -322,13 +326,7 @@ apiVersion: v1
 kind: ServiceAccount
 metadata: {{name: deployer, namespace: {ns}}}
 ---
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: role-writer, namespace: {ns}}}
-rules:
-- apiGroups: [rbac.authorization.k8s.io]
-  resources: [roles]
-  verbs: [create, update, patch, get, delete]
+{role}
 ---
 apiVersion: rbac.authorization.k8s.io/v1
 kind: RoleBinding
@@ -337,7 +335,8 @@ roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: role-writer}}
 subjects:
 - {{kind: ServiceAccount, name: deployer, namespace: {ns}}}
 "#,
-        ns = env.ns
+        ns = env.ns,
+        role = role_writer(&env.ns, "create, update, patch, get, delete")
     );
     test_support::apply_yaml(&env.spoke.client, &sa_and_role)
         .await
@@ -370,18 +369,7 @@ subjects:
         "{}",
         applied.message
     );
-    let escalate = format!(
-        r#"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata: {{name: role-writer, namespace: {ns}}}
-rules:
-- apiGroups: [rbac.authorization.k8s.io]
-  resources: [roles]
-  verbs: [create, update, patch, get, delete, escalate]
-"#,
-        ns = env.ns
-    );
+    let escalate = role_writer(&env.ns, "create, update, patch, get, delete, escalate");
     test_support::apply_yaml(&env.spoke.client, &escalate)
         .await
         .expect("let the executor escalate");

@@ -4,27 +4,22 @@
 //!
 //! Cases per property: `PROPTEST_CASES` (default [`DEFAULT_CASES`]).
 
+#[path = "../../work-api/tests/common/prop_config.rs"]
+mod prop_config;
+
 use std::time::Instant;
 
 use agent::spoke::feedback::{MAX_JSON_RAW, collect, joined};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::TestRunner;
 use serde_json::{Map, Value};
 use work_api::{FeedbackRule, FeedbackType, JsonPath, ValueType};
 
 /// Cases per property when `PROPTEST_CASES` is unset (`make prop` runs 100,000).
 const DEFAULT_CASES: u32 = 100_000;
 
-fn config() -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_CASES);
-    Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    }
+fn config() -> proptest::test_runner::Config {
+    prop_config::config(DEFAULT_CASES)
 }
 
 const FIELDS: &[&str] = &[

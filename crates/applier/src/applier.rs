@@ -128,6 +128,25 @@ pub struct ApplyRequest<'a> {
     pub write_gate: Option<&'a dyn WriteGate>,
 }
 
+/// What a strategy writes: the request, and where its object goes.
+#[derive(Clone, Copy)]
+struct Write<'a> {
+    api: &'a Api<DynamicObject>,
+    resource: &'a ResolvedResource,
+    target: &'a ManifestId,
+    req: &'a ApplyRequest<'a>,
+}
+
+/// What a strategy did, and the object as the API server left it (None: absent).
+type Written = (ApplyOutcome, Option<Value>);
+
+impl ApplyRequest<'_> {
+    /// The object to create for this manifest (of a namespaced kind or not).
+    fn create_body(&self, namespaced: bool) -> Result<Value, ApplyError> {
+        create_body(self.manifest, namespaced, self.labels, self.owner.as_ref())
+    }
+}
+
 /// The live object for each attempt: the caller's cached view the first time, a read after.
 struct LiveSource<'a> {
     cached: std::sync::Mutex<Option<Option<&'a Value>>>,
@@ -328,16 +347,16 @@ impl Applier {
             .resolve(&target.api_version, &target.kind)
             .await?;
         let api = self.api(&resource, target.namespace(), &target)?;
+        let write = Write {
+            api: &api,
+            resource: &resource,
+            target: &target,
+            req: &req,
+        };
         let (outcome, object) = match &req.strategy.type_ {
-            UpdateStrategyType::Update => self.apply_update(&api, &resource, &target, &req).await?,
-            UpdateStrategyType::CreateOnly => {
-                self.apply_create_only(&api, &resource, &target, &req)
-                    .await?
-            }
-            UpdateStrategyType::ServerSideApply => {
-                self.apply_server_side(&api, &resource, &target, &req)
-                    .await?
-            }
+            UpdateStrategyType::Update => self.apply_update(write).await?,
+            UpdateStrategyType::CreateOnly => self.apply_create_only(write).await?,
+            UpdateStrategyType::ServerSideApply => self.apply_server_side(write).await?,
             UpdateStrategyType::ReadOnly => {
                 (ApplyOutcome::ReadOnly, get_value(&api, &target).await?)
             }
@@ -351,6 +370,19 @@ impl Applier {
             resource,
             object,
         })
+    }
+
+    /// Runs `attempt` again, with the applier's backoff, while it ends in a conflict: the object
+    /// changed between the attempt's read and its write, so it starts over from a fresh read.
+    async fn again_on_conflict<T, F, Fut>(&self, attempt: F) -> Result<T, ApplyError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, ApplyError>>,
+    {
+        attempt
+            .retry(self.retry)
+            .when(ApplyError::is_conflict)
+            .await
     }
 
     /// Deletes an applied resource the work owns: if other owners remain, only removes our
@@ -402,10 +434,7 @@ impl Applier {
         };
         // A conflict means the object changed under us (or its UID did): decide again from a
         // fresh read, which then sees a new UID as NotOwned.
-        attempt
-            .retry(self.retry)
-            .when(ApplyError::is_conflict)
-            .await
+        self.again_on_conflict(attempt).await
     }
 
     /// Orphans an applied resource: removes our ownerReference and keeps the object. Does nothing
@@ -429,10 +458,7 @@ impl Applier {
                 None => Ok(()),
             }
         };
-        attempt
-            .retry(self.retry)
-            .when(ApplyError::is_conflict)
-            .await
+        self.again_on_conflict(attempt).await
     }
 
     /// Reads the live object (None if absent) — for ReadOnly manifests and status.
@@ -487,36 +513,25 @@ impl Applier {
         Ok(Some((api, target)))
     }
 
-    async fn apply_update(
-        &self,
-        api: &Api<DynamicObject>,
-        resource: &ResolvedResource,
-        target: &ManifestId,
-        req: &ApplyRequest<'_>,
-    ) -> Result<(ApplyOutcome, Option<Value>), ApplyError> {
-        let source = LiveSource::new(req.cached);
+    async fn apply_update(&self, write: Write<'_>) -> Result<Written, ApplyError> {
+        let source = LiveSource::new(write.req.cached);
         let attempt = || async {
-            let Some(live) = source.read(api, target).await? else {
-                let body = create_body(
-                    req.manifest,
-                    resource.namespaced,
-                    req.labels,
-                    req.owner.as_ref(),
-                )?;
-                gate(req.write_gate).await?;
-                let created = create(api, target, &body).await?;
+            let Some(live) = source.read(write.api, write.target).await? else {
+                let body = write.req.create_body(write.resource.namespaced)?;
+                gate(write.req.write_gate).await?;
+                let created = create(write.api, write.target, &body).await?;
                 self.written.remember(&created, applied_fields(&body));
                 return Ok((ApplyOutcome::Created, Some(created)));
             };
-            if complete_on_spoke(req.complete_check, &live).await {
+            if complete_on_spoke(write.req.complete_check, &live).await {
                 return Ok((ApplyOutcome::CompleteBeforeUpdate, Some(live)));
             }
             let plan = update_body(
-                req.manifest,
+                write.req.manifest,
                 &live,
-                resource.namespaced,
-                req.labels,
-                req.owner.as_ref(),
+                write.resource.namespaced,
+                write.req.labels,
+                write.req.owner.as_ref(),
                 &self.written.previous(&live),
             )?;
             if !plan.drops && is_noop_update(&plan.body, &live) {
@@ -524,82 +539,83 @@ impl Applier {
                 return Ok((ApplyOutcome::Unchanged, Some(live)));
             }
             let object = to_dynamic(&plan.body)?;
-            gate(req.write_gate).await?;
-            let updated = api
-                .replace(&target.name, &post_params(), &object)
+            gate(write.req.write_gate).await?;
+            let updated = write
+                .api
+                .replace(&write.target.name, &post_params(), &object)
                 .await
-                .map_err(|e| ApplyError::from_kube("update", target.describe(), e))?;
+                .map_err(|e| ApplyError::from_kube("update", write.target.describe(), e))?;
             let updated = from_dynamic(&updated)?;
             self.written.remember(&updated, plan.fields);
             Ok((changed_outcome(&live, &updated), Some(updated)))
         };
         // 409: a stale resourceVersion, or a create racing another writer; start from a fresh read.
-        attempt
-            .retry(self.retry)
-            .when(ApplyError::is_conflict)
-            .await
+        self.again_on_conflict(attempt).await
     }
 
-    async fn apply_create_only(
-        &self,
-        api: &Api<DynamicObject>,
-        resource: &ResolvedResource,
-        target: &ManifestId,
-        req: &ApplyRequest<'_>,
-    ) -> Result<(ApplyOutcome, Option<Value>), ApplyError> {
-        if let Some(live) = LiveSource::new(req.cached).read(api, target).await? {
+    async fn apply_create_only(&self, write: Write<'_>) -> Result<Written, ApplyError> {
+        if let Some(live) = LiveSource::new(write.req.cached)
+            .read(write.api, write.target)
+            .await?
+        {
             return Ok((ApplyOutcome::CreateOnlyExists, Some(live)));
         }
-        let body = create_body(
-            req.manifest,
-            resource.namespaced,
-            req.labels,
-            req.owner.as_ref(),
-        )?;
-        gate(req.write_gate).await?;
-        match create(api, target, &body).await {
+        let body = write.req.create_body(write.resource.namespaced)?;
+        gate(write.req.write_gate).await?;
+        match create(write.api, write.target, &body).await {
             Ok(created) => Ok((ApplyOutcome::Created, Some(created))),
             Err(ApplyError::Api { code: 409, .. }) => {
                 // Someone created it between our read and our create: it exists, leave it.
                 Ok((
                     ApplyOutcome::CreateOnlyExists,
-                    get_value(api, target).await?,
+                    get_value(write.api, write.target).await?,
                 ))
             }
             Err(e) => Err(e),
         }
     }
 
-    async fn apply_server_side(
-        &self,
-        api: &Api<DynamicObject>,
-        resource: &ResolvedResource,
-        target: &ManifestId,
-        req: &ApplyRequest<'_>,
-    ) -> Result<(ApplyOutcome, Option<Value>), ApplyError> {
-        let config = req.strategy.server_side_apply.clone().unwrap_or_default();
-        let live = LiveSource::new(req.cached).read(api, target).await?;
+    async fn apply_server_side(&self, write: Write<'_>) -> Result<Written, ApplyError> {
+        let config = write
+            .req
+            .strategy
+            .server_side_apply
+            .clone()
+            .unwrap_or_default();
+        let live = LiveSource::new(write.req.cached)
+            .read(write.api, write.target)
+            .await?;
         if let Some(live) = &live
-            && complete_on_spoke(req.complete_check, live).await
+            && complete_on_spoke(write.req.complete_check, live).await
         {
             return Ok((ApplyOutcome::CompleteBeforeUpdate, Some(live.clone())));
         }
-        let base = clean_manifest(req.manifest, resource.namespaced, req.labels);
+        let base = clean_manifest(
+            write.req.manifest,
+            write.resource.namespaced,
+            write.req.labels,
+        );
         let mut patch = plan_ignore_fields(&base, live.as_ref(), &config.ignore_fields)?.patch;
-        set_apply_owner_references(&mut patch, live.as_ref(), req.owner.as_ref())?;
+        set_apply_owner_references(&mut patch, live.as_ref(), write.req.owner.as_ref())?;
         if let Some(live) = &live
-            && ssa_is_noop(&patch, live, config.field_manager(), req.owner.as_ref())?
+            && ssa_is_noop(
+                &patch,
+                live,
+                config.field_manager(),
+                write.req.owner.as_ref(),
+            )?
         {
             // The server would change nothing.
             return Ok((ApplyOutcome::Unchanged, Some(live.clone())));
         }
-        gate(req.write_gate).await?;
+        gate(write.req.write_gate).await?;
         let mut params = PatchParams::apply(config.field_manager());
         params.force = config.force;
-        let applied = api
-            .patch(&target.name, &params, &Patch::Apply(&patch))
+        let applied = write
+            .api
+            .patch(&write.target.name, &params, &Patch::Apply(&patch))
             .await
-            .map_err(|e| ApplyError::from_kube("apply", target.describe(), e))?;
+            .map_err(|e| ApplyError::from_kube("apply", write.target.describe(), e))?;
         let applied = from_dynamic(&applied)?;
         let outcome = match &live {
             None => ApplyOutcome::Created,

@@ -1,5 +1,7 @@
 //! The order manifests are applied in, so that what others depend on exists first.
 
+use std::borrow::Borrow;
+
 use serde_json::Value;
 
 /// Kinds everything else may live in or be defined by.
@@ -53,12 +55,13 @@ const KNOWN: &[&str] = &[
 
 /// The indices of `manifests` in apply order: Namespaces, then CRDs, then built-in kinds in
 /// dependency order, then other kinds (custom resources) by kind name, then APIServices and
-/// admission webhooks. Manifests of the same kind keep their relative order.
-pub fn apply_order(manifests: &[Value]) -> Vec<usize> {
+/// admission webhooks. Manifests of the same kind keep their relative order. Takes the manifests
+/// or references to them, so a caller need not copy a work's manifests to order them.
+pub fn apply_order<M: Borrow<Value>>(manifests: &[M]) -> Vec<usize> {
     let mut keyed: Vec<((usize, usize, &str), usize)> = manifests
         .iter()
         .enumerate()
-        .map(|(i, m)| (rank(m), i))
+        .map(|(i, m)| (rank(m.borrow()), i))
         .collect();
     // sort_by_key is stable, so equal kinds stay in manifest order.
     keyed.sort_by_key(|(key, _)| *key);
@@ -182,6 +185,6 @@ mod tests {
 
     #[test]
     fn empty_input_gives_empty_order() {
-        assert!(apply_order(&[]).is_empty());
+        assert!(apply_order::<Value>(&[]).is_empty());
     }
 }

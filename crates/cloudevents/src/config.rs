@@ -11,9 +11,33 @@ use serde::Deserialize;
 use crate::Error;
 use crate::mqtt::Topics;
 
-/// A config file's text; the error names the file.
-fn read_file(path: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(path).map_err(|e| Error::config(path.display().to_string(), e))
+/// `from_file` and `parse` of a config: YAML (or JSON) read into its raw keys `$raw`, named `$what`
+/// in a decoding error, then validated by its `from_raw`.
+macro_rules! yaml_config {
+    ($config:ty, $raw:ty, $what:literal) => {
+        impl $config {
+            /// Reads and validates a YAML or JSON file.
+            pub fn from_file(path: &Path) -> Result<Self, Error> {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| Error::config(path.display().to_string(), e))?;
+                Self::parse(&text)
+            }
+
+            /// Parses and validates YAML (JSON is YAML too).
+            pub fn parse(text: &str) -> Result<Self, Error> {
+                let raw: $raw =
+                    serde_norway::from_str(text).map_err(|e| Error::config($what, e))?;
+                Self::from_raw(raw)
+            }
+        }
+    };
+}
+
+/// A key that must be given and not empty.
+fn required(value: Option<String>, key: &str) -> Result<String, Error> {
+    value
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| Error::config(key, "required"))
 }
 
 /// MQTT client id for a `--cloudevents-client-id`.
@@ -157,20 +181,12 @@ pub struct MqttConfig {
     pub certs: CertConfig,
 }
 
-impl MqttConfig {
-    /// Reads and validates a YAML or JSON file.
-    pub fn from_file(path: &Path) -> Result<Self, Error> {
-        Self::parse(&read_file(path)?)
-    }
+yaml_config!(MqttConfig, RawMqtt, "mqtt config");
 
-    /// Parses and validates YAML (JSON is YAML too).
-    pub fn parse(text: &str) -> Result<Self, Error> {
-        let raw: RawMqtt =
-            serde_norway::from_str(text).map_err(|e| Error::config("mqtt config", e))?;
-        let broker_host = raw
-            .broker_host
-            .filter(|b| !b.is_empty())
-            .ok_or_else(|| Error::config("brokerHost", "required"))?;
+impl MqttConfig {
+    /// Validates the file's keys.
+    fn from_raw(raw: RawMqtt) -> Result<Self, Error> {
+        let broker_host = required(raw.broker_host, "brokerHost")?;
         let (host, port) = broker_host
             .rsplit_once(':')
             .and_then(|(h, p)| {
@@ -277,20 +293,12 @@ pub struct GrpcConfig {
     pub server_healthiness_timeout: Option<Duration>,
 }
 
-impl GrpcConfig {
-    /// Reads and validates a YAML or JSON file.
-    pub fn from_file(path: &Path) -> Result<Self, Error> {
-        Self::parse(&read_file(path)?)
-    }
+yaml_config!(GrpcConfig, RawGrpc, "grpc config");
 
-    /// Parses and validates YAML (JSON is YAML too).
-    pub fn parse(text: &str) -> Result<Self, Error> {
-        let raw: RawGrpc =
-            serde_norway::from_str(text).map_err(|e| Error::config("grpc config", e))?;
-        let url = raw
-            .url
-            .filter(|u| !u.is_empty())
-            .ok_or_else(|| Error::config("url", "required"))?;
+impl GrpcConfig {
+    /// Validates the file's keys.
+    fn from_raw(raw: RawGrpc) -> Result<Self, Error> {
+        let url = required(raw.url, "url")?;
         let certs = CertConfig::from_fields(
             (raw.ca_file, raw.ca_data),
             (raw.client_cert_file, raw.client_cert_data),
@@ -484,17 +492,12 @@ fn pubsub_name_re(project: &str, subscription: bool) -> Result<Regex, Error> {
         .map_err(|e| Error::config("projectID", e))
 }
 
-impl PubSubConfig {
-    /// Reads and validates a YAML or JSON file.
-    pub fn from_file(path: &Path) -> Result<Self, Error> {
-        Self::parse(&read_file(path)?)
-    }
+yaml_config!(PubSubConfig, RawPubSub, "pubsub config");
 
-    /// Parses and validates YAML (JSON is YAML too) with sdk-go's rules; an agent's file needs
-    /// the agent's two topics and two subscriptions.
-    pub fn parse(text: &str) -> Result<Self, Error> {
-        let raw: RawPubSub =
-            serde_norway::from_str(text).map_err(|e| Error::config("pubsub config", e))?;
+impl PubSubConfig {
+    /// Validates the file's keys with sdk-go's rules; an agent's file needs the agent's two
+    /// topics and two subscriptions.
+    fn from_raw(raw: RawPubSub) -> Result<Self, Error> {
         let project_id = raw.project_id.unwrap_or_default();
         check_project_id(&project_id)?;
         let endpoint = raw.endpoint.unwrap_or_default();
@@ -725,38 +728,29 @@ mod tests {
         }
     }
 
+    /// Asserts that `text` is refused as a gRPC config, saying `needle`.
+    fn assert_grpc_refused(text: &str, needle: &str) {
+        let e = GrpcConfig::parse(text).expect_err(text).to_string();
+        assert!(e.contains(needle), "{text:?}: {e}");
+    }
+
     #[test]
     fn grpc_config() {
         let c = GrpcConfig::parse("url: maestro-grpc-broker.maestro:8091\n").expect("parses");
         assert!(!c.uses_tls());
         assert!(!c.keep_alive.enable);
         assert_eq!(c.keep_alive.time, Duration::from_secs(30));
-        assert!(
-            GrpcConfig::parse("url: a:1\ntoken: t\n")
-                .expect_err("needs ca")
-                .to_string()
-                .contains("token")
-        );
+        assert_grpc_refused("url: a:1\ntoken: t\n", "token");
         let c = GrpcConfig::parse("url: a:1\ntoken: t\ncaFile: /ca\nkeepAliveConfig:\n  enable: true\n  timeout: 5s\nserverHealthinessTimeout: 20s\n")
             .expect("parses");
         assert!(c.uses_tls());
         assert_eq!(c.keep_alive.timeout, Duration::from_secs(5));
         assert_eq!(c.server_healthiness_timeout, Some(Duration::from_secs(20)));
-        assert!(
-            GrpcConfig::parse("token: t\n")
-                .expect_err("url")
-                .to_string()
-                .contains("url")
-        );
+        assert_grpc_refused("token: t\n", "url");
         let both = GrpcConfig::parse("url: a:1\ntoken: t\ntokenFile: /t\ncaFile: /ca\n")
             .expect("token wins, as upstream");
         assert_eq!(both.token, Some(Pem::Inline(b"t".to_vec())));
-        assert!(
-            GrpcConfig::parse("url: a:1\nclientCertFile: /c\n")
-                .expect_err("no key")
-                .to_string()
-                .contains("clientKeyFile")
-        );
+        assert_grpc_refused("url: a:1\nclientCertFile: /c\n", "clientKeyFile");
     }
 
     /// The file OCM's integration suite writes for its gRPC mode (Go's yaml.v2 marshalling of

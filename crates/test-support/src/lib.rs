@@ -6,6 +6,7 @@
 //! panics with instructions: integration tests never turn into silent skips.
 
 mod agent;
+pub mod agent_events;
 mod apply;
 pub mod broker_source;
 pub mod certs;
@@ -33,5 +34,7 @@ pub use cluster::{
 pub use error::Error;
 pub use fake_api::{fake_client, status_failure};
 pub use kubeconfig::{service_account_kubeconfig, try_service_account_kubeconfig};
-pub use paths::{free_port, our_crds_dir, repo_root, run_dir, unique_name, upstream_crds_dir};
+pub use paths::{
+    TempDir, free_port, our_crds_dir, repo_root, run_dir, unique_name, upstream_crds_dir,
+};
 pub use wait::{Probe, TimedOut, poll_until, wait_for};

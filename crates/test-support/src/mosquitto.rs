@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::Error;
+use crate::certs::{Ca, Leaf};
 
 /// How long a broker may take to accept connections.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -50,11 +51,42 @@ pub struct Broker {
     port: u16,
     dir: PathBuf,
     child: Option<Child>,
+    tls: bool,
 }
+
+/// The files of a TLS listener in the broker's directory: the CA's certificate, the broker's.
+const CA_FILE: &str = "ca.crt";
+const CERT_FILE: &str = "server.crt";
+const KEY_FILE: &str = "server.key";
 
 impl Broker {
     /// Starts a broker on a free port, anonymous, without persistence, 4 MiB packets.
     pub fn start(name: &str) -> Result<Self, Error> {
+        let mut broker = Self::stopped(name)?;
+        broker.restart()?;
+        Ok(broker)
+    }
+
+    /// Starts a broker as [`Broker::start`] whose listener speaks TLS 1.3 only and requires a
+    /// client certificate of `ca`, taking its CN as the user name (logged at connect as
+    /// `u'<CN>'`). Its own certificate, from `ca`, names 127.0.0.1 and localhost.
+    pub fn start_tls(name: &str, ca: &Ca) -> Result<Self, Error> {
+        let mut broker = Self::stopped(name)?;
+        let server = ca.sign(&Leaf::server("broker", &["localhost", "127.0.0.1"]))?;
+        for (file, pem) in [
+            (CA_FILE, ca.pem()),
+            (CERT_FILE, &server.cert_pem),
+            (KEY_FILE, &server.key_pem),
+        ] {
+            let path = broker.dir.join(file);
+            std::fs::write(&path, pem).map_err(|e| Error::io(&path, e))?;
+        }
+        broker.tls = true;
+        broker.restart()?;
+        Ok(broker)
+    }
+
+    fn stopped(name: &str) -> Result<Self, Error> {
         let dir = std::env::temp_dir().join(format!(
             "mosquitto-{name}-{}-{}",
             std::process::id(),
@@ -62,13 +94,27 @@ impl Broker {
         ));
         std::fs::create_dir_all(&dir)
             .map_err(|e| Error::Setup(format!("creating {}: {e}", dir.display())))?;
-        let mut broker = Self {
+        Ok(Self {
             port: crate::free_port(),
             dir,
             child: None,
-        };
-        broker.restart()?;
-        Ok(broker)
+            tls: false,
+        })
+    }
+
+    /// The port it listens on, on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The certificate of the CA a TLS broker trusts (and was signed by), for clients' `caFile`.
+    pub fn ca_file(&self) -> PathBuf {
+        self.dir.join(CA_FILE)
+    }
+
+    /// What the broker logged so far (empty when it logged nothing yet).
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
     }
 
     /// `127.0.0.1:<port>`, the config file's `brokerHost`.
@@ -99,22 +145,36 @@ impl Broker {
     pub fn restart(&mut self) -> Result<(), Error> {
         self.stop();
         let conf = self.dir.join("mosquitto.conf");
-        std::fs::write(
-            &conf,
-            format!(
-                "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n\
-                 max_packet_size 4194304\nlog_dest file {log}\nlog_type all\n",
-                port = self.port,
-                log = self.log_path().display()
-            ),
-        )
-        .map_err(|e| Error::Setup(format!("writing {}: {e}", conf.display())))?;
+        // The log goes to stderr, appended to the log file as it is written: mosquitto's own
+        // `log_dest file` buffers, and tests read the log while the broker runs.
+        let mut text = format!(
+            "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n\
+             max_packet_size 4194304\nlog_dest stderr\nlog_type all\n",
+            port = self.port
+        );
+        if self.tls {
+            text.push_str(&format!(
+                "cafile {}\ncertfile {}\nkeyfile {}\nrequire_certificate true\n\
+                 use_identity_as_username true\ntls_version tlsv1.3\n",
+                self.ca_file().display(),
+                self.dir.join(CERT_FILE).display(),
+                self.dir.join(KEY_FILE).display()
+            ));
+        }
+        std::fs::write(&conf, text)
+            .map_err(|e| Error::Setup(format!("writing {}: {e}", conf.display())))?;
+        let log = self.log_path();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| Error::io(&log, e))?;
         let child = Command::new(mosquitto_bin()?)
             .arg("-c")
             .arg(&conf)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(log)
             .spawn()
             .map_err(|e| Error::Setup(format!("starting mosquitto: {e}")))?;
         self.child = Some(child);

@@ -361,17 +361,9 @@ async fn event_loop(
                 }
             }
             Ok(Event::Incoming(Packet::Publish(p))) => {
-                let props = p.properties.clone().unwrap_or_default();
-                let msg = Message {
-                    content_type: props.content_type,
-                    user_properties: props.user_properties,
-                    payload: p.payload.to_vec(),
-                };
                 // Nothing to answer on MQTT: what the source took shows in its records.
-                let _ = maestro
-                    .receive(mqtt::from_message(&msg).map_err(|e| e.to_string()), |_| {
-                        false
-                    });
+                let event = mqtt::from_message(&message_of(&p)).map_err(|e| e.to_string());
+                let _ = maestro.receive(event, |_| false);
             }
             Ok(Event::Incoming(Packet::Disconnect(d))) => {
                 link.lost(format!("broker disconnected: {:?}", d.reason_code));

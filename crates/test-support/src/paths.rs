@@ -1,7 +1,7 @@
 //! Where the harness keeps things, and unique names.
 
 use std::net::TcpListener;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -86,6 +86,44 @@ fn base36(mut v: u64) -> String {
     }
     out.reverse();
     String::from_utf8(out).unwrap_or_default()
+}
+
+/// A directory of its own under the system's temporary directory, removed on drop: for the
+/// certificates and config files a test writes.
+pub struct TempDir(PathBuf);
+
+impl TempDir {
+    /// Creates `<tmp>/<unique name from prefix>`.
+    ///
+    /// Panics when the directory cannot be created: the machine has no writable temp directory.
+    pub fn new(prefix: &str) -> Self {
+        let dir = std::env::temp_dir().join(unique_name(prefix));
+        std::fs::create_dir_all(&dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+        Self(dir)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Writes `contents` to `name` in the directory, atomically (a temporary file renamed over
+    /// it, as a Secret volume rotates its files); its path. Panics as [`TempDir::new`].
+    pub fn write(&self, name: &str, contents: impl AsRef<[u8]>) -> PathBuf {
+        let tmp = self.0.join(format!(".{name}.tmp"));
+        let path = self.0.join(name);
+        std::fs::write(&tmp, contents)
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 #[cfg(test)]

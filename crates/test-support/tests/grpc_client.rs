@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cloudevents::client::{Client, Publisher};
-use cloudevents::codec::{self, Incoming, ResourceVersion, StatusReport};
+use cloudevents::codec::{self, Incoming, ResourceVersion};
 use cloudevents::config::GrpcConfig;
 use cloudevents::grpc::GrpcClientOptions;
 use cloudevents::types::EventType;
@@ -84,20 +84,8 @@ fn applied_status(uid: &str, generation: i64, sequence: u64) -> cloudevents::Clo
         last_transition_time: Time(Timestamp::now()),
         observed_generation: Some(generation),
     });
-    codec::encode_status(
-        &StatusReport {
-            uid,
-            generation,
-            cluster: CLUSTER,
-            original_source: "maestro",
-            metadata: None,
-            status: &status,
-        },
-        EventType::StatusUpdate,
-        "cluster1-work-agent",
-        sequence,
-    )
-    .expect("status")
+    test_support::agent_events::status_update(CLUSTER, uid, generation, sequence, &status)
+        .expect("status")
 }
 
 /// Publishes an `Applied` status of `id` and waits until the source accepted it.
@@ -387,43 +375,18 @@ async fn a_refused_status_is_tried_again_and_a_1_mib_bundle_arrives() {
 mod tls {
     use super::*;
     use base64::Engine;
-    use rcgen::{
-        BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    };
-    use std::path::PathBuf;
+    use test_support::TempDir;
+    use test_support::certs::{Ca, CertAndKey, Leaf};
     use test_support::grpc_source::SourceTls;
 
-    struct Ca {
-        issuer: Issuer<'static, KeyPair>,
-        pem: String,
-    }
-
     fn new_ca(name: &str) -> Ca {
-        let key = KeyPair::generate().expect("key");
-        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
-        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        params.distinguished_name.push(DnType::CommonName, name);
-        let pem = params.self_signed(&key).expect("CA").pem();
-        Ca {
-            issuer: Issuer::new(params, key),
-            pem,
-        }
-    }
-
-    /// Certificate and key PEM of a leaf signed by `ca`.
-    fn leaf(ca: &Ca, cn: &str, sans: &[&str], usage: ExtendedKeyUsagePurpose) -> (String, String) {
-        let key = KeyPair::generate().expect("key");
-        let mut params =
-            CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>())
-                .expect("params");
-        params.distinguished_name.push(DnType::CommonName, cn);
-        params.extended_key_usages = vec![usage];
-        let cert = params.signed_by(&key, &ca.issuer).expect("leaf");
-        (cert.pem(), key.serialize_pem())
+        Ca::new(name).expect("a CA")
     }
 
     fn client_cert(ca: &Ca, cn: &str) -> (String, String) {
-        leaf(ca, cn, &[], ExtendedKeyUsagePurpose::ClientAuth)
+        let CertAndKey { cert_pem, key_pem } =
+            ca.sign(&Leaf::client(cn)).expect("a client certificate");
+        (cert_pem, key_pem)
     }
 
     fn b64(s: &str) -> String {
@@ -452,50 +415,21 @@ mod tls {
     /// A TLS source whose server certificate (for 127.0.0.1) is signed by `ca`, requiring client
     /// certificates of `client_ca` when given.
     async fn tls_source(ca: &Ca, client_ca: Option<&Ca>, token: Option<&str>) -> GrpcSource {
-        let (cert_pem, key_pem) = leaf(
-            ca,
-            "source",
-            &["127.0.0.1", "localhost"],
-            ExtendedKeyUsagePurpose::ServerAuth,
-        );
+        let CertAndKey { cert_pem, key_pem } = ca
+            .sign(&Leaf::server("source", &["127.0.0.1", "localhost"]))
+            .expect("a server certificate");
         GrpcSource::start(GrpcSourceOptions {
             heartbeat_interval: Duration::from_millis(100),
             tls: Some(SourceTls {
                 cert_pem,
                 key_pem,
-                client_ca_pem: client_ca.map(|c| c.pem.clone()),
+                client_ca_pem: client_ca.map(|c| c.pem().to_string()),
             }),
             token: token.map(str::to_string),
             ..Default::default()
         })
         .await
         .expect("source starts")
-    }
-
-    /// A temporary directory removed on drop.
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(name: &str) -> Self {
-            let dir = std::env::temp_dir().join(test_support::unique_name(name));
-            std::fs::create_dir_all(&dir).expect("temp dir");
-            Self(dir)
-        }
-
-        fn write(&self, name: &str, contents: &str) -> PathBuf {
-            // Atomically, as a Secret volume rotates files.
-            let tmp = self.0.join(format!(".{name}.tmp"));
-            std::fs::write(&tmp, contents).expect("write");
-            let path = self.0.join(name);
-            std::fs::rename(&tmp, &path).expect("rename");
-            path
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
     }
 
     #[tokio::test]
@@ -506,7 +440,7 @@ mod tls {
         // The suite's file: base64 data, an empty token.
         let (mut client, _) = client(
             &src.url(),
-            &format!("{}token: \"\"\n", inline_certs(&ca.pem, &cert, &key)),
+            &format!("{}token: \"\"\n", inline_certs(ca.pem(), &cert, &key)),
         );
         src.wait_until(|s| s.counters().spec_resync_requests >= 1, WAIT)
             .await
@@ -531,7 +465,7 @@ mod tls {
         for (server_ca, client_ca) in [(&ca, &other), (&other, &ca)] {
             let src = tls_source(server_ca, Some(&ca), None).await;
             let (cert, key) = client_cert(client_ca, "cluster1-work-agent");
-            let (client, _) = client(&src.url(), &inline_certs(&ca.pem, &cert, &key));
+            let (client, _) = client(&src.url(), &inline_certs(ca.pem(), &cert, &key));
             src.wait_until(|s| s.failed_handshakes().len() >= 2, WAIT)
                 .await
                 .expect("refused, tried again");
@@ -545,7 +479,7 @@ mod tls {
         let ca = new_ca("grpc-ca");
         let src = tls_source(&ca, None, Some("s3cret")).await;
         let dir = TempDir::new("grpc-token");
-        let ca_file = dir.write("ca.crt", &ca.pem);
+        let ca_file = dir.write("ca.crt", ca.pem());
         let token_file = dir.write("token", "s3cret\n");
         let (mut client, _) = client(
             &src.url(),
@@ -578,7 +512,7 @@ mod tls {
     async fn a_ca_alone_means_plain_tcp_as_upstream() {
         let ca = new_ca("grpc-ca");
         let src = source().await;
-        let (client, _) = client(&src.url(), &format!("caData: {}\n", b64(&ca.pem)));
+        let (client, _) = client(&src.url(), &format!("caData: {}\n", b64(ca.pem())));
         src.wait_until(|s| s.counters().spec_resync_requests >= 1, WAIT)
             .await
             .expect("subscribed without TLS");
@@ -591,7 +525,7 @@ mod tls {
         let src = tls_source(&ca, Some(&ca), None).await;
         let dir = TempDir::new("grpc-rotate");
         let (cert1, key1) = client_cert(&ca, "first");
-        let ca_file = dir.write("ca.crt", &ca.pem);
+        let ca_file = dir.write("ca.crt", ca.pem());
         let cert_file = dir.write("tls.crt", &cert1);
         let key_file = dir.write("tls.key", &key1);
         let (_client, _) = client_with(

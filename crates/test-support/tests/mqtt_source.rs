@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use cloudevents::codec::{self, ResourceVersion, StatusReport};
+use cloudevents::codec::{self, ResourceVersion};
 use cloudevents::mqtt::{self, Message};
 use cloudevents::snowflake::Snowflake;
 use cloudevents::types::{self, EventType};
@@ -122,21 +122,7 @@ fn status_event(
     seq: u64,
     st: &work_api::ManifestWorkStatus,
 ) -> CloudEvent {
-    let report = StatusReport {
-        uid: id,
-        generation: version,
-        cluster: consumer,
-        original_source: "maestro",
-        metadata: None,
-        status: st,
-    };
-    codec::encode_status(
-        &report,
-        EventType::StatusUpdate,
-        &format!("{consumer}-work-agent"),
-        seq,
-    )
-    .expect("encodes")
+    test_support::agent_events::status_update(consumer, id, version, seq, st).expect("encodes")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -606,6 +606,14 @@ mod tests {
         run: RunArgs,
     }
 
+    /// The `run` flags of a command line (after the program name) that must parse.
+    fn run_args(args: &[&str]) -> RunArgs {
+        let argv = std::iter::once("x").chain(args.iter().copied());
+        Cli::try_parse_from(argv)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
+            .run
+    }
+
     #[test]
     fn durations_parse_with_units() {
         assert_eq!(parse_duration("30s"), Ok(Duration::from_secs(30)));
@@ -659,8 +667,7 @@ mod tests {
 
     #[test]
     fn the_klusterlet_operators_flags_map_onto_ours() {
-        let cli = Cli::try_parse_from([
-            "x",
+        let r = &run_args(&[
             "--cluster-name=c1",
             "--workload-source-driver=kube",
             "--workload-source-config=/spoke/hub-kubeconfig/kubeconfig",
@@ -677,9 +684,7 @@ mod tests {
             "--appliedmanifestwork-eviction-grace-period=1h30m0s",
             "--disable-leader-election",
             "--leader-election-lease-duration=137s",
-        ])
-        .expect("upstream's flags");
-        let r = &cli.run;
+        ]);
         assert_eq!(r.spoke_cluster_name, "c1");
         assert_eq!(
             r.hub_kubeconfig,
@@ -722,8 +727,7 @@ mod tests {
 
     #[test]
     fn maestros_agent_chart_command_line_maps_onto_ours() {
-        let cli = Cli::try_parse_from([
-            "x",
+        let r = &run_args(&[
             "--consumer-name=cluster1",
             "--workload-source-driver=mqtt",
             "--workload-source-config=/secrets/mqtt/config.yaml",
@@ -735,9 +739,7 @@ mod tests {
             "--max-json-raw-length=1048576",
             "--disable-leader-election",
             "-v=2",
-        ])
-        .expect("Maestro's agent flags");
-        let r = &cli.run;
+        ]);
         assert_eq!(r.spoke_cluster_name, "cluster1");
         assert_eq!(r.upstream.workload_source_driver, "mqtt");
         assert_eq!(r.hub_kubeconfig, Path::new("/secrets/mqtt/config.yaml"));

@@ -4,7 +4,7 @@
 #[path = "cli_common.rs"]
 mod common;
 
-use common::{fixture, run};
+use common::{assert_contains, assert_refused, eval_work, fixture, run};
 use serde_json::Value;
 
 fn authoring(name: &str) -> String {
@@ -67,57 +67,44 @@ fn explain_work_in_text_names_every_step() {
     }
 }
 
+/// `eval --explain --output json` of `work-job.yaml` on the object fixture `object`.
+fn explain_json(object: &str) -> Value {
+    let r = eval_work(
+        &fixture("work-job.yaml"),
+        &fixture(object),
+        &["--explain", "--output", "json"],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    serde_json::from_str(&r.stdout).expect("one JSON document")
+}
+
+/// A condition's type, status, reason and message.
+fn condition_fields(c: &Value) -> [Value; 4] {
+    ["type", "status", "reason", "message"].map(|k| c[k].clone())
+}
+
 #[test]
 fn explain_json_gives_the_same_conditions_as_eval_work() {
     for object in ["job-running.json", "job-complete.yaml", "job-stale.yaml"] {
-        let explained = run(&[
-            "eval",
-            "--explain",
-            "--output",
-            "json",
-            "--work",
+        let explained = explain_json(object);
+        let plain = eval_work(
             &fixture("work-job.yaml"),
-            "--object",
             &fixture(object),
-        ]);
-        assert_eq!(explained.code, 0, "{}", explained.stderr);
-        let explained: Value = serde_json::from_str(&explained.stdout).unwrap();
-        let plain = run(&[
-            "eval",
-            "--output",
-            "json",
-            "--work",
-            &fixture("work-job.yaml"),
-            "--object",
-            &fixture(object),
-        ]);
+            &["--output", "json"],
+        );
         let plain: Value = serde_json::from_str(&plain.stdout).unwrap();
-        let from_explain: Vec<(Value, Value, Value, Value)> = explained["rules"]
+        let from_explain: Vec<_> = explained["rules"]
             .as_array()
             .unwrap()
             .iter()
             .filter(|r| !r["result"].is_null())
-            .map(|r| {
-                (
-                    r["result"]["type"].clone(),
-                    r["result"]["status"].clone(),
-                    r["result"]["reason"].clone(),
-                    r["result"]["message"].clone(),
-                )
-            })
+            .map(|r| condition_fields(&r["result"]))
             .collect();
-        let from_eval: Vec<(Value, Value, Value, Value)> = plain["conditions"]
+        let from_eval: Vec<_> = plain["conditions"]
             .as_array()
             .unwrap()
             .iter()
-            .map(|c| {
-                (
-                    c["type"].clone(),
-                    c["status"].clone(),
-                    c["reason"].clone(),
-                    c["message"].clone(),
-                )
-            })
+            .map(condition_fields)
             .collect();
         assert_eq!(from_explain, from_eval, "{object}");
     }
@@ -125,17 +112,7 @@ fn explain_json_gives_the_same_conditions_as_eval_work() {
 
 #[test]
 fn explain_json_shows_the_stale_guard_and_map_fields() {
-    let r = run(&[
-        "eval",
-        "--explain",
-        "--output",
-        "json",
-        "--work",
-        &fixture("work-job.yaml"),
-        "--object",
-        &fixture("job-stale.yaml"),
-    ]);
-    let doc: Value = serde_json::from_str(&r.stdout).unwrap();
+    let doc = explain_json("job-stale.yaml");
     assert_eq!(doc["rules"][1]["staleStatus"]["observedGeneration"], 2);
     assert_eq!(doc["rules"][1]["staleStatus"]["withheld"], true);
     assert_eq!(doc["rules"][1]["messageSource"], "staleStatus");
@@ -173,8 +150,7 @@ fn explain_refuses_toplevel_binding() {
         "--object",
         &fixture("job-running.json"),
     ]);
-    assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("--explain"), "{}", r.stderr);
+    assert_refused(&r, "--explain");
 }
 
 #[test]
@@ -187,7 +163,7 @@ fn rules_list_and_show() {
         "strimzi-kafka",
         "argocd-application",
     ] {
-        assert!(r.stdout.contains(name), "{}", r.stdout);
+        assert_contains(&r.stdout, name);
     }
     let r = run(&[
         "rules",
@@ -208,11 +184,7 @@ fn rules_list_and_show() {
     );
     let missing = run(&["rules", "show", "no-such-rule"]);
     assert_eq!(missing.code, 1);
-    assert!(
-        missing.stderr.contains("kstatus-ready"),
-        "{}",
-        missing.stderr
-    );
+    assert_contains(&missing.stderr, "kstatus-ready");
 }
 
 #[test]
@@ -281,17 +253,9 @@ fn convert_kapp_uses_the_well_known_rule_and_notes_the_rest() {
         &authoring("kapp-manifests.yaml"),
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stdout.contains("type: WellKnownConditions"),
-        "{}",
-        r.stdout
-    );
-    assert!(r.stdout.contains("resource: deployments"), "{}", r.stdout);
-    assert!(
-        r.stderr.contains("v1 ConfigMap: kapp counts it as healthy"),
-        "{}",
-        r.stderr
-    );
+    assert_contains(&r.stdout, "type: WellKnownConditions");
+    assert_contains(&r.stdout, "resource: deployments");
+    assert_contains(&r.stderr, "v1 ConfigMap: kapp counts it as healthy");
 }
 
 #[test]
@@ -300,16 +264,14 @@ fn convert_rejects_what_it_cannot_convert() {
     let path = dir.join("bad.yaml");
     std::fs::write(&path, "healthCheckExprs:\n- apiVersion: a/v1\n  kind: A\n  current: \"status.x.exists(status, status)\"\n").unwrap();
     let r = run(&["convert", path.to_str().unwrap()]);
-    assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("comprehension variable"), "{}", r.stderr);
+    assert_refused(&r, "comprehension variable");
     let r = run(&[
         "convert",
         "--from",
         "cartographer",
         &authoring("kapp-manifests.yaml"),
     ]);
-    assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("healthRule"), "{}", r.stderr);
+    assert_refused(&r, "healthRule");
 }
 
 #[test]
@@ -395,11 +357,7 @@ fn rules_add_writes_the_file_and_rules_docs_prints_the_catalog() {
     );
     let r = run(&["rules", "add", &path]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    assert!(
-        r.stderr.contains("added velero (Healthy, Complete)"),
-        "{}",
-        r.stderr
-    );
+    assert_contains(&r.stderr, "added velero (Healthy, Complete)");
     let written = std::fs::read_to_string(&work).unwrap();
     assert!(
         written.contains("resource: backups") && written.contains("condition: Complete"),

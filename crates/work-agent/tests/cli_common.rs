@@ -56,6 +56,25 @@ pub fn run(args: &[&str]) -> Run {
     run_with_stdin(args, None)
 }
 
+/// `work-agent eval --work <work> --object <object>`, with `more` after.
+pub fn eval_work(work: &str, object: &str, more: &[&str]) -> Run {
+    let mut args = vec!["eval", "--work", work, "--object", object];
+    args.extend(more);
+    run(&args)
+}
+
+/// Asserts that `text` (a run's output) contains `needle`, showing the text when not.
+pub fn assert_contains(text: &str, needle: &str) {
+    assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+}
+
+/// Asserts that the run was refused as a usage or input error: exit code 2, and `needle` in what
+/// it said on stderr.
+pub fn assert_refused(r: &Run, needle: &str) {
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert_contains(&r.stderr, needle);
+}
+
 /// A fresh scratch directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))

@@ -3,7 +3,7 @@
 #[path = "cli_common.rs"]
 mod common;
 
-use common::{run, scratch};
+use common::{assert_refused, run, scratch};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -61,6 +61,5 @@ fn an_unwritable_output_dir_exits_two() {
         "--output-dir",
         &file.join("sub").display().to_string(),
     ]);
-    assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("a-file"), "{}", r.stderr);
+    assert_refused(&r, "a-file");
 }

@@ -3,13 +3,35 @@
 #[path = "cli_common.rs"]
 mod common;
 
-use common::{fixture, run, run_with_stdin};
+use common::{Run, assert_contains, assert_refused, eval_work, fixture, run, run_with_stdin};
 use serde_json::{Value, json};
 
 fn json_line(stdout: &str) -> Value {
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 1, "expected one line, got {stdout:?}");
     serde_json::from_str(lines[0]).expect("the line is JSON")
+}
+
+/// `work-agent eval -e <expression>`, on `--object <object>` when given, with `more` after.
+fn eval(expression: &str, object: Option<&str>, more: &[&str]) -> Run {
+    let mut args = vec!["eval", "-e", expression];
+    if let Some(object) = object {
+        args.extend(["--object", object]);
+    }
+    args.extend(more);
+    run(&args)
+}
+
+/// [`eval`] with `--output json`: the exit code and the one JSON line.
+fn eval_json(expression: &str, object: Option<&str>, more: &[&str]) -> (i32, Value) {
+    let r = eval(expression, object, &[more, &["--output", "json"]].concat());
+    (r.code, json_line(&r.stdout))
+}
+
+/// The error of an eval's JSON line, which must have no value.
+fn error_of(line: &Value) -> &str {
+    assert_eq!(line["value"], Value::Null, "{line}");
+    line["error"].as_str().unwrap_or_default()
 }
 
 #[test]
@@ -28,28 +50,14 @@ fn integer_arithmetic_on_object_fields_prints_the_value() {
 #[test]
 fn a_false_result_still_exits_zero() {
     let job = fixture("job-running.json");
-    let r = run(&[
-        "eval",
-        "-e",
-        "has(object.status.succeeded)",
-        "--object",
-        &job,
-    ]);
+    let r = eval("has(object.status.succeeded)", Some(&job), &[]);
     assert_eq!((r.code, r.stdout.trim()), (0, "false"), "{}", r.stderr);
 }
 
 #[test]
 fn json_output_is_one_line_with_value_then_error() {
     let job = fixture("job-complete.yaml");
-    let r = run(&[
-        "eval",
-        "-e",
-        "object.status.succeeded",
-        "--object",
-        &job,
-        "--output",
-        "json",
-    ]);
+    let r = eval("object.status.succeeded", Some(&job), &["--output", "json"]);
     assert_eq!(r.code, 0);
     assert_eq!(r.stdout, "{\"value\": 1, \"error\": null}\n");
 }
@@ -61,14 +69,14 @@ fn ip_cidr_and_semver_results_print_their_string_form_and_type() {
         ("cidr('10.0.0.0/8')", "10.0.0.0/8", "net.CIDR"),
         ("semver('1.2.3-rc.1')", "1.2.3-rc.1", "kubernetes.Semver"),
     ] {
-        let r = run(&["eval", "-e", expr]);
+        let r = eval(expr, None, &[]);
         assert_eq!(
             (r.code, r.stdout.trim()),
             (0, format!("{text} ({type_name})").as_str()),
             "{}",
             r.stderr
         );
-        let r = run(&["eval", "-e", expr, "--output", "json"]);
+        let r = eval(expr, None, &["--output", "json"]);
         assert_eq!(r.code, 0, "{}", r.stderr);
         assert_eq!(
             r.stdout,
@@ -76,48 +84,30 @@ fn ip_cidr_and_semver_results_print_their_string_form_and_type() {
         );
     }
     // A type identifier of the library: `net.IP` is declared.
-    let r = run(&[
-        "eval",
-        "-e",
-        "type(ip('1.2.3.4')) == net.IP",
-        "--output",
-        "json",
-    ]);
-    assert_eq!(json_line(&r.stdout), json!({"value": true, "error": null}));
+    let (_, line) = eval_json("type(ip('1.2.3.4')) == net.IP", None, &[]);
+    assert_eq!(line, json!({"value": true, "error": null}));
 }
 
 #[test]
 fn toplevel_binding_exposes_each_field() {
     let job = fixture("job-complete.yaml");
     let expr = "status.conditions.exists(c, c.type == 'Complete' && c.status == 'True') && metadata.name == 'pi'";
-    let r = run(&[
-        "eval", "-e", expr, "--object", &job, "--bind", "toplevel", "--output", "json",
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stdout);
-    assert_eq!(json_line(&r.stdout), json!({"value": true, "error": null}));
+    let (code, line) = eval_json(expr, Some(&job), &["--bind", "toplevel"]);
+    assert_eq!(code, 0, "{line}");
+    assert_eq!(line, json!({"value": true, "error": null}));
     // `object` is not bound in that mode.
-    let r = run(&[
-        "eval",
-        "-e",
-        "object.status",
-        "--object",
-        &job,
-        "--bind",
-        "toplevel",
-        "--output",
-        "json",
-    ]);
-    assert_ne!(r.code, 0);
+    let (code, _) = eval_json("object.status", Some(&job), &["--bind", "toplevel"]);
+    assert_ne!(code, 0);
 }
 
 #[test]
 fn a_map_result_is_printed_as_json() {
     let job = fixture("job-complete.yaml");
     let expr = "{'status': object.status.succeeded >= 1, 'reason': 'Counted', 'message': 'n=' + string(object.status.succeeded)}";
-    let r = run(&["eval", "-e", expr, "--object", &job, "--output", "json"]);
-    assert_eq!(r.code, 0);
+    let (code, line) = eval_json(expr, Some(&job), &[]);
+    assert_eq!(code, 0);
     assert_eq!(
-        json_line(&r.stdout),
+        line,
         json!({"value": {"status": true, "reason": "Counted", "message": "n=1"}, "error": null})
     );
 }
@@ -125,30 +115,11 @@ fn a_map_result_is_printed_as_json() {
 #[test]
 fn a_runtime_error_exits_one() {
     let job = fixture("job-running.json");
-    let r = run(&[
-        "eval",
-        "-e",
-        "object.status.succeeded > 0",
-        "--object",
-        &job,
-        "--output",
-        "json",
-    ]);
-    assert_eq!(r.code, 1);
-    let line = json_line(&r.stdout);
-    assert_eq!(line["value"], Value::Null);
-    assert!(
-        line["error"].as_str().unwrap().contains("succeeded"),
-        "{line}"
-    );
+    let (code, line) = eval_json("object.status.succeeded > 0", Some(&job), &[]);
+    assert_eq!(code, 1);
+    assert!(error_of(&line).contains("succeeded"), "{line}");
     // Text mode: nothing on stdout, the error on stderr.
-    let r = run(&[
-        "eval",
-        "-e",
-        "object.status.succeeded > 0",
-        "--object",
-        &job,
-    ]);
+    let r = eval("object.status.succeeded > 0", Some(&job), &[]);
     assert_eq!((r.code, r.stdout.as_str()), (1, ""));
     assert!(r.stderr.starts_with("error: "), "{}", r.stderr);
 }
@@ -156,22 +127,9 @@ fn a_runtime_error_exits_one() {
 #[test]
 fn a_compile_error_exits_two() {
     let job = fixture("job-complete.yaml");
-    let r = run(&[
-        "eval",
-        "-e",
-        "object.status.((",
-        "--object",
-        &job,
-        "--output",
-        "json",
-    ]);
-    assert_eq!(r.code, 2);
-    let line = json_line(&r.stdout);
-    assert_eq!(line["value"], Value::Null);
-    assert!(
-        line["error"].as_str().unwrap().starts_with("compile error"),
-        "{line}"
-    );
+    let (code, line) = eval_json("object.status.((", Some(&job), &[]);
+    assert_eq!(code, 2);
+    assert!(error_of(&line).starts_with("compile error"), "{line}");
 }
 
 #[test]
@@ -181,13 +139,9 @@ fn bad_input_exits_two_with_a_json_error() {
         (fixture("not-yaml.yaml"), "not valid YAML"),
         (fixture("two-objects.yaml"), "2 documents"),
     ] {
-        let r = run(&[
-            "eval", "-e", "true", "--object", &object, "--output", "json",
-        ]);
-        assert_eq!(r.code, 2, "{object}");
-        let line = json_line(&r.stdout);
-        assert_eq!(line["value"], Value::Null);
-        assert!(line["error"].as_str().unwrap().contains(needle), "{line}");
+        let (code, line) = eval_json("true", Some(&object), &[]);
+        assert_eq!(code, 2, "{object}");
+        assert!(error_of(&line).contains(needle), "{line}");
     }
 }
 
@@ -196,10 +150,7 @@ fn usage_errors_exit_two() {
     let job = fixture("job-complete.yaml");
     assert_eq!(run(&["eval", "--object", &job]).code, 2);
     assert_eq!(run(&["eval", "--explain", "-e", "true"]).code, 2);
-    assert_eq!(
-        run(&["eval", "-e", "true", "--object", &job, "--bind", "nope"]).code,
-        2
-    );
+    assert_eq!(eval("true", Some(&job), &["--bind", "nope"]).code, 2);
 }
 
 #[test]
@@ -225,13 +176,11 @@ fn conditions_of(status: &Value) -> Vec<(String, String, String, String)> {
 
 #[test]
 fn work_mode_prints_the_manifest_status_as_yaml() {
-    let r = run(&[
-        "eval",
-        "--work",
+    let r = eval_work(
         &fixture("work-job.yaml"),
-        "--object",
         &fixture("job-complete.yaml"),
-    ]);
+        &[],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let status: Value = serde_norway::from_str(&r.stdout).expect("YAML output");
     assert_eq!(
@@ -266,15 +215,11 @@ fn work_mode_prints_the_manifest_status_as_yaml() {
 
 #[test]
 fn work_mode_json_output() {
-    let r = run(&[
-        "eval",
-        "--work",
+    let r = eval_work(
         &fixture("work-job.yaml"),
-        "--object",
         &fixture("job-running.json"),
-        "--output",
-        "json",
-    ]);
+        &["--output", "json"],
+    );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let status = json_line(&r.stdout);
     let conditions = conditions_of(&status);
@@ -285,13 +230,7 @@ fn work_mode_json_output() {
 
 #[test]
 fn work_mode_does_not_trust_a_stale_status_to_make_a_condition_true() {
-    let r = run(&[
-        "eval",
-        "--work",
-        &fixture("work-job.yaml"),
-        "--object",
-        &fixture("job-stale.yaml"),
-    ]);
+    let r = eval_work(&fixture("work-job.yaml"), &fixture("job-stale.yaml"), &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let status: Value = serde_norway::from_str(&r.stdout).unwrap();
     let conditions = conditions_of(&status);
@@ -320,22 +259,14 @@ fn work_mode_with_no_matching_config_says_so() {
     assert_eq!(status["resourceMeta"]["ordinal"], 0);
     assert_eq!(status["resourceMeta"]["resource"], "configmaps");
     assert_eq!(status["conditions"], json!([]));
-    assert!(r.stderr.contains("no manifestConfig"), "{}", r.stderr);
+    assert_contains(&r.stderr, "no manifestConfig");
 }
 
 #[test]
 fn work_mode_bad_input_exits_two() {
     let job = fixture("job-complete.yaml");
     // A Job is not a ManifestWork... but it decodes leniently; a list does not.
-    let r = run(&[
-        "eval",
-        "--work",
-        &fixture("not-yaml.yaml"),
-        "--object",
-        &job,
-        "--output",
-        "json",
-    ]);
+    let r = eval_work(&fixture("not-yaml.yaml"), &job, &["--output", "json"]);
     assert_eq!(r.code, 2);
     assert_eq!(json_line(&r.stdout)["value"], Value::Null);
     let r = run_with_stdin(
@@ -343,7 +274,7 @@ fn work_mode_bad_input_exits_two() {
         Some("kind: Job\n"),
     );
     assert_eq!(r.code, 2, "an object without apiVersion/name: {}", r.stdout);
-    assert!(r.stderr.contains("apiVersion"), "{}", r.stderr);
+    assert_contains(&r.stderr, "apiVersion");
 }
 
 #[test]
@@ -364,12 +295,11 @@ fn an_expression_may_start_with_a_minus() {
 
 #[test]
 fn an_expression_needs_no_object() {
-    let r = run(&["eval", "-e", "-1 < 0"]);
+    let r = eval("-1 < 0", None, &[]);
     assert_eq!((r.code, r.stdout.trim()), (0, "true"), "{}", r.stderr);
-    let r = run(&["eval", "-e", "object.kind == 'Job'"]);
+    let r = eval("object.kind == 'Job'", None, &[]);
     assert_ne!(r.code, 0, "no object: `object` is undeclared");
-    assert!(r.stderr.contains("object"), "{}", r.stderr);
+    assert_contains(&r.stderr, "object");
     let r = run(&["eval", "--work", &fixture("work-job.yaml")]);
-    assert_eq!(r.code, 2);
-    assert!(r.stderr.contains("--work needs --object"), "{}", r.stderr);
+    assert_refused(&r, "--work needs --object");
 }

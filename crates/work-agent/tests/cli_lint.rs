@@ -3,7 +3,7 @@
 #[path = "cli_common.rs"]
 mod common;
 
-use common::{fixture, run, scratch};
+use common::{assert_contains, fixture, run, scratch};
 
 fn lint(name: &str) -> common::Run {
     run(&["lint", &fixture(&format!("lint/{name}"))])
@@ -161,11 +161,7 @@ fn several_files_are_all_checked_and_errors_win() {
         &fixture("lint/agent-owned.yaml"),
     ]);
     assert_eq!(r.code, 1);
-    assert!(
-        r.stderr.contains("1 error(s), 1 warning(s)"),
-        "{}",
-        r.stderr
-    );
+    assert_contains(&r.stderr, "1 error(s), 1 warning(s)");
 }
 
 #[test]

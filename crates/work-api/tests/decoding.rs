@@ -9,6 +9,13 @@ fn decode(yaml: &str) -> ManifestWork {
     serde_norway::from_str(yaml).expect("decodes")
 }
 
+/// The work `w` in `c1` with this `spec` (YAML lines indented by two).
+fn decode_spec(spec: &str) -> ManifestWork {
+    decode(&format!(
+        "metadata: {{name: w, namespace: c1}}\nspec:{spec}"
+    ))
+}
+
 #[test]
 fn unknown_fields_are_ignored_at_every_level() {
     let work = decode(
@@ -50,10 +57,8 @@ status:
 
 #[test]
 fn unknown_enum_values_decode_to_unknown() {
-    let work = decode(
+    let work = decode_spec(
         r#"
-metadata: {name: w, namespace: c1}
-spec:
   deleteOption: {propagationPolicy: Shred}
   manifestConfigs:
     - resourceIdentifier: {resource: jobs, name: j}
@@ -91,10 +96,8 @@ spec:
 
 #[test]
 fn defaults_apply_when_fields_are_missing() {
-    let work = decode(
+    let work = decode_spec(
         r#"
-metadata: {name: w, namespace: c1}
-spec:
   deleteOption: {ttlSecondsAfterFinished: 5}
   manifestConfigs:
     - resourceIdentifier: {resource: jobs, name: j}
@@ -120,10 +123,8 @@ spec:
 
 #[test]
 fn a_bad_cel_item_is_kept_as_an_invalid_expression_not_a_decode_failure() {
-    let work = decode(
+    let work = decode_spec(
         r#"
-metadata: {name: w, namespace: c1}
-spec:
   manifestConfigs:
     - resourceIdentifier: {resource: jobs, name: j}
       conditionRules:

@@ -5,24 +5,19 @@
 //!
 //! Cases per property: `PROPTEST_CASES` (default [`DEFAULT_CASES`]).
 
+#[path = "common/prop_config.rs"]
+mod prop_config;
+
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::TestRunner;
 use serde_json::{Map, Value, json};
 use work_api::{AppliedManifestWork, ManifestWork};
 
 /// Cases per property when `PROPTEST_CASES` is unset (`make prop` runs 100,000).
 const DEFAULT_CASES: u32 = 5_000;
 
-fn config() -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_CASES);
-    Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    }
+fn config() -> proptest::test_runner::Config {
+    prop_config::config(DEFAULT_CASES)
 }
 
 /// Field names of the API (camelCase, as on the wire), plus a few that are not.

@@ -253,43 +253,27 @@ mod tests {
             type_: ConditionRuleType::WellKnownConditions,
             ..Default::default()
         };
+        // A config of Jobs named `name` in `namespace` with a strategy.
+        let jobs =
+            |name: &str, namespace: &str, strategy: UpdateStrategyType| ManifestConfigOption {
+                resource_identifier: ResourceIdentifier {
+                    group: "batch".into(),
+                    resource: "jobs".into(),
+                    name: name.into(),
+                    namespace: namespace.into(),
+                },
+                update_strategy: Some(UpdateStrategy {
+                    type_: strategy,
+                    server_side_apply: None,
+                }),
+                ..Default::default()
+            };
         let configs = vec![
+            jobs("other", "*", UpdateStrategyType::ReadOnly),
+            jobs("j*", "*", UpdateStrategyType::ServerSideApply),
             ManifestConfigOption {
-                resource_identifier: ResourceIdentifier {
-                    group: "batch".into(),
-                    resource: "jobs".into(),
-                    name: "other".into(),
-                    namespace: "*".into(),
-                },
-                update_strategy: Some(UpdateStrategy {
-                    type_: UpdateStrategyType::ReadOnly,
-                    server_side_apply: None,
-                }),
-                ..Default::default()
-            },
-            ManifestConfigOption {
-                resource_identifier: ResourceIdentifier {
-                    group: "batch".into(),
-                    resource: "jobs".into(),
-                    name: "j*".into(),
-                    namespace: "*".into(),
-                },
-                update_strategy: Some(UpdateStrategy {
-                    type_: UpdateStrategyType::ServerSideApply,
-                    server_side_apply: None,
-                }),
-                ..Default::default()
-            },
-            ManifestConfigOption {
-                resource_identifier: ResourceIdentifier {
-                    group: "batch".into(),
-                    resource: "jobs".into(),
-                    name: "*".into(),
-                    namespace: "ns".into(),
-                },
-                update_strategy: Some(UpdateStrategy::default()),
                 condition_rules: vec![rule.clone()],
-                ..Default::default()
+                ..jobs("*", "ns", UpdateStrategyType::default())
             },
         ];
         let s = settings_for(&configs, "batch", "jobs", "ns", "job");

@@ -6,6 +6,7 @@
 //! (`make bench-mqtt`, [`mqtt`]) measures an agent behind a message broker the same way.
 
 pub mod agent;
+pub mod cli;
 pub mod hub_watch;
 pub mod mqtt;
 pub mod mqtt_report;

@@ -23,7 +23,7 @@ use super::mqtt_report::{
 };
 use super::run::{interrupted, utc_now};
 use super::stats::Summary;
-use super::system;
+use super::system::{self, Machine};
 
 /// The source id Maestro uses.
 const SOURCE_ID: &str = "maestro";
@@ -604,12 +604,7 @@ impl Bench {
         let p = &self.opts;
         let bundle_bytes = bundle(&self.ns, "w1", p.configmap_bytes).to_string().len();
         let environment = Environment {
-            date,
-            cores: std::thread::available_parallelism().map_or(0, usize::from),
-            cpu_model: system::machine_cpu(),
-            load_start,
-            load_end: system::loadavg(),
-            load_max: self.load_max,
+            machine: Machine::at_end(date, load_start, self.load_max),
             flavor: p.flavor,
             agent_bin: p.agent_bin.display().to_string(),
             agent_commit: p.agent_commit.clone(),

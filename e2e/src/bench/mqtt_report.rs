@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use test_support::maestro::StatusArrival;
 
 use super::stats::Summary;
+use super::system::Machine;
 
 /// Burst p50 (publish to first status) must be at most this share of the Go agent's.
 pub const TARGET_BURST_RATIO: f64 = 0.5;
@@ -231,18 +232,9 @@ pub struct Cleanup {
 /// The run's conditions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Environment {
-    /// UTC date and time of the start.
-    pub date: String,
-    /// CPU cores.
-    pub cores: usize,
-    /// CPU model.
-    pub cpu_model: String,
-    /// Load averages (1/5/15 min) at the start.
-    pub load_start: [f64; 3],
-    /// Load averages at the end.
-    pub load_end: [f64; 3],
-    /// Highest 1-minute load average seen during the run.
-    pub load_max: f64,
+    /// Where and when it ran.
+    #[serde(flatten)]
+    pub machine: Machine,
     /// Which agent.
     pub flavor: Flavor,
     /// Its binary.
@@ -356,18 +348,14 @@ impl Report {
         let p = &self.parameters;
         let mut md = String::new();
         let _ = writeln!(md, "# MQTT benchmark: {}\n", self.label);
-        let _ = writeln!(
-            md,
-            "- Date: {}; machine: {} cores ({}).",
-            e.date, e.cores, e.cpu_model
-        );
+        let _ = writeln!(md, "{}", e.machine.date_line());
         let _ = writeln!(
             md,
             "- Load average (1/5/15 min): {} at the start, {} at the end, {:.2} at most (1 min).{}",
-            loads(e.load_start),
-            loads(e.load_end),
-            e.load_max,
-            if e.load_max > 2.0 {
+            loads(e.machine.load_start),
+            loads(e.machine.load_end),
+            e.machine.load_max,
+            if e.machine.load_max > 2.0 {
                 " Above 2: the machine was busy, timings are noisy."
             } else {
                 ""
@@ -624,7 +612,7 @@ impl Report {
         let _ = writeln!(
             md,
             "\nGo agent run: {} ({}; load at most {:.2}).",
-            go.label, go.environment.date, go.environment.load_max
+            go.label, go.environment.machine.date, go.environment.machine.load_max
         );
     }
 }
@@ -834,12 +822,7 @@ mod tests {
         Report {
             label: label.into(),
             environment: Environment {
-                date: "2026-01-01T00:00:00Z".into(),
-                cores: 2,
-                cpu_model: "cpu".into(),
-                load_start: [0.5; 3],
-                load_end: [0.5; 3],
-                load_max: 0.7,
+                machine: Machine::example([0.5; 3], 0.7),
                 flavor: Flavor::Ours,
                 agent_bin: "/tmp/wa".into(),
                 agent_commit: "abc".into(),

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use super::prometheus::Counts;
 use super::stats::Summary;
+use super::system::Machine;
 
 /// Everything one run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -37,18 +38,9 @@ pub struct Report {
 /// Where and what ran.
 #[derive(Debug, Clone, Serialize)]
 pub struct Environment {
-    /// UTC date and time of the start.
-    pub date: String,
-    /// Logical CPUs.
-    pub cores: usize,
-    /// CPU model name.
-    pub cpu_model: String,
-    /// 1, 5 and 15 minute load averages at the start.
-    pub load_start: [f64; 3],
-    /// The same at the end.
-    pub load_end: [f64; 3],
-    /// Highest 1-minute load average seen during the run.
-    pub load_max: f64,
+    /// Where and when it ran.
+    #[serde(flatten)]
+    pub machine: Machine,
     /// The agent binary.
     pub agent_bin: String,
     /// The commit it was built from, as given.
@@ -178,18 +170,14 @@ impl Report {
         let e = &self.environment;
         let p = &self.parameters;
         writeln!(md, "# Agent benchmark: {}\n", self.label)?;
-        writeln!(
-            md,
-            "- Date: {}; machine: {} cores ({}).",
-            e.date, e.cores, e.cpu_model
-        )?;
+        writeln!(md, "{}", e.machine.date_line())?;
         writeln!(
             md,
             "- Load average (1/5/15 min): {} at the start, {} at the end, {:.2} at most (1 min). \
              The machine is shared with other builds: timings are noisy.",
-            load(e.load_start),
-            load(e.load_end),
-            e.load_max
+            load(e.machine.load_start),
+            load(e.machine.load_end),
+            e.machine.load_max
         )?;
         writeln!(
             md,
@@ -430,12 +418,7 @@ mod tests {
         Report {
             label: "t".into(),
             environment: Environment {
-                date: "2026-01-01T00:00:00Z".into(),
-                cores: 2,
-                cpu_model: "cpu".into(),
-                load_start: [1.0, 2.0, 3.0],
-                load_end: [1.0, 2.0, 3.0],
-                load_max: 4.0,
+                machine: Machine::example([1.0, 2.0, 3.0], 4.0),
                 agent_bin: "/bin/agent".into(),
                 agent_commit: "abc".into(),
                 agent_profile: "release".into(),

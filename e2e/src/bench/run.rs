@@ -18,7 +18,7 @@ use super::hub_watch::{FEEDBACK_NAME, HubWatch, Seen};
 use super::prometheus::{self, Counts};
 use super::report::{self, Environment, Memory, Parameters, Phase, Report};
 use super::stats::Summary;
-use super::system;
+use super::system::{self, Machine};
 
 /// Requests the harness keeps in flight while creating works: its own client must not be the
 /// bottleneck (kube clients have no client-side rate limit).
@@ -586,12 +586,7 @@ impl Bench {
         let report = Report {
             label: o.label.clone(),
             environment: Environment {
-                date,
-                cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
-                cpu_model: system::machine_cpu(),
-                load_start,
-                load_end: system::loadavg(),
-                load_max,
+                machine: Machine::at_end(date, load_start, load_max),
                 agent_bin: o.agent_bin.display().to_string(),
                 agent_commit: o.agent_commit.clone(),
                 agent_profile: o.agent_profile.clone(),

@@ -2,6 +2,61 @@
 
 use std::path::Path;
 
+use serde::{Deserialize, Serialize};
+
+/// The machine a run measured on, and how busy it was.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    /// UTC date and time of the start.
+    pub date: String,
+    /// Logical CPUs.
+    pub cores: usize,
+    /// CPU model name.
+    pub cpu_model: String,
+    /// 1, 5 and 15 minute load averages at the start.
+    pub load_start: [f64; 3],
+    /// The same at the end.
+    pub load_end: [f64; 3],
+    /// Highest 1-minute load average seen during the run.
+    pub load_max: f64,
+}
+
+impl Machine {
+    /// This machine now, at the end of a run that started at `date` under `load_start` and saw
+    /// `load_max` at most.
+    pub fn at_end(date: String, load_start: [f64; 3], load_max: f64) -> Self {
+        Self {
+            date,
+            cores: std::thread::available_parallelism().map_or(0, usize::from),
+            cpu_model: machine_cpu(),
+            load_start,
+            load_end: loadavg(),
+            load_max,
+        }
+    }
+
+    /// A machine for report tests: two cores, loads `load` throughout and `load_max` at most.
+    #[cfg(test)]
+    pub(crate) fn example(load: [f64; 3], load_max: f64) -> Self {
+        Self {
+            date: "2026-01-01T00:00:00Z".into(),
+            cores: 2,
+            cpu_model: "cpu".into(),
+            load_start: load,
+            load_end: load,
+            load_max,
+        }
+    }
+
+    /// The report's line naming the date and the machine.
+    pub fn date_line(&self) -> String {
+        format!(
+            "- Date: {}; machine: {} cores ({}).",
+            self.date, self.cores, self.cpu_model
+        )
+    }
+}
+
 /// A `kB` field of /proc/PID/status (`VmRSS`, `VmHWM`), in MiB.
 pub fn status_mib(status: &str, field: &str) -> Option<f64> {
     let line = status

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use e2e::bench::cli::{AgentArgs, parse_duration, write_report};
 use e2e::bench::run::{Options, run};
 
 /// Creates N ManifestWorks of C ConfigMaps at once and measures what the agent does with them.
@@ -25,15 +26,8 @@ struct Cli {
     /// Client burst of the agent, for hub and spoke.
     #[arg(long, default_value_t = 100)]
     burst: u32,
-    /// The agent binary.
-    #[arg(long)]
-    agent_bin: PathBuf,
-    /// An extra agent argument (repeat for several).
-    #[arg(long = "agent-arg", allow_hyphen_values = true)]
-    agent_args: Vec<String>,
-    /// Commit the agent was built from (for the report).
-    #[arg(long, default_value = "unknown")]
-    agent_commit: String,
+    #[command(flatten)]
+    agent: AgentArgs,
     /// Build profile of the agent (for the report).
     #[arg(long, default_value = "unknown")]
     agent_profile: String,
@@ -57,24 +51,6 @@ struct Cli {
     out_dir: PathBuf,
 }
 
-/// `90`, `90s`, `2m` or `1h`.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 90s, 2m or 1h"))?;
-    let seconds = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use s, m or h)")),
-    };
-    Ok(Duration::from_secs(seconds))
-}
-
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -89,9 +65,9 @@ async fn main() -> ExitCode {
         configmaps_per_work: cli.configmaps_per_work,
         qps: cli.qps,
         burst: cli.burst,
-        agent_bin: cli.agent_bin,
-        agent_args: cli.agent_args,
-        agent_commit: cli.agent_commit,
+        agent_bin: cli.agent.agent_bin,
+        agent_args: cli.agent.agent_args,
+        agent_commit: cli.agent.agent_commit,
         agent_profile: cli.agent_profile,
         resync_period: cli.resync_period,
         latency_samples: cli.latency_samples,
@@ -108,48 +84,12 @@ async fn main() -> ExitCode {
         }
     };
     let md = report.markdown();
-    let json = match serde_json::to_string_pretty(&report) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("bench_agent: encoding the report: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let written = std::fs::create_dir_all(&out_dir)
-        .and_then(|()| std::fs::write(out_dir.join(format!("{label}.md")), &md))
-        .and_then(|()| std::fs::write(out_dir.join(format!("{label}.json")), json + "\n"));
-    println!("{md}");
-    match written {
-        Ok(()) => {
-            eprintln!(
-                "bench_agent: report written to {}/{label}.{{md,json}}",
-                out_dir.display()
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!(
-                "bench_agent: writing the report to {}: {e}",
-                out_dir.display()
-            );
-            ExitCode::FAILURE
-        }
-    }
+    write_report("bench_agent", &out_dir, &label, &md, &report)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("60s"), Ok(Duration::from_secs(60)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert!(parse_duration("1d").is_err());
-        assert!(parse_duration("s").is_err());
-    }
 
     #[test]
     fn cli_defaults_match_the_documented_run() {
@@ -165,7 +105,7 @@ mod tests {
             (cli.works, cli.configmaps_per_work, cli.qps, cli.burst),
             (1000, 5, 50.0, 100)
         );
-        assert_eq!(cli.agent_args, ["--workers=10"]);
+        assert_eq!(cli.agent.agent_args, ["--workers=10"]);
         assert_eq!(cli.resync_period, Duration::from_secs(60));
     }
 }

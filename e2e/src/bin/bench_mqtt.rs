@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use e2e::bench::cli::{AgentArgs, parse_duration, write_report};
 use e2e::bench::mqtt::{Options, run};
 use e2e::bench::mqtt_report::{Flavor, Report};
 
@@ -27,15 +28,8 @@ struct Cli {
     /// Which agent `--agent-bin` is (they differ in one flag: ours also gets `--http-address`).
     #[arg(long, value_enum, default_value = "ours")]
     flavor: FlavorArg,
-    /// The agent binary: `work-agent`, or `maestro` for `--flavor maestro-go`.
-    #[arg(long)]
-    agent_bin: PathBuf,
-    /// An extra agent argument (repeat for several).
-    #[arg(long = "agent-arg", allow_hyphen_values = true)]
-    agent_args: Vec<String>,
-    /// Commit or version of the agent (for the report).
-    #[arg(long, default_value = "unknown")]
-    agent_commit: String,
+    #[command(flatten)]
+    agent: AgentArgs,
     /// Burst sizes, comma-separated, run in order.
     #[arg(long, value_delimiter = ',', default_value = "20,50,100")]
     bursts: Vec<usize>,
@@ -77,24 +71,6 @@ struct Cli {
     out_dir: PathBuf,
 }
 
-/// `90`, `90s`, `2m` or `1h`.
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    let (number, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: u64 = number
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration like 90s, 2m or 1h"))?;
-    let seconds = match unit {
-        "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use s, m or h)")),
-    };
-    Ok(Duration::from_secs(seconds))
-}
-
 fn read_baseline(path: &PathBuf) -> Result<Report, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("reading the baseline {}: {e}", path.display()))?;
@@ -128,9 +104,9 @@ async fn main() -> ExitCode {
             FlavorArg::Ours => Flavor::Ours,
             FlavorArg::MaestroGo => Flavor::MaestroGo,
         },
-        agent_bin: cli.agent_bin,
-        agent_args: cli.agent_args,
-        agent_commit: cli.agent_commit,
+        agent_bin: cli.agent.agent_bin,
+        agent_args: cli.agent.agent_args,
+        agent_commit: cli.agent.agent_commit,
         bursts: cli.bursts,
         configmap_bytes: cli.configmap_bytes,
         deletions: cli.deletions,
@@ -150,33 +126,7 @@ async fn main() -> ExitCode {
         }
     };
     let md = report.markdown(baseline.as_ref());
-    let json = match serde_json::to_string_pretty(&report) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!("bench_mqtt: encoding the report: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let written = std::fs::create_dir_all(&out_dir)
-        .and_then(|()| std::fs::write(out_dir.join(format!("{label}.md")), &md))
-        .and_then(|()| std::fs::write(out_dir.join(format!("{label}.json")), json + "\n"));
-    println!("{md}");
-    match written {
-        Ok(()) => {
-            eprintln!(
-                "bench_mqtt: report written to {}/{label}.{{md,json}}",
-                out_dir.display()
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!(
-                "bench_mqtt: writing the report to {}: {e}",
-                out_dir.display()
-            );
-            ExitCode::FAILURE
-        }
-    }
+    write_report("bench_mqtt", &out_dir, &label, &md, &report)
 }
 
 #[cfg(test)]
@@ -204,7 +154,7 @@ mod tests {
         .expect("parses");
         assert_eq!(cli.flavor, FlavorArg::MaestroGo);
         assert_eq!(cli.bursts, [5, 10]);
-        assert_eq!(cli.agent_args, ["--status-sync-interval=10s"]);
+        assert_eq!(cli.agent.agent_args, ["--status-sync-interval=10s"]);
         assert!(parse_duration("1d").is_err());
     }
 

@@ -13,7 +13,7 @@ use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use test_support::{AgentProcess, TestCluster, free_port, unique_name, wait_for};
-use work_api::{AppliedManifestWork, ManifestWork};
+use work_api::{AppliedManifestWork, ManifestCondition, ManifestWork};
 
 /// Generous: two cores shared by three control planes and parallel tests.
 pub const TIMEOUT: Duration = Duration::from_secs(90);
@@ -201,13 +201,8 @@ impl Env {
         }
         let agent = AgentProcess::start(args);
         Env {
-            hub,
-            spoke,
-            cluster,
-            ns,
-            agent,
-            http_port,
             extra_args,
+            ..Env::with_agent(hub, spoke, cluster, ns, agent, http_port)
         }
     }
 
@@ -270,6 +265,24 @@ impl Env {
             .unwrap_or_else(|e| panic!("patching ManifestWork {name}: {e}"));
     }
 
+    /// Creates the work `name` of one ConfigMap (data `k: v`) per name in `configmaps`, and waits
+    /// until its `condition` is True.
+    pub async fn create_configmaps(
+        &self,
+        name: &str,
+        configmaps: &[&str],
+        condition: &str,
+    ) -> ManifestWork {
+        let manifests: Vec<Value> = configmaps
+            .iter()
+            .map(|cm| configmap(&self.ns, cm, json!({"k": "v"})))
+            .collect();
+        self.create_work(name, json!({"workload": {"manifests": manifests}}))
+            .await;
+        self.wait_work(name, condition, |w| work_is(w, condition, "True"))
+            .await
+    }
+
     /// Deletes a work on the hub.
     pub async fn delete_work(&self, name: &str) {
         self.works()
@@ -287,35 +300,17 @@ impl Env {
     }
 
     /// [`wait_work`](Self::wait_work) with a given bound (for works at the size limits).
-    pub async fn wait_work_for<F>(
+    pub async fn wait_work_for(
         &self,
         name: &str,
         what: &str,
         timeout: Duration,
-        pred: F,
-    ) -> ManifestWork
-    where
-        F: Fn(&ManifestWork) -> bool,
-    {
-        let api = self.works();
-        let log = self.agent.log_path().display().to_string();
-        let description = format!("ManifestWork {name}: {what} (agent log {log})");
-        wait_for(&description, timeout, || {
-            let api = api.clone();
-            let pred = &pred;
-            async move {
-                match api.get_opt(name).await {
-                    Ok(Some(w)) if pred(&w) => Ok(w),
-                    Ok(Some(w)) => Err(format!(
-                        "status: {}",
-                        serde_json::to_string(&w.status).unwrap_or_default()
-                    )),
-                    Ok(None) => Err("no such work".to_string()),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
-        })
-        .await
+        pred: impl Fn(&ManifestWork) -> bool,
+    ) -> ManifestWork {
+        let status = |w: &ManifestWork| serde_json::to_string(&w.status).unwrap_or_default();
+        let check = matching(pred, |w| format!("status: {}", status(w)));
+        self.wait_on("ManifestWork", &self.works(), name, what, timeout, check)
+            .await
     }
 
     /// Waits until the agent answers `/readyz`.
@@ -330,23 +325,55 @@ impl Env {
 
     /// Waits until the work is gone from the hub.
     pub async fn wait_work_gone(&self, name: &str) {
-        let api = self.works();
+        self.wait_gone("ManifestWork", &self.works(), name, |w: &ManifestWork| {
+            format!(
+                "finalizers {:?}, status {}",
+                w.metadata.finalizers,
+                serde_json::to_string(&w.status).unwrap_or_default()
+            )
+        })
+        .await
+    }
+
+    /// Waits until `api` has no object `name` (a `kind`); `holds` says what keeps one there.
+    async fn wait_gone<K>(&self, kind: &str, api: &Api<K>, name: &str, holds: impl Fn(&K) -> String)
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        let check = |found: Option<K>| match found {
+            None => Ok(()),
+            Some(o) => Err(format!("still there; {}", holds(&o))),
+        };
+        self.wait_on(kind, api, name, "gone", TIMEOUT, check).await
+    }
+
+    /// Waits until `check` accepts what `api` holds under `name` (None: nothing), for at most
+    /// `timeout`; the wait is described as `<kind> <name>: <what>`, and what `check` answers
+    /// until then says why not.
+    async fn wait_on<K, T>(
+        &self,
+        kind: &str,
+        api: &Api<K>,
+        name: &str,
+        what: &str,
+        timeout: Duration,
+        check: impl Fn(Option<K>) -> Result<T, String>,
+    ) -> T
+    where
+        K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
         let description = format!(
-            "ManifestWork {name} deleted (agent log {})",
+            "{kind} {name}: {what} (agent log {})",
             self.agent.log_path().display()
         );
-        wait_for(&description, TIMEOUT, || {
+        let check = &check;
+        wait_for(&description, timeout, || {
             let api = api.clone();
             async move {
-                match api.get_opt(name).await {
-                    Ok(None) => Ok(()),
-                    Ok(Some(w)) => Err(format!(
-                        "still there, finalizers {:?}, status {}",
-                        w.metadata.finalizers,
-                        serde_json::to_string(&w.status).unwrap_or_default()
-                    )),
-                    Err(e) => Err(e.to_string()),
-                }
+                api.get_opt(name)
+                    .await
+                    .map_err(|e| e.to_string())
+                    .and_then(check)
             }
         })
         .await
@@ -399,58 +426,41 @@ impl Env {
     }
 
     /// Waits until a spoke object exists and satisfies `pred`.
-    pub async fn wait_object<F>(
+    pub async fn wait_object(
         &self,
         api: &Api<DynamicObject>,
         name: &str,
         what: &str,
-        pred: F,
-    ) -> DynamicObject
-    where
-        F: Fn(&DynamicObject) -> bool,
-    {
-        let description = format!(
-            "spoke object {name}: {what} (agent log {})",
-            self.agent.log_path().display()
-        );
-        wait_for(&description, TIMEOUT, || {
-            let api = api.clone();
-            let pred = &pred;
-            async move {
-                match api.get_opt(name).await {
-                    Ok(Some(o)) if pred(&o) => Ok(o),
-                    Ok(Some(o)) => Err(format!(
-                        "object: {}",
-                        serde_json::to_string(&o).unwrap_or_default()
-                    )),
-                    Ok(None) => Err("absent".to_string()),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
-        })
-        .await
+        pred: impl Fn(&DynamicObject) -> bool,
+    ) -> DynamicObject {
+        let object = |o: &DynamicObject| serde_json::to_string(o).unwrap_or_default();
+        let check = matching(pred, |o| format!("object: {}", object(o)));
+        self.wait_on("spoke object", api, name, what, TIMEOUT, check)
+            .await
     }
 
     /// Waits until a spoke object is gone.
     pub async fn wait_object_gone(&self, api: &Api<DynamicObject>, name: &str) {
-        let description = format!(
-            "spoke object {name} gone (agent log {})",
-            self.agent.log_path().display()
-        );
-        wait_for(&description, TIMEOUT, || {
-            let api = api.clone();
-            async move {
-                match api.get_opt(name).await {
-                    Ok(None) => Ok(()),
-                    Ok(Some(o)) => Err(format!(
-                        "still there; ownerReferences {:?}, deletionTimestamp {:?}",
-                        o.metadata.owner_references, o.metadata.deletion_timestamp
-                    )),
-                    Err(e) => Err(e.to_string()),
-                }
-            }
+        self.wait_gone("spoke object", api, name, |o: &DynamicObject| {
+            format!(
+                "ownerReferences {:?}, deletionTimestamp {:?}",
+                o.metadata.owner_references, o.metadata.deletion_timestamp
+            )
         })
         .await
+    }
+}
+
+/// A check for [`Env::wait_on`] that takes an object satisfying `pred`; `show` says what another
+/// is.
+fn matching<K>(
+    pred: impl Fn(&K) -> bool,
+    show: impl Fn(&K) -> String,
+) -> impl Fn(Option<K>) -> Result<K, String> {
+    move |found| match found {
+        Some(o) if pred(&o) => Ok(o),
+        Some(o) => Err(show(&o)),
+        None => Err("absent".to_string()),
     }
 }
 
@@ -489,19 +499,24 @@ pub fn work_condition<'a>(work: &'a ManifestWork, type_: &str) -> Option<&'a Con
         .find(|c| c.type_ == type_)
 }
 
-/// A manifest-level condition (by ordinal).
-pub fn manifest_condition<'a>(
-    work: &'a ManifestWork,
-    ordinal: i32,
-    type_: &str,
-) -> Option<&'a Condition> {
+/// A manifest's status entry (by ordinal).
+pub fn manifest_status(work: &ManifestWork, ordinal: i32) -> Option<&ManifestCondition> {
     work.status
         .as_ref()?
         .resource_status
         .as_ref()?
         .manifests
         .iter()
-        .find(|m| m.resource_meta.ordinal == ordinal)?
+        .find(|m| m.resource_meta.ordinal == ordinal)
+}
+
+/// A manifest-level condition (by ordinal).
+pub fn manifest_condition<'a>(
+    work: &'a ManifestWork,
+    ordinal: i32,
+    type_: &str,
+) -> Option<&'a Condition> {
+    manifest_status(work, ordinal)?
         .conditions
         .iter()
         .find(|c| c.type_ == type_)

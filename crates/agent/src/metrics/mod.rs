@@ -367,14 +367,12 @@ mod tests {
             })
             .inc();
         let text = m.encode().expect("encoding to a String cannot fail");
-        assert!(text.contains("work_agent_completions_total 1"), "{text}");
-        assert!(
-            text.contains(r#"work_agent_applies_total{strategy="Update",result="created"} 1"#),
-            "{text}"
-        );
-        assert!(
-            text.contains("# TYPE work_agent_time_to_complete_seconds histogram"),
-            "{text}"
-        );
+        for expected in [
+            "work_agent_completions_total 1",
+            r#"work_agent_applies_total{strategy="Update",result="created"} 1"#,
+            "# TYPE work_agent_time_to_complete_seconds histogram",
+        ] {
+            assert!(text.contains(expected), "{expected:?} not in:\n{text}");
+        }
     }
 }

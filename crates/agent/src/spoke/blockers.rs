@@ -6,14 +6,15 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::core::PartialObjectMeta;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 use crate::backoff::Backoff;
+use crate::spoke::metadata_events;
 use crate::spoke::triggers::Triggers;
 
 /// Starts the two watches; they run until the returned handles are aborted or the trigger
@@ -32,14 +33,16 @@ pub fn spawn(
     });
     [
         tokio::spawn(wake_on(
-            Api::<PartialObjectMeta<Namespace>>::all(spoke.clone()),
+            metadata_events(Api::<PartialObjectMeta<Namespace>>::all(spoke.clone())),
             "namespace",
             backoff.clone(),
             triggers.clone(),
             None,
         )),
         tokio::spawn(wake_on(
-            Api::<PartialObjectMeta<CustomResourceDefinition>>::all(spoke),
+            metadata_events(Api::<PartialObjectMeta<CustomResourceDefinition>>::all(
+                spoke,
+            )),
             "customresourcedefinition",
             backoff,
             triggers,
@@ -52,24 +55,12 @@ pub fn spawn(
 type OnDelete = Arc<dyn Fn(&str) + Send + Sync>;
 
 async fn wake_on<K>(
-    api: Api<PartialObjectMeta<K>>,
+    mut events: BoxStream<'static, watcher::Result<Event<PartialObjectMeta<K>>>>,
     what: &'static str,
     backoff: Arc<Backoff>,
     triggers: Triggers,
     on_delete: Option<OnDelete>,
-) where
-    K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-    PartialObjectMeta<K>: kube::Resource<DynamicType = K::DynamicType>
-        + serde::de::DeserializeOwned
-        + Clone
-        + std::fmt::Debug
-        + Send
-        + 'static,
-{
-    let mut events = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+) {
     while let Some(event) = events.next().await {
         match event {
             // A new object, or a change (a CRD becoming Established is a change).

@@ -370,30 +370,25 @@ async fn watch_rbac(
     use futures::StreamExt;
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     use kube::core::PartialObjectMeta;
-    use kube::runtime::WatchStreamExt;
     use kube::runtime::watcher::{self, Event};
 
-    fn changes<K>(api: Api<PartialObjectMeta<K>>) -> futures::stream::BoxStream<'static, bool>
-    where
-        K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
-        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-        PartialObjectMeta<K>: kube::Resource<DynamicType = K::DynamicType>
-            + serde::de::DeserializeOwned
-            + Clone
-            + std::fmt::Debug
-            + Send
-            + 'static,
-    {
-        watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
-            .map(|e| matches!(e, Ok(Event::Apply(_) | Event::Delete(_))))
-            .boxed()
+    /// Whether a watch event is a change of an object (not a restart of the watch).
+    fn changed<O>(event: watcher::Result<Event<O>>) -> bool {
+        matches!(event, Ok(Event::Apply(_) | Event::Delete(_)))
     }
     let mut events = futures::stream::select_all([
-        changes(Api::<PartialObjectMeta<Role>>::all(spoke.clone())),
-        changes(Api::<PartialObjectMeta<RoleBinding>>::all(spoke.clone())),
-        changes(Api::<PartialObjectMeta<ClusterRole>>::all(spoke.clone())),
-        changes(Api::<PartialObjectMeta<ClusterRoleBinding>>::all(spoke)),
+        crate::spoke::metadata_events(Api::<PartialObjectMeta<Role>>::all(spoke.clone()))
+            .map(changed)
+            .boxed(),
+        crate::spoke::metadata_events(Api::<PartialObjectMeta<RoleBinding>>::all(spoke.clone()))
+            .map(changed)
+            .boxed(),
+        crate::spoke::metadata_events(Api::<PartialObjectMeta<ClusterRole>>::all(spoke.clone()))
+            .map(changed)
+            .boxed(),
+        crate::spoke::metadata_events(Api::<PartialObjectMeta<ClusterRoleBinding>>::all(spoke))
+            .map(changed)
+            .boxed(),
     ]);
     while let Some(changed) = events.next().await {
         if !changed {

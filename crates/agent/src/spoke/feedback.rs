@@ -209,16 +209,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// `collect` with the errors as the status message.
-    fn collect_joined(
-        rules: &[FeedbackRule],
-        group: &str,
-        version: &str,
-        kind: &str,
-        object: &Value,
-        raw_json: Option<usize>,
+    /// What `collect` gave, with the errors as the status message.
+    fn with_message(
+        (values, errors): (Vec<FeedbackValue>, Vec<RuleError>),
     ) -> (Vec<FeedbackValue>, Option<String>) {
-        let (values, errors) = collect(rules, group, version, kind, object, raw_json);
         (values, joined(&errors))
     }
 
@@ -233,14 +227,14 @@ mod tests {
             type_: FeedbackType::WellKnownStatus,
             json_paths: vec![],
         }];
-        let (values, err) = collect_joined(&rules, "batch", "v1", "Job", &job(), None);
+        let (values, err) = with_message(collect(&rules, "batch", "v1", "Job", &job(), None));
         assert_eq!(err, None);
         assert_eq!(values.len(), 2);
         assert_eq!(values[0].name, "JobComplete");
         assert_eq!(values[0].field_value.string.as_deref(), Some("True"));
         assert_eq!(values[1].field_value.type_, ValueType::Integer);
         assert_eq!(values[1].field_value.integer, Some(1));
-        let (none, err) = collect_joined(&rules, "", "v1", "ConfigMap", &json!({}), None);
+        let (none, err) = with_message(collect(&rules, "", "v1", "ConfigMap", &json!({}), None));
         assert!(none.is_empty());
         assert!(err.is_some_and(|e| e.contains("ConfigMap")));
     }
@@ -270,7 +264,8 @@ mod tests {
                 path("missing", ".spec.nothing.here"),
             ],
         }];
-        let (values, err) = collect_joined(&rules, "", "v1", "Thing", &obj, Some(MAX_JSON_RAW));
+        let (values, err) =
+            with_message(collect(&rules, "", "v1", "Thing", &obj, Some(MAX_JSON_RAW)));
         assert_eq!(err, None);
         let by = |n: &str| values.iter().find(|v| v.name == n).map(|v| &v.field_value);
         assert_eq!(by("label").and_then(|v| v.string.as_deref()), Some("x"));
@@ -296,7 +291,7 @@ mod tests {
                 path("n", ".spec.n"),
             ],
         }];
-        let (values, err) = collect_joined(&rules, "", "v1", "Thing", &obj, None);
+        let (values, err) = with_message(collect(&rules, "", "v1", "Thing", &obj, None));
         let by = |n: &str| values.iter().find(|v| v.name == n).map(|v| &v.field_value);
         assert_eq!(by("all").and_then(|v| v.integer), Some(1));
         assert!(by("obj").is_none());
@@ -315,8 +310,14 @@ mod tests {
             type_: FeedbackType::JsonPaths,
             json_paths: vec![path("resource", "@"), path("root", "{$}")],
         }];
-        let (values, err) =
-            collect_joined(&rules, "apps", "v1", "Deployment", &deploy, Some(1 << 20));
+        let (values, err) = with_message(collect(
+            &rules,
+            "apps",
+            "v1",
+            "Deployment",
+            &deploy,
+            Some(1 << 20),
+        ));
         assert_eq!(err, None);
         for v in &values {
             let raw = v.field_value.json_raw.as_deref().unwrap_or_default();
@@ -329,7 +330,8 @@ mod tests {
         }
         assert_eq!(values.len(), 2);
         // Without the gate a structure is an error of that rule, as upstream.
-        let (values, err) = collect_joined(&rules, "apps", "v1", "Deployment", &deploy, None);
+        let (values, err) =
+            with_message(collect(&rules, "apps", "v1", "Deployment", &deploy, None));
         assert!(values.is_empty());
         assert!(err.is_some_and(|e| e.contains("resource: the value is an object")));
     }
@@ -369,7 +371,7 @@ mod tests {
         }];
         let ds = json!({"status": {"numberReady": 2, "desiredNumberScheduled": 3,
             "numberAvailable": 1}});
-        let (values, err) = collect_joined(&rules, "apps", "v1", "DaemonSet", &ds, None);
+        let (values, err) = with_message(collect(&rules, "apps", "v1", "DaemonSet", &ds, None));
         assert_eq!(err, None);
         let names: Vec<&str> = values.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(
@@ -405,14 +407,14 @@ mod tests {
                 },
             ],
         }];
-        let (values, err) = collect_joined(
+        let (values, err) = with_message(collect(
             &rules,
             "",
             "v1",
             "Thing",
             &json!({"spec": 1}),
             Some(MAX_JSON_RAW),
-        );
+        ));
         assert!(values.is_empty());
         let err = err.expect("errors");
         assert!(

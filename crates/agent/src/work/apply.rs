@@ -67,6 +67,35 @@ struct Target {
     orphan: bool,
 }
 
+impl Target {
+    /// The object as the watches and the object → work index know it.
+    fn key(&self) -> ObjectKey {
+        ObjectKey {
+            group: self.resolved.group.clone(),
+            resource: self.resolved.plural.clone(),
+            namespace: self.id.namespace.clone(),
+            name: self.id.name.clone(),
+        }
+    }
+
+    /// The object as the AppliedManifestWork records it (`uid` empty while it is unknown).
+    fn applied_meta(&self, uid: &str) -> AppliedManifestResourceMeta {
+        AppliedManifestResourceMeta {
+            group: self.resolved.group.clone(),
+            version: self.resolved.version.clone(),
+            resource: self.resolved.plural.clone(),
+            name: self.id.name.clone(),
+            namespace: self.id.namespace.clone(),
+            uid: uid.to_string(),
+        }
+    }
+
+    /// Whether the work owns the object: it is written with the work's ownerReference.
+    fn owned(&self) -> bool {
+        !self.readonly && !self.orphan
+    }
+}
+
 /// The resources the work would own once applied that `applied_work` does not record yet (without
 /// UIDs: they may not exist yet). Recorded before the apply, they are listed whenever they exist.
 pub async fn unrecorded(
@@ -80,22 +109,13 @@ pub async fn unrecorded(
         let Ok(target) = scope.target(idx, &manifest.0).await else {
             continue;
         };
-        if target.readonly
-            || target.orphan
-            || !scope
+        if target.owned()
+            && scope
                 .carry_over(&target.id, Some(&target.resolved.plural))
                 .is_empty()
         {
-            continue;
+            out.push(target.applied_meta(""));
         }
-        out.push(AppliedManifestResourceMeta {
-            group: target.resolved.group.clone(),
-            version: target.resolved.version.clone(),
-            resource: target.resolved.plural.clone(),
-            name: target.id.name.clone(),
-            namespace: target.id.namespace.clone(),
-            uid: String::new(),
-        });
     }
     out
 }
@@ -109,7 +129,6 @@ pub async fn apply_work(
 ) -> WorkOutcome {
     let raw: Vec<&Value> = work.spec.workload.manifests.iter().map(|m| &m.0).collect();
     let scope = WorkScope::new(work, applied_work, ctx);
-    let owned: Vec<Value> = raw.iter().map(|v| (*v).clone()).collect();
     let mut slots: Vec<Option<ManifestDesired>> = vec![None; raw.len()];
     let mut out = WorkOutcome {
         manifests: Vec::new(),
@@ -119,7 +138,7 @@ pub async fn apply_work(
         transient_failure: false,
         failures: Vec::new(),
     };
-    for idx in applier::apply_order(&owned) {
+    for idx in applier::apply_order(&raw) {
         // apply_order returns a permutation of the indexes; anything else is skipped, not a panic.
         let Some(manifest) = raw.get(idx) else {
             continue;
@@ -176,89 +195,73 @@ impl<'a> WorkScope<'a> {
             .collect()
     }
 
+    /// Applies one manifest, phase by phase: identify, the sticky-completion check and resolve
+    /// ([`Self::target`]), watch, the executor gate and the write, then observe the live object
+    /// and evaluate its rules and feedback.
+    async fn manifest(&self, idx: usize, manifest: &Value) -> ManifestResult {
+        let target = match self.target(idx, manifest).await {
+            Ok(target) => target,
+            Err(result) => return result,
+        };
+        let cached = self.watch(&target).await;
+        let started = Instant::now();
+        // The executor is checked on every pass, not only before a write: a permission taken
+        // away shows as Applied False even for an object that needs no write (answers are
+        // cached until RBAC changes, so this costs nothing while nothing changes).
+        let written = match self.executor_gate(manifest, &target).await {
+            Ok(()) => self.write(manifest, &target, &cached).await,
+            Err(e) => Err(e),
+        };
+        self.count_apply(&target, &written, started);
+        match written {
+            Ok(done) => self.observe_written(target, done).await,
+            Err(e) => self.observe_unwritten(target, cached, e).await,
+        }
+    }
+
     /// Identifies and resolves a manifest; for one that stops there (unreadable, complete, of an
     /// unknown kind), its result instead.
     async fn target(&self, idx: usize, manifest: &Value) -> Result<Target, ManifestResult> {
-        let ctx = self.ctx;
         let id = match ManifestId::of(manifest) {
             Ok(id) => id,
-            Err(e) => {
-                let meta = ManifestResourceMeta {
-                    ordinal: i32::try_from(idx).unwrap_or(i32::MAX),
-                    ..Default::default()
-                };
-                let message = e.to_string();
-                let outcome = ManifestOutcome {
-                    meta,
-                    applied: Err(message.clone()),
-                    ignore_fields_error: false,
-                    live: Live::UnknownKind,
-                    rules: Vec::new(),
-                    feedback: Feedback::NoRules,
-                };
-                return Err(blocked(outcome, Vec::new(), None, false, message));
-            }
+            Err(e) => return Err(unidentified(idx, e.to_string())),
         };
-        if let Some(entry) = manifests::completed_entry(self.work.status.as_ref(), &id) {
-            // Sticky: never evaluated, updated or re-created again. Still indexed, so the
-            // deletion of its object wakes the work while it is being deleted.
-            let mut kept = entry.clone();
-            kept.resource_meta.ordinal = i32::try_from(idx).unwrap_or(i32::MAX);
-            let resource = kept.resource_meta.resource.clone();
-            let key = (!resource.is_empty()).then(|| ObjectKey {
-                group: id.group.clone(),
-                resource: resource.clone(),
-                namespace: id.namespace.clone(),
-                name: id.name.clone(),
-            });
-            return Err(ManifestResult {
-                desired: ManifestDesired::Keep(kept),
-                applied: self.carry_over(&id, Some(&resource)),
-                key,
-                readonly: false,
-                transient: false,
-                failure: None,
-            });
+        if let Some(kept) = self.completed(idx, &id) {
+            return Err(kept);
         }
-        let resolved = match ctx.resolver.resolve(&id.api_version, &id.kind).await {
+        self.resolve(idx, id).await
+    }
+
+    /// The result of a manifest whose `Complete` condition is True: sticky, never evaluated,
+    /// updated or re-created again. Still indexed, so the deletion of its object wakes the work
+    /// while it is being deleted. None while it is not complete.
+    fn completed(&self, idx: usize, id: &ManifestId) -> Option<ManifestResult> {
+        let entry = manifests::completed_entry(self.work.status.as_ref(), id)?;
+        let mut kept = entry.clone();
+        kept.resource_meta.ordinal = ordinal(idx);
+        let resource = kept.resource_meta.resource.clone();
+        let key = (!resource.is_empty()).then(|| ObjectKey {
+            group: id.group.clone(),
+            resource: resource.clone(),
+            namespace: id.namespace.clone(),
+            name: id.name.clone(),
+        });
+        Some(ManifestResult {
+            desired: ManifestDesired::Keep(kept),
+            applied: self.carry_over(id, Some(&resource)),
+            key,
+            readonly: false,
+            transient: false,
+            failure: None,
+        })
+    }
+
+    /// Resolves the manifest's kind to its resource, and finds its settings; a kind discovery
+    /// does not give (or cannot answer for) blocks the manifest.
+    async fn resolve(&self, idx: usize, id: ManifestId) -> Result<Target, ManifestResult> {
+        let resolved = match self.ctx.resolver.resolve(&id.api_version, &id.kind).await {
             Ok(r) => r,
-            Err(e) => {
-                let unknown = matches!(
-                    e,
-                    applier::ApplyError::UnknownKind { .. }
-                        | applier::ApplyError::UnknownResource { .. }
-                );
-                // The rules are matched by resource, which discovery did not give: guess the
-                // plural as upstream does, so a rule for the kind is still found.
-                let plural = guessed_plural(&id);
-                let settings = manifests::settings_for(
-                    &self.work.spec.manifest_configs,
-                    &id.group,
-                    &plural,
-                    &id.namespace,
-                    &id.name,
-                );
-                let message = e.to_string();
-                let live = if unknown {
-                    Live::UnknownKind
-                } else {
-                    Live::Unreadable(message.clone())
-                };
-                let outcome = self.unapplied(
-                    manifests::resource_meta(idx, &id, ""),
-                    &id,
-                    &settings,
-                    Err(message.clone()),
-                    live,
-                );
-                return Err(blocked(
-                    outcome,
-                    self.carry_over(&id, None),
-                    None,
-                    e.is_transient(),
-                    message,
-                ));
-            }
+            Err(e) => return Err(self.unresolved(idx, &id, e)),
         };
         // A cluster-scoped object has no namespace, whatever the manifest says: it is recorded
         // (status, appliedResources, manifestConfigs matching) and watched without one.
@@ -270,13 +273,7 @@ impl<'a> WorkScope<'a> {
                 ..id
             }
         };
-        let settings = manifests::settings_for(
-            &self.work.spec.manifest_configs,
-            &id.group,
-            &resolved.plural,
-            &id.namespace,
-            &id.name,
-        );
+        let settings = self.settings(&id, &resolved.plural);
         let meta = manifests::resource_meta(idx, &id, &resolved.plural);
         let readonly = settings.strategy.type_ == UpdateStrategyType::ReadOnly;
         let orphan = manifests::is_orphaned(
@@ -296,172 +293,217 @@ impl<'a> WorkScope<'a> {
         })
     }
 
-    async fn manifest(&self, idx: usize, manifest: &Value) -> ManifestResult {
-        let ctx = self.ctx;
-        let Target {
-            id,
-            resolved,
-            settings,
-            meta,
-            readonly,
-            orphan,
-        } = match self.target(idx, manifest).await {
-            Ok(target) => target,
-            Err(result) => return result,
-        };
-        let key = ObjectKey {
-            group: resolved.group.clone(),
-            resource: resolved.plural.clone(),
-            namespace: id.namespace.clone(),
-            name: id.name.clone(),
-        };
-        // Indexed and watched before the write: its first events then find the work.
-        ctx.watches.add(&self.name, key.clone());
-        if !readonly {
-            ctx.watches.ensure(&resolved);
-        }
-        let namespace = (!id.namespace.is_empty()).then_some(id.namespace.as_str());
-        // ReadOnly objects carry no label of ours, so no label-filtered store has them.
-        let cached = if readonly {
-            Cached::Unknown
-        } else {
-            ctx.watches
-                .cached_when_synced(&resolved, &id.namespace, &id.name)
-                .await
-        };
+    /// The `manifestConfigs` settings of an object of `resource`.
+    fn settings(&self, id: &ManifestId, resource: &str) -> ManifestSettings {
+        manifests::settings_for(
+            &self.work.spec.manifest_configs,
+            &id.group,
+            resource,
+            &id.namespace,
+            &id.name,
+        )
+    }
 
-        // ReadOnly only reads, which the agent does with its own identity.
-        let gate = self
+    /// The result of a manifest whose kind did not resolve: blocked, its rules not evaluated.
+    fn unresolved(&self, idx: usize, id: &ManifestId, e: applier::ApplyError) -> ManifestResult {
+        let unknown = matches!(
+            e,
+            applier::ApplyError::UnknownKind { .. } | applier::ApplyError::UnknownResource { .. }
+        );
+        // The rules are matched by resource, which discovery did not give: guess the plural as
+        // upstream does, so a rule for the kind is still found.
+        let settings = self.settings(id, &guessed_plural(id));
+        let message = e.to_string();
+        let live = if unknown {
+            Live::UnknownKind
+        } else {
+            Live::Unreadable(message.clone())
+        };
+        let outcome = self.unapplied(
+            manifests::resource_meta(idx, id, ""),
+            id,
+            &settings,
+            Err(message.clone()),
+            live,
+        );
+        blocked(
+            outcome,
+            self.carry_over(id, None),
+            None,
+            e.is_transient(),
+            message,
+        )
+    }
+
+    /// Indexes and watches the object before the write (its first events then find the work),
+    /// and gives what the watch cache knows of it.
+    async fn watch(&self, target: &Target) -> Cached {
+        let ctx = self.ctx;
+        ctx.watches.add(&self.name, target.key());
+        // ReadOnly objects carry no label of ours, so no label-filtered store has them.
+        if target.readonly {
+            return Cached::Unknown;
+        }
+        ctx.watches.ensure(&target.resolved);
+        ctx.watches
+            .cached_when_synced(&target.resolved, &target.id.namespace, &target.id.name)
+            .await
+    }
+
+    /// Whether the work's executor may write the object. ReadOnly only reads, which the agent
+    /// does with its own identity.
+    async fn executor_gate(
+        &self,
+        manifest: &Value,
+        target: &Target,
+    ) -> Result<(), applier::ApplyError> {
+        let Some(executor) = self
             .work
             .spec
             .executor
             .as_ref()
-            .filter(|_| !readonly)
-            .map(|executor| executor::ExecutorGate {
-                check: &ctx.executor,
-                work: &self.name,
-                manifest,
-                executor,
-                target: executor::Target {
-                    group: resolved.group.clone(),
-                    version: resolved.version.clone(),
-                    resource: resolved.plural.clone(),
-                    namespace: id.namespace.clone(),
-                    name: id.name.clone(),
-                },
-                owned_by_work: !orphan,
-            });
+            .filter(|_| !target.readonly)
+        else {
+            return Ok(());
+        };
+        let gate = executor::ExecutorGate {
+            check: &self.ctx.executor,
+            work: &self.name,
+            manifest,
+            executor,
+            target: executor::Target {
+                group: target.resolved.group.clone(),
+                version: target.resolved.version.clone(),
+                resource: target.resolved.plural.clone(),
+                namespace: target.id.namespace.clone(),
+                name: target.id.name.clone(),
+            },
+            owned_by_work: !target.orphan,
+        };
+        applier::WriteGate::may_write(&gate)
+            .await
+            .map_err(applier::ApplyError::NotPermitted)
+    }
 
-        let strategy = strategy_label(&settings.strategy.type_);
-        let complete_check = CompleteRules::of(ctx.evaluator, &settings.rules);
-        let started = Instant::now();
-        // The executor is checked on every pass, not only before a write: a permission taken
-        // away shows as Applied False even for an object that needs no write (answers are
-        // cached until RBAC changes, so this costs nothing while nothing changes).
-        let permitted = match &gate {
-            Some(gate) => applier::WriteGate::may_write(gate)
-                .await
-                .map_err(applier::ApplyError::NotPermitted),
-            None => Ok(()),
-        };
-        let result = match permitted {
-            Err(e) => Err(e),
-            Ok(()) => {
-                ctx.applier
-                    .apply(applier::ApplyRequest {
-                        manifest,
-                        strategy: &settings.strategy,
-                        owner: (!readonly && !orphan).then(|| self.owner.clone()),
-                        labels: &self.labels,
-                        complete_check: complete_check
-                            .as_ref()
-                            .map(|c| c as &dyn applier::CompleteCheck),
-                        cached: cached.hint(),
-                        write_gate: None,
-                    })
-                    .await
-            }
-        };
-        ctx.metrics
+    /// Writes the manifest with its strategy (a complete object is not updated).
+    async fn write(
+        &self,
+        manifest: &Value,
+        target: &Target,
+        cached: &Cached,
+    ) -> Result<applier::Applied, applier::ApplyError> {
+        let complete_check = CompleteRules::of(self.ctx.evaluator, &target.settings.rules);
+        self.ctx
+            .applier
+            .apply(applier::ApplyRequest {
+                manifest,
+                strategy: &target.settings.strategy,
+                owner: target.owned().then(|| self.owner.clone()),
+                labels: &self.labels,
+                complete_check: complete_check
+                    .as_ref()
+                    .map(|c| c as &dyn applier::CompleteCheck),
+                cached: cached.hint(),
+                write_gate: None,
+            })
+            .await
+    }
+
+    /// Counts the apply and its duration (the executor check included) by strategy and result.
+    fn count_apply(
+        &self,
+        target: &Target,
+        written: &Result<applier::Applied, applier::ApplyError>,
+        started: Instant,
+    ) {
+        let metrics = &self.ctx.metrics;
+        let strategy = strategy_label(&target.settings.strategy.type_);
+        metrics
             .apply_duration_seconds
             .get_or_create(&StrategyLabels { strategy })
             .observe(started.elapsed().as_secs_f64());
-        ctx.metrics
+        metrics
             .applies_total
             .get_or_create(&ApplyLabels {
                 strategy,
-                result: match &result {
+                result: match written {
                     Ok(done) => outcome_label(&done.outcome),
                     Err(e) if e.is_conflict() => "conflict",
                     Err(_) => "error",
                 },
             })
             .inc();
-        match result {
-            Ok(done) => {
-                let live = match done.object {
-                    Some(object) => Live::Found(object),
-                    None => Live::Absent,
-                };
-                let mut applied = Vec::new();
-                if let Live::Found(object) = &live
-                    && !readonly
-                    && !orphan
-                {
-                    let uid = object
-                        .pointer("/metadata/uid")
-                        .and_then(Value::as_str)
-                        .unwrap_or_default();
-                    applied.push(AppliedManifestResourceMeta {
-                        group: resolved.group.clone(),
-                        version: resolved.version.clone(),
-                        resource: resolved.plural.clone(),
-                        name: id.name.clone(),
-                        namespace: id.namespace.clone(),
-                        uid: uid.to_string(),
-                    });
-                }
-                let outcome = self
-                    .observed(meta, &id, &settings, &resolved, Ok(()), live)
-                    .await;
-                let failure = not_evaluated_because(&outcome.applied, &outcome.live);
-                ManifestResult {
-                    desired: outcome.desired(),
-                    applied,
-                    key: Some(key),
-                    readonly,
-                    transient: false,
-                    failure,
-                }
-            }
-            Err(e) => {
-                let message = e.to_string();
-                let ignore_fields_error = e.is_ignore_field_error();
-                let live = match e {
-                    applier::ApplyError::UnknownKind { .. }
-                    | applier::ApplyError::UnknownResource { .. } => Live::UnknownKind,
-                    applier::ApplyError::InvalidManifest(_) => Live::UnknownKind,
-                    // Available does not depend on apply: what is there is read. The store
-                    // holds only objects with the agent's label, so an object the agent could
-                    // not write (a conflict, a refused executor) may be there without it.
-                    _ => {
-                        let cached = cached.clone().doubting_absence();
-                        read_live(ctx, &cached, &resolved, namespace, &id.name).await
-                    }
-                };
-                let mut outcome = self
-                    .observed(meta, &id, &settings, &resolved, Err(message.clone()), live)
-                    .await;
-                outcome.ignore_fields_error = ignore_fields_error;
-                blocked(
-                    outcome,
-                    self.carry_over(&id, Some(&resolved.plural)),
-                    Some(key),
-                    e.is_transient(),
-                    message,
-                )
-            }
+    }
+
+    /// The result of a written (or read, for ReadOnly) manifest: the live object the write gave,
+    /// recorded when the work owns it, and its rules and feedback.
+    async fn observe_written(&self, target: Target, done: applier::Applied) -> ManifestResult {
+        let live = match done.object {
+            Some(object) => Live::Found(object),
+            None => Live::Absent,
+        };
+        let mut applied = Vec::new();
+        if let Live::Found(object) = &live
+            && target.owned()
+        {
+            let uid = object
+                .pointer("/metadata/uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            applied.push(target.applied_meta(uid));
         }
+        let key = target.key();
+        let readonly = target.readonly;
+        let outcome = self.observed(&target, Ok(()), live).await;
+        let failure = not_evaluated_because(&outcome.applied, &outcome.live);
+        ManifestResult {
+            desired: outcome.desired(),
+            applied,
+            key: Some(key),
+            readonly,
+            transient: false,
+            failure,
+        }
+    }
+
+    /// The result of a manifest the write failed for: blocked, with what is there read.
+    async fn observe_unwritten(
+        &self,
+        target: Target,
+        cached: Cached,
+        e: applier::ApplyError,
+    ) -> ManifestResult {
+        let message = e.to_string();
+        let ignore_fields_error = e.is_ignore_field_error();
+        let live = match e {
+            applier::ApplyError::UnknownKind { .. }
+            | applier::ApplyError::UnknownResource { .. } => Live::UnknownKind,
+            applier::ApplyError::InvalidManifest(_) => Live::UnknownKind,
+            // Available does not depend on apply: what is there is read. The store holds only
+            // objects with the agent's label, so an object the agent could not write (a
+            // conflict, a refused executor) may be there without it.
+            _ => {
+                let namespace =
+                    (!target.id.namespace.is_empty()).then_some(target.id.namespace.as_str());
+                read_live(
+                    self.ctx,
+                    &cached.doubting_absence(),
+                    &target.resolved,
+                    namespace,
+                    &target.id.name,
+                )
+                .await
+            }
+        };
+        let mut outcome = self.observed(&target, Err(message.clone()), live).await;
+        outcome.ignore_fields_error = ignore_fields_error;
+        blocked(
+            outcome,
+            self.carry_over(&target.id, Some(&target.resolved.plural)),
+            Some(target.key()),
+            e.is_transient(),
+            message,
+        )
     }
 
     /// The outcome of a manifest that was not applied and has no resolved kind: no feedback, and
@@ -499,13 +541,18 @@ impl<'a> WorkScope<'a> {
     /// read when the object is applied and there; otherwise not evaluated, saying why.
     async fn observed(
         &self,
-        meta: ManifestResourceMeta,
-        id: &ManifestId,
-        settings: &ManifestSettings,
-        resolved: &applier::ResolvedResource,
+        target: &Target,
         applied: Result<(), String>,
         live: Live,
     ) -> ManifestOutcome {
+        let Target {
+            id,
+            resolved,
+            settings,
+            meta,
+            ..
+        } = target;
+        let meta = meta.clone();
         let object = match (&applied, &live) {
             (Ok(()), Live::Found(object)) => object,
             _ => {
@@ -643,6 +690,28 @@ async fn read_live(
         Err(e) if e.is_not_found() => Live::Absent,
         Err(e) => Live::Unreadable(e.to_string()),
     }
+}
+
+/// The result of a manifest whose identity (apiVersion, kind, namespace, name) cannot be read:
+/// blocked with the reason, at its place in the spec.
+fn unidentified(idx: usize, message: String) -> ManifestResult {
+    let outcome = ManifestOutcome {
+        meta: ManifestResourceMeta {
+            ordinal: ordinal(idx),
+            ..Default::default()
+        },
+        applied: Err(message.clone()),
+        ignore_fields_error: false,
+        live: Live::UnknownKind,
+        rules: Vec::new(),
+        feedback: Feedback::NoRules,
+    };
+    blocked(outcome, Vec::new(), None, false, message)
+}
+
+/// A manifest's index in the spec as its status reports it.
+fn ordinal(idx: usize) -> i32 {
+    i32::try_from(idx).unwrap_or(i32::MAX)
 }
 
 fn blocked(

@@ -151,17 +151,14 @@ mod tests {
 
     #[test]
     fn available_follows_the_live_object_only() {
+        let available = row(
+            "Available",
+            Status::True,
+            "ResourceAvailable",
+            "Resource is available",
+        );
         let cases = [
-            (
-                Ok(()),
-                Live::Found(json!({})),
-                row(
-                    "Available",
-                    Status::True,
-                    "ResourceAvailable",
-                    "Resource is available",
-                ),
-            ),
+            (Ok(()), Live::Found(json!({})), available.clone()),
             (
                 Err("namespaces \"x\" not found".to_string()),
                 Live::Absent,
@@ -196,12 +193,7 @@ mod tests {
             (
                 Err("apply: Conflict".to_string()),
                 Live::Found(json!({})),
-                row(
-                    "Available",
-                    Status::True,
-                    "ResourceAvailable",
-                    "Resource is available",
-                ),
+                available.clone(),
             ),
         ];
         for (applied, live, expected) in cases {
@@ -214,44 +206,35 @@ mod tests {
     fn feedback_condition_per_case() {
         let never_applied = updates(&outcome(Err("x".into()), Live::Absent, Feedback::NoRules));
         assert!(never_applied.iter().all(|u| u.0 != "StatusFeedbackSynced"));
-        let no_rules = updates(&outcome(Ok(()), Live::Found(json!({})), Feedback::NoRules));
-        assert_eq!(
-            no_rules[2],
-            row(
-                "StatusFeedbackSynced",
+        // On an applied object that is there: the condition says how the rules were read.
+        let cases = [
+            (
+                Feedback::NoRules,
                 Status::True,
                 "NoStatusFeedbackSynced",
-                ""
-            )
-        );
-        let synced = updates(&outcome(
-            Ok(()),
-            Live::Found(json!({})),
-            Feedback::Read(Vec::new(), None),
-        ));
-        assert_eq!(
-            synced[2],
-            row(
-                "StatusFeedbackSynced",
+                "",
+            ),
+            (
+                Feedback::Read(Vec::new(), None),
                 Status::True,
                 "StatusFeedbackSynced",
-                ""
-            )
-        );
-        let failed = updates(&outcome(
-            Ok(()),
-            Live::Found(json!({})),
-            Feedback::Read(Vec::new(), Some("bad path".into())),
-        ));
-        assert_eq!(
-            failed[2],
-            row(
-                "StatusFeedbackSynced",
+                "",
+            ),
+            (
+                Feedback::Read(Vec::new(), Some("bad path".into())),
                 Status::False,
                 "StatusFeedbackSyncFailed",
-                "Sync status feedback failed with error bad path"
-            )
-        );
+                "Sync status feedback failed with error bad path",
+            ),
+        ];
+        for (feedback, status, reason, message) in cases {
+            let got = updates(&outcome(Ok(()), Live::Found(json!({})), feedback));
+            assert_eq!(
+                got[2],
+                row("StatusFeedbackSynced", status, reason, message),
+                "{reason}"
+            );
+        }
         let not_read = updates(&outcome(Ok(()), Live::Absent, Feedback::NotRead));
         assert!(not_read.iter().all(|u| u.0 != "StatusFeedbackSynced"));
     }

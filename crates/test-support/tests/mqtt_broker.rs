@@ -1,19 +1,22 @@
-//! The MQTT client against a real broker (mosquitto): subscribe, spec in, status out, a broker
+//! The MQTT client of `cloudevents` against a real broker (mosquitto): subscribe, spec in, status out, a broker
 //! restart losing nothing (latest status per work), a 1 MiB bundle. Needs MQTT_BROKER=host:port
 //! and MOSQUITTO_SCRIPT (to restart it); `e2e/scripts/mosquitto.sh run cargo test ...` sets both.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use cloudevents::client::ClientOptions;
-use cloudevents::codec::{self, Incoming, StatusReport};
+use cloudevents::codec::Incoming;
 use cloudevents::config::MqttConfig;
-use cloudevents::mqtt::{self, Message};
+use cloudevents::mqtt;
 use cloudevents::types::{self, EventType};
 use cloudevents::{CloudEvent, ExtValue};
 use rumqttc::v5::mqttbytes::QoS;
-use rumqttc::v5::mqttbytes::v5::{Packet, PublishProperties};
+use rumqttc::v5::mqttbytes::v5::Packet;
 use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+use test_support::agent_events::{self, client_id, resync_hook};
+use test_support::mosquitto::agent_config;
+use test_support::mqtt_source::{message_of, publish_message};
 use tokio::sync::mpsc;
 use tokio::time::timeout;
 
@@ -25,7 +28,7 @@ fn broker() -> (String, u16) {
     else {
         panic!(
             "MQTT_BROKER=host:port is not set (got {addr:?}): these tests need a real broker; run them with \
-             `e2e/scripts/mosquitto.sh run cargo test -p cloudevents --test mqtt_broker` (or `make test`)"
+             `e2e/scripts/mosquitto.sh run cargo test -p test-support --test mqtt_broker` (or `make test`)"
         );
     };
     (h, p)
@@ -76,13 +79,7 @@ fn source(host: &str, port: u16, cluster: &str) -> Source {
                     let _ = c.subscribe(sub.clone(), QoS::AtLeastOnce).await;
                 }
                 Ok(Event::Incoming(Packet::Publish(p))) => {
-                    let props = p.properties.clone().unwrap_or_default();
-                    let msg = Message {
-                        content_type: props.content_type,
-                        user_properties: props.user_properties,
-                        payload: p.payload.to_vec(),
-                    };
-                    if let Ok(ev) = mqtt::from_message(&msg) {
+                    if let Ok(ev) = mqtt::from_message(&message_of(&p)) {
                         let _ = tx.send(ev);
                     }
                 }
@@ -100,20 +97,7 @@ fn source(host: &str, port: u16, cluster: &str) -> Source {
 
 impl Source {
     async fn send_spec(&self, ev: &CloudEvent) {
-        let m = mqtt::to_binary(ev);
-        let props = PublishProperties {
-            content_type: m.content_type,
-            user_properties: m.user_properties,
-            ..Default::default()
-        };
-        self.client
-            .publish_with_properties(
-                self.spec_topic.clone(),
-                QoS::AtLeastOnce,
-                false,
-                m.payload,
-                props,
-            )
+        publish_message(&self.client, self.spec_topic.clone(), mqtt::to_binary(ev))
             .await
             .expect("source publishes");
     }
@@ -129,6 +113,22 @@ impl Source {
             }
         }
     }
+
+    /// The next status updates until `works` works were heard from, each work's version; a work
+    /// heard from twice fails the test.
+    async fn status_versions(&mut self, works: usize) -> BTreeMap<String, i64> {
+        let mut seen = BTreeMap::new();
+        while seen.len() < works {
+            let ev = self.next_of(EventType::StatusUpdate).await;
+            let uid = ev.ext_string(types::EXT_RESOURCE_ID).expect("resourceid");
+            let version = ev
+                .ext_integer(types::EXT_RESOURCE_VERSION)
+                .expect("int")
+                .expect("version");
+            assert!(seen.insert(uid.clone(), version).is_none(), "{uid} twice");
+        }
+        seen
+    }
 }
 
 fn spec_event(cluster: &str, uid: &str, version: i64, data: Vec<u8>) -> CloudEvent {
@@ -141,40 +141,14 @@ fn spec_event(cluster: &str, uid: &str, version: i64, data: Vec<u8>) -> CloudEve
 }
 
 fn status_event(cluster: &str, uid: &str, generation: i64, seq: u64) -> CloudEvent {
-    let status = work_api::ManifestWorkStatus::default();
-    let report = StatusReport {
-        uid,
-        generation,
-        cluster,
-        original_source: "maestro",
-        metadata: None,
-        status: &status,
-    };
-    codec::encode_status(
-        &report,
-        EventType::StatusUpdate,
-        &format!("{cluster}-work-agent"),
-        seq,
-    )
-    .expect("encodes")
+    agent_events::status_update(cluster, uid, generation, seq, &Default::default())
+        .expect("encodes")
 }
 
 /// The agent's client options for `cluster` on the broker, with Maestro's topics.
 fn agent_options(host: &str, port: u16, cluster: &str) -> ClientOptions {
-    let cfg = MqttConfig::parse(&format!(
-        "brokerHost: {host}:{port}\ntopics:\n  sourceEvents: sources/maestro/consumers/{cluster}/sourceevents\n  agentEvents: sources/maestro/consumers/{cluster}/agentevents\n"
-    ))
-    .expect("config");
-    ClientOptions::new(cfg, cluster.to_string(), format!("{cluster}-work-agent"))
-}
-
-/// A subscribe hook sending an empty spec resync request, as a restarted agent does.
-fn resync_hook(cluster: &str) -> cloudevents::client::SubscribedHook {
-    let cluster = cluster.to_string();
-    Arc::new(move |p| {
-        let ev = codec::encode_spec_resync_request(vec![], &cluster, p.source()).expect("encodes");
-        p.publish(ev).expect("queues");
-    })
+    let cfg = MqttConfig::parse(&agent_config(&format!("{host}:{port}"), cluster)).expect("config");
+    ClientOptions::new(cfg, cluster.to_string(), client_id(cluster))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -241,19 +215,7 @@ async fn spec_in_status_out_broker_restart_and_a_large_bundle() {
     assert_eq!(stats.queue_depth, 2, "latest per work only: {stats:?}");
     start_broker(port);
 
-    let mut seen = std::collections::BTreeMap::new();
-    while seen.len() < 2 {
-        let ev = src.next_of(EventType::StatusUpdate).await;
-        let uid = ev.ext_string(types::EXT_RESOURCE_ID).expect("resourceid");
-        let g = ev
-            .ext_integer(types::EXT_RESOURCE_VERSION)
-            .expect("int")
-            .expect("version");
-        assert!(
-            seen.insert(uid.clone(), g).is_none(),
-            "{uid} published twice after the restart"
-        );
-    }
+    let seen = src.status_versions(2).await;
     assert_eq!(seen.get("u1"), Some(&4));
     assert_eq!(seen.get("u2"), Some(&1));
     let stats = agent.publisher.stats();
@@ -379,16 +341,7 @@ async fn events_nobody_heard_go_again_once_the_source_is_back() {
         resync.ext_string(types::EXT_CLUSTER_NAME).as_deref(),
         Some(cluster.as_str())
     );
-    let mut seen = std::collections::BTreeMap::new();
-    while seen.len() < 2 {
-        let ev = src.next_of(EventType::StatusUpdate).await;
-        let uid = ev.ext_string(types::EXT_RESOURCE_ID).expect("resourceid");
-        let g = ev
-            .ext_integer(types::EXT_RESOURCE_VERSION)
-            .expect("int")
-            .expect("version");
-        assert!(seen.insert(uid.clone(), g).is_none(), "{uid} twice");
-    }
+    let seen = src.status_versions(2).await;
     assert_eq!(
         seen.get("u1"),
         Some(&2),

@@ -2,15 +2,10 @@
 
 use conditions::{ConditionUpdate, Evaluator, Limits, PreparedObject, Status};
 use serde_json::{Value, json};
-use work_api::{CelExpression, ConditionRule, ConditionRuleType};
+use work_api::{ConditionRule, ConditionRuleType};
 
 fn cel_rule(condition: &str, exprs: &[&str]) -> ConditionRule {
-    ConditionRule {
-        condition: condition.into(),
-        type_: ConditionRuleType::Cel,
-        cel_expressions: exprs.iter().map(|e| CelExpression::new(*e)).collect(),
-        ..Default::default()
-    }
+    ConditionRule::cel(condition, exprs.iter().copied())
 }
 
 fn items(n: usize) -> Value {

@@ -2,15 +2,10 @@
 
 use conditions::{Evaluator, MessageSource, Status};
 use serde_json::{Value, json};
-use work_api::{CelExpression, ConditionRule, ConditionRuleType};
+use work_api::{ConditionRule, ConditionRuleType};
 
 fn cel(condition: &str, exprs: &[&str]) -> ConditionRule {
-    ConditionRule {
-        condition: condition.into(),
-        type_: ConditionRuleType::Cel,
-        cel_expressions: exprs.iter().map(|e| CelExpression::new(*e)).collect(),
-        ..Default::default()
-    }
+    ConditionRule::cel(condition, exprs.iter().copied())
 }
 
 fn job(status: Value, generation: i64) -> Value {

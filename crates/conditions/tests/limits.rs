@@ -6,15 +6,10 @@ use std::time::{Duration, Instant};
 
 use conditions::{Bindings, EvalError, Evaluator, Limits, Status};
 use serde_json::json;
-use work_api::{CelExpression, ConditionRule, ConditionRuleType};
+use work_api::ConditionRule;
 
 fn cel_rule(condition: &str, exprs: &[&str]) -> ConditionRule {
-    ConditionRule {
-        condition: condition.into(),
-        type_: ConditionRuleType::Cel,
-        cel_expressions: exprs.iter().map(|e| CelExpression::new(*e)).collect(),
-        ..Default::default()
-    }
+    ConditionRule::cel(condition, exprs.iter().copied())
 }
 
 fn deep_shapes(n: usize) -> Vec<String> {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use conditions::{Bindings, EvalError, Evaluator, Status};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, TestRunner};
+use proptest::test_runner::TestRunner;
 use serde_json::{Map, Value, json};
 use work_api::{CelExpression, ConditionRule, ConditionRuleType};
 
@@ -18,17 +18,9 @@ use work_api::{CelExpression, ConditionRule, ConditionRuleType};
 /// parser thread, so `make test` (a debug build) runs fewer; `make prop` runs 100,000.
 const COSTLY: u32 = 2_000;
 
-fn config(default_cases: u32) -> Config {
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default_cases);
-    Config {
-        cases,
-        failure_persistence: None,
-        ..Config::default()
-    }
-}
+#[path = "../../work-api/tests/common/prop_config.rs"]
+mod prop_config;
+use prop_config::config;
 
 /// Runs `property` over `strategy`, and reports the slowest case (a figure, not a bound: the
 /// evaluator's own limits bound it, and an unbounded case would hang the test).

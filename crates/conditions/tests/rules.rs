@@ -5,12 +5,7 @@ use serde_json::{Value, json};
 use work_api::{CelExpression, ConditionRule, ConditionRuleType};
 
 fn cel(condition: &str, exprs: &[&str]) -> ConditionRule {
-    ConditionRule {
-        condition: condition.into(),
-        type_: ConditionRuleType::Cel,
-        cel_expressions: exprs.iter().map(|e| CelExpression::new(*e)).collect(),
-        ..Default::default()
-    }
+    ConditionRule::cel(condition, exprs.iter().copied())
 }
 
 fn one(rule: ConditionRule, object: &Value) -> ConditionUpdate {

@@ -33,6 +33,16 @@ pub struct ConditionRule {
 }
 
 impl ConditionRule {
+    /// A CEL rule setting `condition` when every expression of `expressions` is true.
+    pub fn cel<'a>(condition: &str, expressions: impl IntoIterator<Item = &'a str>) -> Self {
+        Self {
+            condition: condition.to_string(),
+            type_: ConditionRuleType::Cel,
+            cel_expressions: expressions.into_iter().map(CelExpression::new).collect(),
+            ..Self::default()
+        }
+    }
+
     /// The condition type this rule sets: `condition`, or `Complete` for an unnamed well-known rule.
     pub fn condition_type(&self) -> &str {
         if self.condition.is_empty() && self.type_ == ConditionRuleType::WellKnownConditions {

@@ -1,5 +1,5 @@
 //! The runner config of the property tests of hostile input, shared by the crates' test files
-//! (included with `#[path]`: `work-api`'s and `agent`'s).
+//! (included with `#[path]`: `work-api`'s, `agent`'s and `conditions`').
 
 use proptest::test_runner::Config;
 

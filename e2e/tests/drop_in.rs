@@ -172,7 +172,7 @@ fn unsupported_drivers_and_unknown_feature_gates_are_one_line_errors() {
     };
     assert_one_line_error(
         &with("--workload-source-driver=kafka"),
-        "the supported drivers are \"kube\", \"mqtt\" and \"grpc\"",
+        "the supported drivers are \"kube\", \"mqtt\", \"grpc\" and \"pubsub\"",
     );
     assert_one_line_error(
         &with("--feature-gates=NoSuchGate=true"),

@@ -46,12 +46,13 @@ fn changes_spec_or_lifecycle(store: &reflector::Store<StoredWork>, work: &Stored
     let Some(old) = store.get(&ObjectRef::from_obj(work)) else {
         return true;
     };
+    let labels_differ = old.labels_differ(work);
     let (old, new) = (&old.metadata, &work.metadata);
     old.uid != new.uid
         || old.generation != new.generation
         || old.finalizers != new.finalizers
         || old.deletion_timestamp != new.deletion_timestamp
-        || old.labels != new.labels
+        || labels_differ
 }
 
 /// The works a watch event asks to reconcile, held back while a list is under way. A store takes

@@ -5,7 +5,10 @@
 //! AppliedManifestWork of the cluster for the agent's lifetime.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::hash::{Hash, Hasher};
 use std::marker::PhantomData;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
@@ -15,13 +18,18 @@ use serde_json::Value;
 
 use crate::packed::PackedJson;
 
-/// A stored `K`: its metadata (without managedFields) and its JSON.
+/// A stored `K`: its metadata (without managedFields) and its JSON. A clone shares both: behind
+/// a broker the works' own map and the controller's watch store hold the same work, and a
+/// watch store keeps its own clone of each object it is given.
 #[derive(Debug)]
 pub struct Stored<K> {
-    /// Name, namespace, uid, resourceVersion, generation, labels, finalizers, deletion.
-    pub metadata: ObjectMeta,
+    /// Name, namespace, uid, resourceVersion, generation, finalizers, deletion.
+    pub metadata: Arc<ObjectMeta>,
+    /// A digest of the labels, which stay in the text: a map of even one label costs a 544-byte
+    /// B-tree node, and the queue only asks whether they changed.
+    labels: u64,
     /// The object as JSON text, packed, its metadata only what `metadata` leaves out
-    /// (annotations and owner references): each other field is held once, in `metadata`.
+    /// (labels, annotations and owner references): each other field is held once, in `metadata`.
     json: PackedJson,
     kind: PhantomData<fn() -> K>,
 }
@@ -30,6 +38,7 @@ impl<K> Clone for Stored<K> {
     fn clone(&self) -> Self {
         Self {
             metadata: self.metadata.clone(),
+            labels: self.labels,
             json: self.json.clone(),
             kind: PhantomData,
         }
@@ -45,17 +54,27 @@ impl<K: DeserializeOwned + Resource> Stored<K> {
         }
         let mut metadata: ObjectMeta = serde_json::from_value(meta.clone()).ok()?;
         // The queue and the scans need none of these; the decoded object has them all.
+        let labels = labels_digest(metadata.labels.take().as_ref());
         metadata.annotations = None;
         metadata.owner_references = None;
         if let Some(meta) = meta.as_object_mut() {
-            meta.retain(|key, _| matches!(key.as_str(), "annotations" | "ownerReferences"));
+            meta.retain(|key, _| {
+                matches!(key.as_str(), "labels" | "annotations" | "ownerReferences")
+            });
         }
         let json = serde_json::to_string(&object).ok()?;
         Some(Self {
-            metadata,
+            metadata: Arc::new(metadata),
+            labels,
             json: PackedJson::pack(&json),
             kind: PhantomData,
         })
+    }
+
+    /// Whether `other`'s labels differ from these (by digest: two label maps that differ collide
+    /// with a chance of one in 2^64).
+    pub fn labels_differ(&self, other: &Self) -> bool {
+        self.labels != other.labels
     }
 
     /// The object itself; an error names what in the stored JSON is not a valid `K`.
@@ -64,11 +83,24 @@ impl<K: DeserializeOwned + Resource> Stored<K> {
         let mut object: K = serde_json::from_slice(&text)?;
         let meta = object.meta_mut();
         *meta = ObjectMeta {
+            labels: meta.labels.take(),
             annotations: meta.annotations.take(),
             owner_references: meta.owner_references.take(),
-            ..self.metadata.clone()
+            ..self.metadata.as_ref().clone()
         };
         Ok(object)
+    }
+}
+
+/// A digest of a label map (0 for none or an empty map).
+fn labels_digest(labels: Option<&BTreeMap<String, String>>) -> u64 {
+    match labels {
+        Some(labels) if !labels.is_empty() => {
+            let mut hasher = std::hash::DefaultHasher::new();
+            labels.hash(&mut hasher);
+            hasher.finish().max(1)
+        }
+        _ => 0,
     }
 }
 
@@ -105,7 +137,7 @@ impl<K: Resource<DynamicType = ()>> Resource for Stored<K> {
     }
 
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+        Arc::make_mut(&mut self.metadata)
     }
 }
 
@@ -155,6 +187,36 @@ mod tests {
             Some(&"b".to_string())
         );
         assert!(work.metadata.managed_fields.is_none());
+    }
+
+    #[test]
+    fn labels_stay_in_the_text_and_their_change_is_seen() {
+        let with = |labels: Value| -> StoredWork {
+            serde_json::from_value(json!({
+                "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+                "metadata": {"name": "w", "namespace": "c1", "labels": labels},
+                "spec": {}
+            }))
+            .expect("a work")
+        };
+        let a = with(json!({"l": "1"}));
+        assert!(
+            a.metadata.labels.is_none(),
+            "no label map per stored object"
+        );
+        assert_eq!(
+            a.decode().expect("decodes").metadata.labels,
+            Some([("l".to_string(), "1".to_string())].into())
+        );
+        assert!(!a.labels_differ(&with(json!({"l": "1"}))));
+        assert!(a.labels_differ(&with(json!({"l": "2"}))));
+        assert!(a.labels_differ(&with(json!({}))));
+        assert!(!with(json!({})).labels_differ(&with(Value::Null)));
+        let shared = a.clone();
+        assert!(
+            Arc::ptr_eq(&a.metadata, &shared.metadata),
+            "a clone shares the metadata"
+        );
     }
 
     /// `original` stored and decoded is `original` as a `K`, without its managedFields.

@@ -52,6 +52,27 @@ pub struct Broker {
     dir: PathBuf,
     child: Option<Child>,
     tls: bool,
+    limits: Limits,
+}
+
+/// The broker's limits that decide what reaches a slow or large client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// `max_packet_size`: the largest MQTT packet the broker takes or sends (0: no limit).
+    pub max_packet_bytes: u32,
+    /// `max_queued_messages`: QoS 1 messages kept per client beyond those in flight; the rest are
+    /// dropped (mosquitto's default is 1,000; 0: no limit).
+    pub max_queued_messages: u32,
+}
+
+impl Default for Limits {
+    /// 4 MiB packets, mosquitto's default queue.
+    fn default() -> Self {
+        Self {
+            max_packet_bytes: 4 * 1024 * 1024,
+            max_queued_messages: 1000,
+        }
+    }
 }
 
 /// The files of a TLS listener in the broker's directory: the CA's certificate, the broker's.
@@ -62,7 +83,13 @@ const KEY_FILE: &str = "server.key";
 impl Broker {
     /// Starts a broker on a free port, anonymous, without persistence, 4 MiB packets.
     pub fn start(name: &str) -> Result<Self, Error> {
+        Self::start_with(name, Limits::default())
+    }
+
+    /// Starts a broker as [`Broker::start`] with other `limits` (a benchmark's large works).
+    pub fn start_with(name: &str, limits: Limits) -> Result<Self, Error> {
         let mut broker = Self::stopped(name)?;
+        broker.limits = limits;
         broker.restart()?;
         Ok(broker)
     }
@@ -99,6 +126,7 @@ impl Broker {
             dir,
             child: None,
             tls: false,
+            limits: Limits::default(),
         })
     }
 
@@ -149,8 +177,11 @@ impl Broker {
         // `log_dest file` buffers, and tests read the log while the broker runs.
         let mut text = format!(
             "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n\
-             max_packet_size 4194304\nlog_dest stderr\nlog_type all\n",
-            port = self.port
+             max_packet_size {packet}\nmax_queued_messages {queued}\n\
+             log_dest stderr\nlog_type all\n",
+            port = self.port,
+            packet = self.limits.max_packet_bytes,
+            queued = self.limits.max_queued_messages,
         );
         if self.tls {
             text.push_str(&format!(

@@ -5,14 +5,16 @@ use work_agent::{cmd_crd, cmd_run};
 
 use std::process::ExitCode;
 
-/// jemalloc on Linux (glibc and musl): it hands free pages back by itself (`allocator`).
-#[cfg(target_os = "linux")]
+/// jemalloc on Linux (glibc and musl): it hands free pages back by itself (`allocator`). The
+/// `system-allocator` feature leaves the C library's malloc in place, for heap profilers that
+/// intercept it (heaptrack).
+#[cfg(all(target_os = "linux", not(feature = "system-allocator")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options: the `malloc_conf` that jemalloc reads at its first allocation, as a C
 /// string (a `const char *`; a reference to the first byte has that layout).
-#[cfg(target_os = "linux")]
+#[cfg(all(target_os = "linux", not(feature = "system-allocator")))]
 #[unsafe(export_name = "_rjem_malloc_conf")]
 static MALLOC_CONF: &u8 = &work_agent::allocator::CONF[0];
 

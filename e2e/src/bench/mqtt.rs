@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-use test_support::mosquitto::Broker;
+use test_support::mosquitto::{Broker, Limits};
 use test_support::mqtt_source::MqttSource;
 use test_support::{AgentProcess, SPOKE_KUBECONFIG_ENV, TestCluster, free_port, unique_name};
 
@@ -74,8 +74,16 @@ pub struct Options {
     pub restart: bool,
     /// Status hashes per status resync request after a restart (Maestro sends at most 1,000).
     pub resync_part: usize,
+    /// The broker's packet and queue limits.
+    pub broker: Limits,
     /// Report name.
     pub label: String,
+}
+
+/// `base`, or 20 ms a work when that is longer: settling, restarting and deleting take longer
+/// with more works, and a phase that runs out of time measures nothing.
+fn scaled(base: Duration, works: usize) -> Duration {
+    base.max(Duration::from_millis(20).saturating_mul(u32::try_from(works).unwrap_or(u32::MAX)))
 }
 
 /// The agent's command line after the binary: Maestro's chart line plus loopback listeners.
@@ -165,7 +173,7 @@ pub async fn run(opts: Options) -> Result<Report, String> {
         .try_namespace("bench-mqtt")
         .await
         .map_err(|e| e.to_string())?;
-    let broker = match Broker::start("bench-mqtt") {
+    let broker = match Broker::start_with("bench-mqtt", opts.broker) {
         Ok(b) => b,
         Err(e) => {
             spoke.cleanup().await;
@@ -498,7 +506,11 @@ impl Bench {
 
         let settle_start = Instant::now();
         let settled = self
-            .wait_quiet(settle_start, self.opts.quiet, SETTLE_TIMEOUT)
+            .wait_quiet(
+                settle_start,
+                self.opts.quiet,
+                scaled(SETTLE_TIMEOUT, self.opts.idle_works),
+            )
             .await?;
         let settle_seconds = settle_start.elapsed().as_secs_f64();
         self.sample_memory("settled");
@@ -617,6 +629,7 @@ impl Bench {
             idle_works: p.idle_works,
             idle_seconds: p.idle.as_secs_f64(),
             quiet_seconds: p.quiet.as_secs_f64(),
+            broker_limits: Some((p.broker.max_packet_bytes, p.broker.max_queued_messages)),
         };
         Ok(Report {
             label: p.label.clone(),
@@ -683,7 +696,11 @@ impl Bench {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let settled = self
-            .wait_quiet(Instant::now(), self.opts.quiet, SETTLE_TIMEOUT)
+            .wait_quiet(
+                Instant::now(),
+                self.opts.quiet,
+                scaled(SETTLE_TIMEOUT, self.opts.idle_works),
+            )
             .await?;
         let reported = self
             .source
@@ -743,7 +760,12 @@ impl Bench {
         }
         let (spec_resync_versions, spec_resync_data_bytes, spec_resync_message_bytes) =
             self.spec_resync_request_since(received_from);
-        self.wait_quiet(asked, BURST_QUIET, SETTLE_TIMEOUT).await?;
+        self.wait_quiet(
+            asked,
+            BURST_QUIET,
+            scaled(SETTLE_TIMEOUT, self.opts.idle_works),
+        )
+        .await?;
         let hashes = self.source.status_hashes(&self.consumer);
         let parts = hashes.len().div_ceil(self.opts.resync_part.max(1));
         let current_answers = self.source.status_arrivals_from(from).len();
@@ -771,7 +793,12 @@ impl Bench {
                 .request_status_resync(&self.consumer, part)
                 .map_err(|e| e.to_string())?;
         }
-        self.wait_quiet(asked, BURST_QUIET, SETTLE_TIMEOUT).await?;
+        self.wait_quiet(
+            asked,
+            BURST_QUIET,
+            scaled(SETTLE_TIMEOUT, self.opts.idle_works),
+        )
+        .await?;
         let answers = self.source.status_arrivals_from(from);
         let stale_answered = answers
             .iter()

@@ -260,6 +260,10 @@ pub struct Parameters {
     pub idle_seconds: f64,
     /// No status event for this long counts as settled, in seconds.
     pub quiet_seconds: f64,
+    /// The broker's `max_packet_size` (bytes) and `max_queued_messages` per client (0: none);
+    /// absent in reports from before they could be set (4 MiB and 1,000).
+    #[serde(default)]
+    pub broker_limits: Option<(u32, u32)>,
 }
 
 /// One benchmark run.
@@ -373,7 +377,7 @@ impl Report {
             md,
             "- Run: bursts of {} single-ConfigMap bundles ({} bytes each), {} deletes one at a time, \
              {} works idle for {:.0} s (settled = no status event for {:.0} s). Source: the \
-             Maestro-shaped test source on a private mosquitto; spoke: a local control plane.\n",
+             Maestro-shaped test source on a private mosquitto{}; spoke: a local control plane.\n",
             p.bursts
                 .iter()
                 .map(usize::to_string)
@@ -383,7 +387,11 @@ impl Report {
             p.deletions,
             p.idle_works,
             p.idle_seconds,
-            p.quiet_seconds
+            p.quiet_seconds,
+            p.broker_limits
+                .map_or(String::new(), |(packet, queued)| format!(
+                    " (max_packet_size {packet}, max_queued_messages {queued})"
+                ))
         );
 
         md.push_str("## Results\n\n");
@@ -831,6 +839,7 @@ mod tests {
             parameters: Parameters {
                 bursts: vec![20],
                 bundle_bytes: 4000,
+                broker_limits: None,
                 deletions: 20,
                 idle_works: 1000,
                 idle_seconds: 120.0,

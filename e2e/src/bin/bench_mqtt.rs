@@ -10,6 +10,7 @@ use clap::{Parser, ValueEnum};
 use e2e::bench::cli::{AgentArgs, parse_duration, write_report};
 use e2e::bench::mqtt::{Options, run};
 use e2e::bench::mqtt_report::{Flavor, Report};
+use test_support::mosquitto::Limits;
 
 /// Which agent runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -59,6 +60,13 @@ struct Cli {
     /// Status hashes per status resync request after the restart (Maestro sends at most 1,000).
     #[arg(long, default_value_t = 1000)]
     resync_part: usize,
+    /// The broker's `max_packet_size` in bytes (the spec resync request of N works is about
+    /// 74 N bytes).
+    #[arg(long, default_value_t = Limits::default().max_packet_bytes)]
+    broker_max_packet: u32,
+    /// The broker's `max_queued_messages` per client (mosquitto's default 1,000; 0: no limit).
+    #[arg(long, default_value_t = Limits::default().max_queued_messages)]
+    broker_max_queued: u32,
     /// A report of Maestro's Go agent (JSON) to compare with: the Markdown then shows both and
     /// whether each target is met.
     #[arg(long)]
@@ -116,6 +124,10 @@ async fn main() -> ExitCode {
         quiet: cli.quiet,
         restart: cli.restart,
         resync_part: cli.resync_part,
+        broker: Limits {
+            max_packet_bytes: cli.broker_max_packet,
+            max_queued_messages: cli.broker_max_queued,
+        },
         label: cli.label,
     };
     let report = match run(opts).await {

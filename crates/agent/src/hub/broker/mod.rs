@@ -305,7 +305,7 @@ impl BrokerHub {
             .clear_unversioned();
         let versions = {
             let locked = self.inner.works.lock();
-            status::resource_versions(locked.works().values().map(|w| &w.metadata))
+            status::resource_versions(locked.works().values().map(|w| w.metadata.as_ref()))
         };
         let count = versions.len();
         match codec::encode_spec_resync_request(

@@ -210,6 +210,10 @@ async fn apply_and_report(
         },
         observed_generation: generation,
         at: Time(Timestamp::now()),
+        // Only where the hub keeps no status: over a kept one nothing is dated anew.
+        applied_since: (!ctx.hub.keeps_status())
+            .then(|| applied.metadata.creation_timestamp.clone())
+            .flatten(),
     };
     // Behind a broker the completion is kept on the spoke before the source hears of it: an agent
     // stopped between the two would otherwise apply the completed work again after a restart.

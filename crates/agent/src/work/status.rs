@@ -126,17 +126,46 @@ pub struct StatusPlan {
     pub observed_generation: Option<i64>,
     /// When: every transition in a status built from this plan carries this time.
     pub at: Time,
+    /// Since when the work's manifests have been applied (its AppliedManifestWork's creation),
+    /// when the agent has no status of it to build on: see [`StatusPlan::over`].
+    pub applied_since: Option<Time>,
 }
 
 impl StatusPlan {
-    /// The status to write over `old`.
+    /// The status to write over `old`. Over no status at all, with `applied_since` set, its
+    /// conditions date from `applied_since` rather than now, but for `Complete`: a TTL counts
+    /// from that, and a completion first seen now happened no earlier than the last look. Behind
+    /// a broker the source keeps the status and a restarted agent starts without it: dated so,
+    /// the status it reports for a work nothing happened to is the one it reported before (the
+    /// source's hash matches: no news), where dated now every work would be news. For a new work
+    /// the AppliedManifestWork was created a moment ago, so the times are the same.
     pub fn over(&self, old: Option<&ManifestWorkStatus>) -> ManifestWorkStatus {
-        build_status(
+        let mut status = build_status(
             old,
             &self.desired,
             self.observed_generation,
             self.at.clone(),
-        )
+        );
+        if let Some(since) = &self.applied_since
+            && !old.is_some_and(|old| differs(None, old))
+        {
+            date_from(&mut status, since);
+        }
+        status
+    }
+}
+
+/// Dates the conditions of `status` but `Complete` from `since`.
+fn date_from(status: &mut ManifestWorkStatus, since: &Time) {
+    let manifests = status
+        .resource_status
+        .iter_mut()
+        .flat_map(|r| r.manifests.iter_mut())
+        .flat_map(|m| m.conditions.iter_mut());
+    for c in status.conditions.iter_mut().chain(manifests) {
+        if c.type_ != condition_types::COMPLETE {
+            c.last_transition_time = since.clone();
+        }
     }
 }
 
@@ -281,6 +310,7 @@ mod tests {
             desired: desired(Status::True),
             observed_generation: Some(1),
             at: t(201),
+            applied_since: None,
         };
         let ready_at = |s: &ManifestWorkStatus| {
             s.resource_status.as_ref().expect("set").manifests[0]
@@ -294,6 +324,71 @@ mod tests {
             ready_at(&plan.over(Some(&read))),
             ready_at(&plan.over(Some(&latest)))
         );
+    }
+
+    #[test]
+    fn a_first_status_dates_applied_and_available_from_the_applied_record() {
+        let plan = |at: i64| StatusPlan {
+            desired: desired(Status::True),
+            observed_generation: Some(1),
+            at: t(at),
+            applied_since: Some(t(50)),
+        };
+        // Reported at 100, then again at 900 by a restarted agent that had no status to build on.
+        let before = plan(100).over(None);
+        let after = plan(900).over(None);
+        assert_eq!(
+            before, after,
+            "nothing changed: the same status, the same hash"
+        );
+        let manifest = &after.resource_status.as_ref().expect("set").manifests[0];
+        let time_of = |conditions: &[Condition], ty: &str| {
+            conditions
+                .iter()
+                .find(|c| c.type_ == ty)
+                .map(|c| c.last_transition_time.clone())
+        };
+        assert_eq!(time_of(&manifest.conditions, "Applied"), Some(t(50)));
+        assert_eq!(time_of(&after.conditions, "Applied"), Some(t(50)));
+        assert_eq!(time_of(&after.conditions, "Available"), Some(t(50)));
+        assert_eq!(time_of(&manifest.conditions, "Ready"), Some(t(50)));
+        // A completion dates from when the agent saw it: a TTL counts from it.
+        let complete = |at: i64| {
+            let mut desired = desired(Status::True);
+            if let ManifestDesired::Conditions { updates, .. } = &mut desired.manifests[0] {
+                updates.push(update(
+                    "Complete",
+                    Status::True,
+                    reasons::CONDITION_RULE_EVALUATED,
+                ));
+            }
+            StatusPlan {
+                desired,
+                ..plan(at)
+            }
+            .over(None)
+        };
+        let completed = complete(700);
+        let manifest = &completed.resource_status.as_ref().expect("set").manifests[0];
+        assert_eq!(time_of(&manifest.conditions, "Complete"), Some(t(700)));
+        assert_eq!(time_of(&completed.conditions, "Complete"), Some(t(700)));
+        assert_eq!(time_of(&completed.conditions, "Applied"), Some(t(50)));
+        // Over a status it has, the agent dates a transition from now as always.
+        let later = StatusPlan {
+            desired: desired(Status::False),
+            ..plan(1000)
+        }
+        .over(Some(&after));
+        let manifest = &later.resource_status.as_ref().expect("set").manifests[0];
+        assert_eq!(time_of(&manifest.conditions, "Ready"), Some(t(1000)));
+        assert_eq!(time_of(&manifest.conditions, "Applied"), Some(t(50)));
+        // Without an applied record's time, a first status dates from now.
+        let undated = StatusPlan {
+            applied_since: None,
+            ..plan(100)
+        }
+        .over(None);
+        assert_eq!(time_of(&undated.conditions, "Applied"), Some(t(100)));
     }
 
     #[test]

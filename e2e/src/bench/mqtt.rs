@@ -712,6 +712,33 @@ impl Bench {
         Ok((settled, reported))
     }
 
+    /// Waits until every live work has a status event from arrival `from` on (at most `timeout`);
+    /// returns how many have.
+    async fn wait_reported_again(
+        &mut self,
+        from: usize,
+        timeout: Duration,
+    ) -> Result<usize, String> {
+        let deadline = Instant::now() + timeout;
+        let mut heard = BTreeSet::new();
+        let mut cursor = from;
+        loop {
+            let new = self.source.status_arrivals_from(cursor);
+            cursor += new.len();
+            heard.extend(new.into_iter().map(|a| a.resource_id));
+            let reported = self.live.iter().filter(|id| heard.contains(*id)).count();
+            if reported == self.live.len() || Instant::now() >= deadline {
+                self.progress(&format!(
+                    "{reported} of {} works reported again",
+                    self.live.len()
+                ));
+                return Ok(reported);
+            }
+            self.check_agent()?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
     /// Kills the agent (SIGKILL), starts it again over the idle works and measures its recovery
     /// (status events, spoke requests); restarts the broker, so that the agent, reconnecting,
     /// lists every work it holds in its spec resync request (its size is measured); restarts the
@@ -730,7 +757,12 @@ impl Bench {
         self.start_agent().await?;
         let spec_resync_seconds = started.elapsed().as_secs_f64();
         let (start_versions, _, _) = self.spec_resync_request_since(received_from);
-        let (settled, reported) = self.settle_after(from, Duration::from_secs(60)).await?;
+        // Every work reported again, then quiet: a restart is over when the source has heard of
+        // every work (the broker restart below would otherwise cut the source's answer short).
+        let reported = self
+            .wait_reported_again(from, scaled(SETTLE_TIMEOUT, self.live.len()))
+            .await?;
+        let (settled, _) = self.settle_after(from, Duration::from_secs(1)).await?;
         let settle_seconds = started.elapsed().as_secs_f64();
         self.sample_memory("restarted, settled");
         let spoke_requests = self.spoke_requests_now().await;

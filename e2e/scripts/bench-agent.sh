@@ -5,6 +5,14 @@
 # control planes named by WORK_AGENT_{HUB,SPOKE}_KUBECONFIG or $RUN_ROOT/clusters.env (from
 # `make cluster-up`); if neither is there, starts fresh ones with with-cluster.sh and stops them
 # afterwards. Report: target/bench/<label>.{md,json}; `bench_agent --help` lists the options.
+#
+# --flavor ours|ocm (default ours): which agent runs. `ocm` is upstream's OCM work agent (`work
+# agent`, kube driver), given the same QPS/burst (--kube-api-qps/-burst for the spoke,
+# --hub-kube-api-qps/-burst for the hub) and sync period (--status-sync-interval) as ours; its
+# binary is --agent-bin, or else ocm-bins.sh's (OCM_REF, default v1.3.1: cached in
+# ~/.cache/work-agent/ocm-<ref>/, built from OCM_MIRROR if not). Every request figure is the API
+# servers'; upstream has no request counter of its own (n/a) and its status latency is not timed
+# (it polls feedback at its sync interval). Needs curl (its health endpoint is HTTPS).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -18,7 +26,18 @@ cd "$ROOT"
 
 extra=()
 bench_build bench_agent
-if ! has_arg --agent-bin "$@"; then
+flavor=ours
+prev=""
+for a in "$@"; do
+  case "$a" in --flavor=*) flavor=${a#--flavor=} ;; esac
+  [ "$prev" = --flavor ] && flavor=$a
+  prev=$a
+done
+if [ "$flavor" = ocm ] && ! has_arg --agent-bin "$@"; then
+  ocm_dir=$("$HERE/ocm-bins.sh" | tail -1)
+  extra+=(--agent-bin "$ocm_dir/work" --agent-commit "ocm-${OCM_REF:-v1.3.1}" --agent-profile release)
+  has_arg --label "$@" || extra+=(--label "bench-agent-ocm-${OCM_REF:-v1.3.1}")
+elif ! has_arg --agent-bin "$@"; then
   commit=$(checkout_commit)
   extra+=(--agent-bin "$TARGET_DIR/release/work-agent" --agent-commit "$commit" --agent-profile release)
   has_arg --label "$@" || extra+=(--label "bench-agent-$commit")

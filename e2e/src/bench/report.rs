@@ -5,6 +5,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use super::agent::Flavor;
 use super::prometheus::Counts;
 use super::stats::Summary;
 use super::system::Machine;
@@ -41,8 +42,14 @@ pub struct Environment {
     /// Where and when it ran.
     #[serde(flatten)]
     pub machine: Machine,
+    /// Which agent ran: ours or upstream's.
+    pub flavor: Flavor,
     /// The agent binary.
     pub agent_bin: String,
+    /// Upstream's agent: the OCM commit its binary was built from, when known.
+    pub agent_source_commit: Option<String>,
+    /// The exact command line of each agent started (first apply, then the restart).
+    pub agent_commands: Vec<String>,
     /// The commit it was built from, as given.
     pub agent_commit: String,
     /// Its build profile, as given.
@@ -77,6 +84,9 @@ pub struct Memory {
     pub steady_rss_mib: Option<f64>,
     /// VmHWM (peak resident set) of the agent that did the first apply, MiB.
     pub peak_rss_mib: Option<f64>,
+    /// CPU time (user + system) of the agent that did the first apply, from its start until
+    /// it was idle after the first apply, seconds.
+    pub first_apply_cpu_seconds: Option<f64>,
 }
 
 /// The agent's requests in one phase.
@@ -181,9 +191,14 @@ impl Report {
         )?;
         writeln!(
             md,
-            "- Agent: `{}`, commit {}, {} build{}.",
+            "- Agent: {}, `{}`, commit {}{}, {} build{}.",
+            e.flavor.describe(),
             e.agent_bin,
             e.agent_commit,
+            e.agent_source_commit
+                .as_ref()
+                .map(|c| format!(" (source commit {c})"))
+                .unwrap_or_default(),
             e.agent_profile,
             if e.agent_args.is_empty() {
                 String::new()
@@ -191,11 +206,20 @@ impl Report {
                 format!(", extra arguments `{}`", e.agent_args.join(" "))
             }
         )?;
+        for (i, command) in e.agent_commands.iter().enumerate() {
+            let which = if i == 0 { "first apply" } else { "restart" };
+            writeln!(md, "- Command line ({which}): `{command}`")?;
+        }
         writeln!(
             md,
             "- Run: {} works x {} ConfigMaps, agent QPS {} / burst {} (hub and spoke), resync \
-             phase with `--status-sync-period {}s`.\n",
-            p.works, p.configmaps_per_work, p.qps, p.burst, p.resync_period_seconds
+             phase with `{} {}s`.\n",
+            p.works,
+            p.configmaps_per_work,
+            p.qps,
+            p.burst,
+            e.flavor.sync_period_flag(),
+            p.resync_period_seconds
         )?;
         self.write_headline(md)?;
         for phase in &self.phases {
@@ -221,10 +245,13 @@ impl Report {
             "| Time to all Applied+Available | {:.1} s (creating the works took {:.1} s) | <= 0.6x the baseline |",
             self.apply_seconds, self.create_seconds
         )?;
-        let agent = h
-            .spoke_requests_per_manifest_agent
-            .map(|v| format!(" (agent counter: {v:.2})"))
-            .unwrap_or_default();
+        let agent = match h.spoke_requests_per_manifest_agent {
+            Some(v) => format!(" (agent counter: {v:.2})"),
+            None if !self.environment.flavor.has_request_counter() => {
+                " (agent counter: n/a)".into()
+            }
+            None => String::new(),
+        };
         writeln!(
             md,
             "| Spoke requests per manifest, first apply | {}{agent} | <= 1.1 |",
@@ -256,7 +283,10 @@ impl Report {
         writeln!(
             md,
             "| Status latency, spoke change to hub status, p50 / p99 | {} | p99 <= 300 ms |",
-            summary(&self.status_latency)
+            match (&self.status_latency, self.environment.flavor) {
+                (None, Flavor::Ocm) => "n/a (polled at the status sync interval; notes)".into(),
+                (s, _) => summary(s),
+            }
         )?;
         writeln!(
             md,
@@ -265,9 +295,14 @@ impl Report {
         )?;
         writeln!(
             md,
-            "| Agent RSS steady / peak | {} / {} MiB | <= 64 MiB |\n",
+            "| Agent RSS steady / peak | {} / {} MiB | <= 64 MiB |",
             opt(self.memory.steady_rss_mib),
             opt(self.memory.peak_rss_mib)
+        )?;
+        writeln!(
+            md,
+            "| Agent CPU, start to idle after the first apply | {} s | |\n",
+            opt(self.memory.first_apply_cpu_seconds)
         )?;
         Ok(())
     }
@@ -419,7 +454,10 @@ mod tests {
             label: "t".into(),
             environment: Environment {
                 machine: Machine::example([1.0, 2.0, 3.0], 4.0),
+                flavor: Flavor::Ours,
                 agent_bin: "/bin/agent".into(),
+                agent_source_commit: None,
+                agent_commands: vec!["/bin/agent run --spoke-cluster-name c".into()],
                 agent_commit: "abc".into(),
                 agent_profile: "release".into(),
                 agent_args: vec![],
@@ -483,5 +521,47 @@ mod tests {
         let with = report(true).markdown();
         assert!(with.contains("Agent counter spoke"), "{with}");
         assert!(with.contains("(agent counter: 2.20)"), "{with}");
+        assert!(
+            with.contains("- Command line (first apply): `/bin/agent run --spoke-cluster-name c`"),
+            "{with}"
+        );
+    }
+
+    #[test]
+    fn upstream_report_names_flavor_source_and_commands_and_says_n_a_for_agent_figures() {
+        let mut r = report(false);
+        r.environment.flavor = Flavor::Ocm;
+        r.environment.agent_bin = "/ocm/work".into();
+        r.environment.agent_commit = "ocm-v1.3.1".into();
+        r.environment.agent_source_commit = Some("805fa61".into());
+        r.environment.agent_commands =
+            vec!["/ocm/work agent --a".into(), "/ocm/work agent --b".into()];
+        r.status_latency = None;
+        r.memory.first_apply_cpu_seconds = Some(12.345);
+        let md = r.markdown();
+        assert!(
+            md.contains("- Agent: upstream's OCM work agent, `/ocm/work`, commit ocm-v1.3.1 (source commit 805fa61)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- Command line (first apply): `/ocm/work agent --a`"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- Command line (restart): `/ocm/work agent --b`"),
+            "{md}"
+        );
+        assert!(md.contains("| 2.20 (agent counter: n/a) |"), "{md}");
+        assert!(
+            md.contains("| n/a (polled at the status sync interval; notes) |"),
+            "{md}"
+        );
+        assert!(md.contains("| 12.35 s |"), "{md}");
+        let json = serde_json::to_value(&r).unwrap_or_default();
+        assert_eq!(json["environment"]["flavor"], "ocm");
+        assert_eq!(
+            json["environment"]["agent_commands"][1],
+            "/ocm/work agent --b"
+        );
     }
 }

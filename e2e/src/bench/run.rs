@@ -13,7 +13,7 @@ use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 use test_support::{HUB_KUBECONFIG_ENV, SPOKE_KUBECONFIG_ENV, TestCluster};
 
-use super::agent::{Agent, AgentSpec, tail};
+use super::agent::{Agent, AgentSpec, Flavor, tail};
 use super::hub_watch::{FEEDBACK_NAME, HubWatch, Seen};
 use super::prometheus::{self, Counts};
 use super::report::{self, Environment, Memory, Parameters, Phase, Report};
@@ -54,6 +54,8 @@ const MANIFESTWORKS: &str = "manifestworks.work.open-cluster-management.io";
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Options {
+    /// Which agent: ours or upstream's.
+    pub flavor: Flavor,
     /// ManifestWorks to create.
     pub works: usize,
     /// ConfigMaps per work.
@@ -114,6 +116,8 @@ struct Bench {
     started: Instant,
     /// The phase the samples belong to.
     stage: Mutex<&'static str>,
+    /// The command line of every agent started, in order (for the report).
+    commands: Mutex<Vec<String>>,
     /// Seconds since the start, phase, agent pid and its /proc figures, every [`SAMPLE_EVERY`].
     samples: Mutex<Vec<(f64, &'static str, u32, system::ProcessSample)>>,
 }
@@ -166,6 +170,7 @@ pub async fn run(opts: Options) -> Result<Report, String> {
         load_max: Mutex::new(0.0),
         started: Instant::now(),
         stage: Mutex::new("start"),
+        commands: Mutex::new(Vec::new()),
         samples: Mutex::new(Vec::new()),
     };
     let result = tokio::select! {
@@ -263,6 +268,7 @@ impl Bench {
 
     fn agent_spec(&self, period: Duration) -> AgentSpec<'_> {
         AgentSpec {
+            flavor: self.opts.flavor,
             bin: &self.opts.agent_bin,
             cluster: &self.cluster,
             hub_kubeconfig: &self.hub.kubeconfig,
@@ -277,10 +283,15 @@ impl Bench {
     async fn start_agent(&self, period: Duration) -> Result<(), String> {
         let agent = Agent::start(&self.agent_spec(period)).await?;
         self.progress(&format!(
-            "agent pid {} ready (log {})",
+            "agent pid {} ready (log {}): {}",
             agent.process.pid(),
-            agent.process.log_path().display()
+            agent.process.log_path().display(),
+            agent.command
         ));
+        self.commands
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(agent.command.clone());
         *self.agent.lock().await = Some(agent);
         Ok(())
     }
@@ -334,7 +345,7 @@ impl Bench {
             Self::scrape_apiserver(&self.spoke.client, &self.spoke_scrapes),
         )?;
         let agent_text = match self.agent.lock().await.as_ref() {
-            Some(agent) => Some(agent.metrics().await?),
+            Some(agent) => agent.metrics().await?,
             None => None,
         };
         let agent_samples = match agent_text {
@@ -471,13 +482,20 @@ impl Bench {
         }
         let s1 = self.snapshot().await?;
         let steady = self.memory().await;
+        let first_apply_cpu = self
+            .agent
+            .lock()
+            .await
+            .as_ref()
+            .and_then(Agent::cpu_seconds);
         self.stage("status_changes");
         let manifests = (o.works * o.configmaps_per_work) as u64;
         let mut phases = vec![self.phase(
             report::FIRST_APPLY,
             format!(
-                "All {} works created at once (agent started beforehand with --status-sync-period {}s, so no resync), until every work was Applied and Available and the agent idle.",
+                "All {} works created at once (agent started beforehand with {} {}s, so no resync), until every work was Applied and Available and the agent idle.",
                 o.works,
+                o.flavor.sync_period_flag(),
                 FIRST_AGENT_SYNC_PERIOD.as_secs()
             ),
             (&s0, &s1),
@@ -535,7 +553,8 @@ impl Bench {
         phases.push(self.phase(
             "restart",
             format!(
-                "The agent restarted (with --status-sync-period {}s) over {remaining} idle works, until it went idle.",
+                "The agent restarted (with {} {}s) over {remaining} idle works, until it went idle.",
+                o.flavor.sync_period_flag(),
                 o.resync_period.as_secs()
             ),
             (&s4, &s5),
@@ -582,12 +601,31 @@ impl Bench {
             SPOKE_AGENT_RESOURCES.join(" and "),
             HUB_NOISE_RESOURCES.join(" and ")
         ));
+        if !status_latency_measurable(o.flavor) && o.latency_samples > 0 {
+            notes.push(format!(
+                "Status latency not measured: upstream's agent reads status feedback (JSONPaths rules, scrape type Poll) when it requeues a work, every --status-sync-interval with jitter up to 1.9x (availablestatus_controller.go), not on spoke events; with the first agent's interval of {}s each of the {} samples would wait up to {:.0} s, beyond the harness's {}s per sample.",
+                FIRST_AGENT_SYNC_PERIOD.as_secs(),
+                o.latency_samples,
+                FIRST_AGENT_SYNC_PERIOD.as_secs_f64() * 1.9,
+                SAMPLE_TIMEOUT.as_secs()
+            ));
+        }
+        if !o.flavor.has_request_counter() {
+            notes.push("Upstream's agent has no counter of its own requests: every request figure here is the API servers' (apiserver_request_total); the agent-counter columns are n/a.".into());
+        }
         let load_max = *self.load_max.lock().unwrap_or_else(|p| p.into_inner());
         let report = Report {
             label: o.label.clone(),
             environment: Environment {
                 machine: Machine::at_end(date, load_start, load_max),
+                flavor: o.flavor,
                 agent_bin: o.agent_bin.display().to_string(),
+                agent_source_commit: source_commit(o.flavor, &o.agent_bin),
+                agent_commands: self
+                    .commands
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
                 agent_commit: o.agent_commit.clone(),
                 agent_profile: o.agent_profile.clone(),
                 agent_args: o.agent_args.clone(),
@@ -608,6 +646,7 @@ impl Bench {
             memory: Memory {
                 steady_rss_mib: steady.map(|(rss, _)| rss),
                 peak_rss_mib: peak,
+                first_apply_cpu_seconds: first_apply_cpu,
             },
             phases,
             notes,
@@ -688,6 +727,10 @@ impl Bench {
     /// until the hub watch shows it in the work's status feedback.
     async fn status_latency(&self) -> Result<(Vec<Duration>, u64), String> {
         let o = &self.opts;
+        if !status_latency_measurable(o.flavor) {
+            self.progress("status latency: not measured for upstream's agent (it polls feedback)");
+            return Ok((Vec::new(), 0));
+        }
         let n = o.latency_samples.min(o.works);
         let mut samples = Vec::with_capacity(n);
         for k in 0..n {
@@ -837,6 +880,24 @@ async fn remove_all(api: &Api<DynamicObject>, names: &[String]) {
         .await;
 }
 
+/// Whether the status-latency phase can time a spoke change: our agent reports feedback on the
+/// spoke's watch events; upstream's polls it at its status sync interval (hours in the first
+/// agent's run, see [`FIRST_AGENT_SYNC_PERIOD`]).
+fn status_latency_measurable(flavor: Flavor) -> bool {
+    flavor == Flavor::Ours
+}
+
+/// For upstream's agent, the OCM commit its binary was built from: `ocm-bins.sh` writes it to
+/// `commit` beside the binaries. Ours names its commit with `--agent-commit`.
+fn source_commit(flavor: Flavor, bin: &std::path::Path) -> Option<String> {
+    if flavor != Flavor::Ocm {
+        return None;
+    }
+    let text = std::fs::read_to_string(bin.parent()?.join("commit")).ok()?;
+    let commit = text.trim();
+    (!commit.is_empty()).then(|| commit.to_string())
+}
+
 fn is_hub_noise(resource: &str) -> bool {
     HUB_NOISE_RESOURCES.contains(&resource)
 }
@@ -931,6 +992,21 @@ mod tests {
             spec["manifestConfigs"][0]["feedbackRules"][0]["jsonPaths"][0]["path"],
             ".metadata.annotations.benchflag"
         );
+    }
+
+    #[test]
+    fn upstream_source_commit_is_read_beside_its_binary_only() {
+        let dir = std::env::temp_dir().join(format!("bench-commit-{}", std::process::id()));
+        let _ = std::fs::create_dir_all(&dir);
+        let _ = std::fs::write(dir.join("commit"), "805fa61\n");
+        let bin = dir.join("work");
+        let ocm = source_commit(Flavor::Ocm, &bin);
+        let ours = source_commit(Flavor::Ours, &bin);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(ocm.as_deref(), Some("805fa61"));
+        assert_eq!(ours, None);
+        assert!(status_latency_measurable(Flavor::Ours));
+        assert!(!status_latency_measurable(Flavor::Ocm));
     }
 
     #[test]

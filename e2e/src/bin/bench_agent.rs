@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
+use e2e::bench::agent::Flavor;
 use e2e::bench::cli::{AgentArgs, parse_duration, write_report};
 use e2e::bench::run::{Options, run};
 
@@ -14,6 +15,10 @@ use e2e::bench::run::{Options, run};
 #[derive(Debug, Parser)]
 #[command(name = "bench_agent")]
 struct Cli {
+    /// Which agent `--agent-bin` is: `ours` (work-agent) or `ocm` (upstream's `work` binary,
+    /// started as `work agent` with its own flags for the same QPS, burst and sync period).
+    #[arg(long, value_enum, default_value_t = Flavor::Ours)]
+    flavor: Flavor,
     /// ManifestWorks to create.
     #[arg(long, default_value_t = 1000)]
     works: usize,
@@ -31,7 +36,8 @@ struct Cli {
     /// Build profile of the agent (for the report).
     #[arg(long, default_value = "unknown")]
     agent_profile: String,
-    /// `--status-sync-period` of the agent in the idle-resync phase (`60s`, `2m`).
+    /// `--status-sync-period` (upstream: `--status-sync-interval`) of the agent in the
+    /// idle-resync phase (`60s`, `2m`).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     resync_period: Duration,
     /// Spoke changes to time (status latency).
@@ -61,6 +67,7 @@ async fn main() -> ExitCode {
     let out_dir = cli.out_dir.clone();
     let label = cli.label.clone();
     let opts = Options {
+        flavor: cli.flavor,
         works: cli.works,
         configmaps_per_work: cli.configmaps_per_work,
         qps: cli.qps,
@@ -107,5 +114,26 @@ mod tests {
         );
         assert_eq!(cli.agent.agent_args, ["--workers=10"]);
         assert_eq!(cli.resync_period, Duration::from_secs(60));
+        assert_eq!(cli.flavor, Flavor::Ours);
+    }
+
+    #[test]
+    fn flavor_ocm_is_accepted_and_an_unknown_one_refused() {
+        let cli = Cli::try_parse_from([
+            "bench_agent",
+            "--flavor",
+            "ocm",
+            "--agent-bin",
+            "/ocm/work",
+            "--agent-commit",
+            "ocm-v1.3.1",
+        ])
+        .expect("parses");
+        assert_eq!(cli.flavor, Flavor::Ocm);
+        assert_eq!(cli.agent.agent_commit, "ocm-v1.3.1");
+        assert!(
+            Cli::try_parse_from(["bench_agent", "--flavor", "maestro", "--agent-bin", "/a"])
+                .is_err()
+        );
     }
 }

@@ -147,12 +147,17 @@ impl StatusPlan {
             self.at.clone(),
         );
         if let Some(since) = &self.applied_since
-            && !old.is_some_and(|old| differs(None, old))
+            && is_blank(old)
         {
             date_from(&mut status, since);
         }
         status
     }
+}
+
+/// Whether `status` says nothing yet: none at all, or one without conditions or manifests.
+fn is_blank(status: Option<&ManifestWorkStatus>) -> bool {
+    status.is_none_or(|s| !differs(None, s))
 }
 
 /// Dates the conditions of `status` but `Complete` from `since`.

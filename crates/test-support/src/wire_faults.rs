@@ -25,6 +25,8 @@ pub struct FaultCounters {
     pub split_parts: u64,
     /// Agent status events lost in flight (never judged by the source).
     pub statuses_lost: u64,
+    /// Spec resync answers held back whole (a source slow to prepare its answer).
+    pub held_answers: u64,
 }
 
 /// One event bound for a consumer (cluster).
@@ -36,6 +38,7 @@ pub struct WireFaults {
     duplicate: u64,
     reorder: u64,
     split: Option<(u64, usize)>,
+    hold_answers: u64,
     lose_statuses: u64,
     /// Held batches, oldest first: each goes out after the next spec event, or on `release`.
     held: VecDeque<Vec<Addressed>>,
@@ -70,6 +73,12 @@ impl WireFaults {
         self.split = Some((answers, parts.max(2)));
     }
 
+    /// Holds each of the next `answers` spec resync answers back whole, until a later spec event
+    /// or a [`WireFaults::release`]: a source slow to prepare its answer.
+    pub fn hold_next_answers(&mut self, answers: u64) {
+        self.hold_answers = answers;
+    }
+
     /// Loses the next `n` status events from agents (0 stops losing them).
     pub fn lose_next_statuses(&mut self, n: u64) {
         self.lose_statuses = n;
@@ -80,6 +89,7 @@ impl WireFaults {
         self.duplicate = 0;
         self.reorder = 0;
         self.split = None;
+        self.hold_answers = 0;
         self.lose_statuses = 0;
     }
 
@@ -123,6 +133,12 @@ impl WireFaults {
             .into_iter()
             .map(|ev| (consumer.to_string(), ev))
             .collect();
+        if self.hold_answers > 0 && !all.is_empty() {
+            self.hold_answers -= 1;
+            self.counters.held_answers += 1;
+            self.held.push_back(all);
+            return Vec::new();
+        }
         let Some((left, parts)) = self.split.filter(|(left, _)| *left > 0) else {
             return all;
         };
@@ -198,6 +214,21 @@ mod tests {
         assert!(!f.lose_status());
         assert_eq!(f.answer("c", vec![spec("a", 1), spec("b", 1)]).len(), 2);
         assert_eq!(f.counters(), FaultCounters::default());
+    }
+
+    #[test]
+    fn a_held_answer_goes_out_whole_on_release() {
+        let mut f = WireFaults::default();
+        f.hold_next_answers(1);
+        assert!(f.answer("c", vec![spec("a", 1), spec("b", 1)]).is_empty());
+        assert!(f.holding());
+        assert_eq!(ids(&f.release()), [("a".into(), 1), ("b".into(), 1)]);
+        assert_eq!(
+            f.answer("c", vec![spec("a", 1)]).len(),
+            1,
+            "only the next one"
+        );
+        assert_eq!(f.counters().held_answers, 1);
     }
 
     #[test]

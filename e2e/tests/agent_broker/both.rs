@@ -524,3 +524,97 @@ pub async fn a_work_deleted_by_its_ttl_and_then_by_its_source_is_reported_delete
     })
     .await;
 }
+
+/// A restarted agent marks no AppliedManifestWork for eviction while the source prepares its
+/// answer to the spec resync request (the answer comes one event per work, with no end marker):
+/// only the one of a work the source forgot is marked, once the answer is in.
+pub async fn a_restart_marks_no_applied_work_before_the_sources_answer(t: Transport) {
+    let mut env = BrokerEnv::start(t, "evictmark").await;
+    let kept: Vec<String> = (0..5)
+        .map(|i| env.create(bundle(&env.ns, &format!("kept-{i}"), json!({"v": "1"}))))
+        .collect();
+    let forgotten = env.create(bundle(&env.ns, "forgotten", json!({"v": "1"})));
+    for id in kept.iter().chain([&forgotten]) {
+        env.wait_applied(id).await;
+    }
+    env.kill_agent();
+    assert!(env.source().forget(&forgotten), "the source had the work");
+    let marked = marks_seen(Api::all(env.spoke.client.clone()));
+    // The answer waits longer than a scan's retry period (1 s), shorter than the agent's wait
+    // for an answer that has not begun (5 s).
+    // Every answer: an agent may ask twice (gRPC: on the stream's start and on its subscribe).
+    env.source().faults(|f| f.hold_next_answers(u64::MAX));
+    env.start_agent();
+    env.wait_source("the restarted agent asked for a spec resync", |s| {
+        s.faults(|f| f.holding())
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    env.source().faults(|f| f.disarm());
+    assert!(env.source().release_held().expect("release the answer"));
+    while env.source().release_held().expect("release the answer") {}
+
+    let forgotten_amw = env.amw_name(&forgotten);
+    wait_for(
+        "the AppliedManifestWork of the forgotten work is marked",
+        TIMEOUT,
+        || async {
+            marked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(&forgotten_amw)
+                .then_some(())
+        },
+    )
+    .await;
+    // The spoke is shared with other tests: only this test's AppliedManifestWorks count.
+    let ours: std::collections::BTreeSet<String> = kept.iter().map(|id| env.amw_name(id)).collect();
+    let marked: std::collections::BTreeSet<String> = marked
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .filter(|name| ours.contains(*name) || **name == forgotten_amw)
+        .cloned()
+        .collect();
+    assert_eq!(
+        marked,
+        std::collections::BTreeSet::from([forgotten_amw]),
+        "only the forgotten work's AppliedManifestWork was marked"
+    );
+    for id in &kept {
+        env.wait_applied(id).await;
+    }
+}
+
+/// The names of the AppliedManifestWorks seen with `status.evictionStartTime`, from a watch
+/// started now and kept until the test ends.
+fn marks_seen(
+    api: Api<AppliedManifestWork>,
+) -> std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>> {
+    use futures::StreamExt;
+    use kube::ResourceExt;
+    use kube::runtime::watcher;
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+    let into = seen.clone();
+    tokio::spawn(async move {
+        let mut events = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
+        while let Some(event) = events.next().await {
+            let (watcher::Event::Apply(amw) | watcher::Event::InitApply(amw)) = (match event {
+                Ok(e) => e,
+                Err(_) => continue,
+            }) else {
+                continue;
+            };
+            if amw
+                .status
+                .as_ref()
+                .is_some_and(|s| s.eviction_start_time.is_some())
+            {
+                into.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(amw.name_any());
+            }
+        }
+    });
+    seen
+}

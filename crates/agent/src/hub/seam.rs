@@ -85,6 +85,13 @@ pub trait Hub: Send + Sync + 'static {
     /// hear about waits for it.
     fn watch_is_healthy(&self) -> bool;
 
+    /// Whether the works the agent holds are the hub's whole list: a broker's source answers a
+    /// spec resync request one event per work, with no end marker, so the copy is partial until
+    /// the answer is in. Eviction waits for it. A Kubernetes hub's list comes whole.
+    fn works_listed(&self) -> bool {
+        true
+    }
+
     /// The works released by [`Hub::set_finalizers`] whose deletion the hub has heard since the
     /// last call. A Kubernetes hub hears a release with the write itself and never lists one; a
     /// broker's source hears it when it takes the work's `Deleted` event, which may be after a

@@ -7,7 +7,8 @@
 //!
 //! The controller scans periodically, reading both sides from the agent's watch stores (no
 //! request). An empty store that has not finished its initial list would look like "the hub
-//! has no works", so a scan is skipped until both stores are synced. It is also skipped while the
+//! has no works", so a scan is skipped until both stores are synced, and behind a broker until
+//! the source's answer to the spec resync request is in (`Hub::works_listed`). It is also skipped while the
 //! ManifestWork watch is failing, so an unreachable hub never starts an eviction: a store keeps
 //! its last full list while its watch fails (and swaps in a new list only whole, after a
 //! re-list), so it never shows fewer works than the hub had at its last successful list or
@@ -236,6 +237,7 @@ pub fn scan_blocker(
     works_synced: bool,
     applied_synced: bool,
     hub_watch_healthy: bool,
+    works_listed: bool,
 ) -> Option<&'static str> {
     if !works_synced {
         Some("the ManifestWork store has not finished its initial list")
@@ -243,6 +245,8 @@ pub fn scan_blocker(
         Some("the AppliedManifestWork store has not finished its initial list")
     } else if !hub_watch_healthy {
         Some("the ManifestWork watch is failing (hub unreachable?)")
+    } else if !works_listed {
+        Some("the source is still answering the spec resync request")
     } else {
         None
     }
@@ -254,6 +258,7 @@ async fn scan(ctx: &Context) -> bool {
         ctx.works_are_synced(),
         ctx.applied.is_synced(),
         ctx.hub.watch_is_healthy(),
+        ctx.hub.works_listed(),
     ) {
         tracing::debug!(reason = why, "eviction scan skipped");
         return false;
@@ -566,11 +571,17 @@ mod tests {
     }
 
     #[test]
-    fn a_scan_waits_for_both_full_lists_and_a_working_hub_watch() {
-        assert!(scan_blocker(false, true, true).is_some_and(|w| w.contains("ManifestWork store")));
-        assert!(scan_blocker(true, false, true).is_some_and(|w| w.contains("AppliedManifestWork")));
-        assert!(scan_blocker(true, true, false).is_some_and(|w| w.contains("failing")));
-        assert_eq!(scan_blocker(true, true, true), None);
+    fn a_scan_waits_for_both_full_lists_a_working_hub_watch_and_the_sources_answer() {
+        assert!(
+            scan_blocker(false, true, true, true).is_some_and(|w| w.contains("ManifestWork store"))
+        );
+        assert!(
+            scan_blocker(true, false, true, true)
+                .is_some_and(|w| w.contains("AppliedManifestWork"))
+        );
+        assert!(scan_blocker(true, true, false, true).is_some_and(|w| w.contains("failing")));
+        assert!(scan_blocker(true, true, true, false).is_some_and(|w| w.contains("resync")));
+        assert_eq!(scan_blocker(true, true, true, true), None);
     }
 
     #[test]

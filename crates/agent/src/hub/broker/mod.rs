@@ -15,6 +15,7 @@
 //!   status resync request is answered with the statuses the source lacks.
 //! - Hub Events have no equivalent in the protocol: they are logged.
 
+pub mod answer;
 pub mod metrics;
 pub mod spec;
 pub mod status;
@@ -38,6 +39,7 @@ use work_api::{ManifestWork, ManifestWorkStatus};
 
 use super::local_works::{LocalWorks, api_error};
 use super::seam::{DeletionsHeard, GoneWork, Hub, HubResult, WorkEvents};
+use super::stored_work::StoredWork;
 use spec::SpecChange;
 
 /// How many works deleted here are remembered (see [`Deleted`]).
@@ -173,6 +175,8 @@ struct Inner {
     processed: metrics::Processed,
     /// Keeps the client's tasks running as long as the hub lives.
     client: Mutex<Option<Client>>,
+    /// Whether the source's answer to the latest spec resync request is in.
+    resync_answer: Mutex<answer::ResyncAnswer>,
 }
 
 /// The works of one cluster, from a source behind a broker.
@@ -202,6 +206,7 @@ impl BrokerHub {
                 status_resync: metrics::status_resync_histogram(),
                 processed: metrics::Processed::default(),
                 client: Mutex::new(None),
+                resync_answer: Mutex::default(),
             }),
         }
     }
@@ -307,6 +312,11 @@ impl BrokerHub {
             let locked = self.inner.works.lock();
             status::resource_versions(locked.works().values().map(|w| w.metadata.as_ref()))
         };
+        self.inner
+            .resync_answer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .requested(Instant::now());
         let count = versions.len();
         match codec::encode_spec_resync_request(
             versions,
@@ -335,13 +345,24 @@ impl BrokerHub {
 
     /// Applies one spec event to the agent's copy.
     pub fn apply_spec(&self, update: &SpecUpdate) {
+        self.inner
+            .resync_answer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .event(Instant::now());
         let mut locked = self.inner.works.lock();
-        let existing = locked
-            .works()
-            .iter()
-            .find(|(_, w)| w.metadata.uid.as_deref() == Some(update.uid.as_str()))
-            .map(|(name, _)| name.clone())
-            .and_then(|name| locked.get(&name));
+        let is_the_update = |w: &StoredWork| w.metadata.uid.as_deref() == Some(update.uid.as_str());
+        // By name first (a source keeps a work's name): a search through every work for each
+        // event would make a resync answer of n works cost n² comparisons.
+        let existing_name = match locked.works().get(update.name.as_str()) {
+            Some(w) if is_the_update(w) => Some(update.name.clone()),
+            _ => locked
+                .works()
+                .iter()
+                .find(|(_, w)| is_the_update(w))
+                .map(|(name, _)| name.clone()),
+        };
+        let existing = existing_name.and_then(|name| locked.get(&name));
         if existing.is_none() {
             let mut deleted = self
                 .inner
@@ -517,6 +538,14 @@ impl Hub for BrokerHub {
 
     fn watch_is_healthy(&self) -> bool {
         self.inner.outbox.get().is_some_and(|o| o.stats().ready)
+    }
+
+    fn works_listed(&self) -> bool {
+        self.inner
+            .resync_answer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_in(Instant::now())
     }
 
     fn events_taken(&self) -> BoxFuture<'_, ()> {

@@ -1,0 +1,128 @@
+//! When the source has answered the agent's spec resync request. The protocol has no end marker:
+//! the source sends each work of its answer as its own event. Until the answer is in, the agent's
+//! copy lacks works the source still has, so eviction would mark their AppliedManifestWorks (a
+//! spoke write each, and another to clear the mark when the work arrives). The answer counts as in
+//! once no spec event has come for a quiet period after the request. Eviction only marks and
+//! waits out its grace period, so this saves writes and decides nothing: with the periods at zero
+//! the agent stays correct.
+
+use std::time::{Duration, Instant};
+
+/// Quiet after the last spec event that ends an answer.
+pub const QUIET_AFTER_LAST_EVENT: Duration = Duration::from_secs(1);
+/// Quiet after the request with no spec event at all (a source with no works sends none).
+pub const QUIET_WITHOUT_EVENTS: Duration = Duration::from_secs(5);
+/// Longest wait: a source that keeps sending (churn right after the request) ends it too.
+pub const LONGEST_WAIT: Duration = Duration::from_secs(120);
+
+/// The state of the latest spec resync request's answer.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ResyncAnswer {
+    /// When the latest request was sent; none before the first subscribe.
+    requested: Option<Instant>,
+    /// When the latest spec event came after it.
+    last_event: Option<Instant>,
+    /// Whether the answer was seen in (kept until the next request).
+    answered: bool,
+}
+
+impl ResyncAnswer {
+    /// A request was sent at `now`: its answer is not in yet.
+    pub fn requested(&mut self, now: Instant) {
+        *self = Self {
+            requested: Some(now),
+            last_event: None,
+            answered: false,
+        };
+    }
+
+    /// A spec event came at `now`.
+    pub fn event(&mut self, now: Instant) {
+        if self.requested.is_some() && !self.answered {
+            self.last_event = Some(now);
+        }
+    }
+
+    /// Whether the answer is in at `now`; once it is, it stays in until the next request.
+    pub fn is_in(&mut self, now: Instant) -> bool {
+        if !self.answered {
+            self.answered = self.requested.is_some_and(|requested| {
+                let since_request = now.saturating_duration_since(requested);
+                let quiet = match self.last_event {
+                    Some(last) => now.saturating_duration_since(last) >= QUIET_AFTER_LAST_EVENT,
+                    None => since_request >= QUIET_WITHOUT_EVENTS,
+                };
+                quiet || since_request >= LONGEST_WAIT
+            });
+        }
+        self.answered
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn nothing_is_in_before_the_first_request() {
+        let start = Instant::now();
+        let mut answer = ResyncAnswer::default();
+        answer.event(start);
+        assert!(!answer.is_in(start + LONGEST_WAIT * 2));
+    }
+
+    #[test]
+    fn an_answer_is_in_after_a_quiet_period_following_its_last_event() {
+        let start = Instant::now();
+        let mut answer = ResyncAnswer::default();
+        answer.requested(start);
+        for i in 1..=50 {
+            answer.event(start + 300 * MS * i);
+            assert!(!answer.is_in(start + 300 * MS * i + 900 * MS), "event {i}");
+        }
+        let last = start + 300 * MS * 50;
+        assert!(answer.is_in(last + QUIET_AFTER_LAST_EVENT));
+        // Kept: later events (the source's ordinary traffic) do not take it back.
+        answer.event(last + QUIET_AFTER_LAST_EVENT + MS);
+        assert!(answer.is_in(last + QUIET_AFTER_LAST_EVENT + 2 * MS));
+    }
+
+    #[test]
+    fn a_source_with_nothing_to_send_is_answered_after_the_longer_quiet() {
+        let start = Instant::now();
+        let mut answer = ResyncAnswer::default();
+        answer.requested(start);
+        assert!(!answer.is_in(start + QUIET_AFTER_LAST_EVENT * 2));
+        assert!(answer.is_in(start + QUIET_WITHOUT_EVENTS));
+    }
+
+    #[test]
+    fn a_source_that_never_pauses_is_answered_after_the_longest_wait() {
+        let start = Instant::now();
+        let mut answer = ResyncAnswer::default();
+        answer.requested(start);
+        let mut t = start;
+        while t < start + LONGEST_WAIT {
+            answer.event(t);
+            assert!(!answer.is_in(t));
+            t += 100 * MS;
+        }
+        answer.event(t);
+        assert!(answer.is_in(t));
+    }
+
+    #[test]
+    fn a_new_request_waits_for_its_own_answer() {
+        let start = Instant::now();
+        let mut answer = ResyncAnswer::default();
+        answer.requested(start);
+        assert!(answer.is_in(start + QUIET_WITHOUT_EVENTS));
+        let again = start + QUIET_WITHOUT_EVENTS * 2;
+        answer.requested(again);
+        assert!(!answer.is_in(again + MS));
+        answer.event(again + 10 * MS);
+        assert!(answer.is_in(again + 10 * MS + QUIET_AFTER_LAST_EVENT));
+    }
+}

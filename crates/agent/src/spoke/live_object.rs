@@ -1,7 +1,7 @@
-//! An applied object as the watch cache keeps it: its identity as metadata and the rest as
-//! compact JSON text, packed ([`crate::packed`]). A parsed `serde_json::Value` costs several
-//! times its text in map nodes and small strings; the text is parsed only when a reconcile reads
-//! the object.
+//! An applied object as a watch event brings it: its identity as metadata (for the watch) and the
+//! object as compact JSON text, packed ([`crate::packed`]), which is what the agent's store keeps
+//! ([`crate::spoke::object_store`]). A parsed `serde_json::Value` costs several times its text in
+//! map nodes and small strings; the text is parsed only when a reconcile reads the object.
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -38,11 +38,8 @@ impl std::ops::Deref for SharedResource {
     }
 }
 
-/// The metadata fields [`LiveObject::metadata`] holds, so its text need not.
-const IDENTITY: [&str; 4] = ["name", "namespace", "uid", "resourceVersion"];
-
-/// A live object: name, namespace, uid and resourceVersion, and its JSON without them,
-/// `managedFields` and `kubectl`'s last-applied copy.
+/// A live object: name, namespace, uid and resourceVersion, and its JSON without `managedFields`
+/// and `kubectl`'s last-applied copy.
 #[derive(Clone, Debug)]
 pub struct LiveObject {
     /// Name, namespace, uid and resourceVersion only.
@@ -67,16 +64,13 @@ impl LiveObject {
                 {
                     annotations.remove(LAST_APPLIED_ANNOTATION);
                 }
-                let metadata = ObjectMeta {
+                ObjectMeta {
                     name: text(meta, "name"),
                     namespace: text(meta, "namespace"),
                     uid: text(meta, "uid"),
                     resource_version: text(meta, "resourceVersion"),
                     ..ObjectMeta::default()
-                };
-                // Only those that are strings: they are what `metadata` gives back.
-                meta.retain(|key, value| !(IDENTITY.contains(&key.as_str()) && value.is_string()));
-                metadata
+                }
             }
             None => ObjectMeta::default(),
         };
@@ -87,38 +81,26 @@ impl LiveObject {
         })
     }
 
-    /// The object as JSON, with the `apiVersion` and `kind` list items lack.
-    pub fn to_value(&self, resource: &ApiResource) -> Option<Value> {
-        let mut value: Value = serde_json::from_slice(&self.json.unpack().ok()?).ok()?;
-        let map = value.as_object_mut()?;
-        map.entry("apiVersion")
-            .or_insert_with(|| Value::String(resource.api_version.clone()));
-        map.entry("kind")
-            .or_insert_with(|| Value::String(resource.kind.clone()));
-        let identity = [
-            &self.metadata.name,
-            &self.metadata.namespace,
-            &self.metadata.uid,
-            &self.metadata.resource_version,
-        ];
-        if identity.iter().any(|field| field.is_some()) {
-            let meta = map
-                .entry("metadata")
-                .or_insert_with(|| Value::Object(serde_json::Map::new()))
-                .as_object_mut()?;
-            for (key, field) in IDENTITY.into_iter().zip(identity) {
-                if let Some(text) = field {
-                    meta.insert(key.to_string(), Value::String(text.clone()));
-                }
-            }
-        }
-        Some(value)
+    /// The object's packed JSON, identity included.
+    pub fn json(&self) -> &PackedJson {
+        &self.json
     }
 
-    /// Bytes of (packed) JSON held.
-    pub fn json_len(&self) -> usize {
-        self.json.len()
+    /// The object as JSON, with the `apiVersion` and `kind` list items lack.
+    pub fn to_value(&self, resource: &ApiResource) -> Option<Value> {
+        object_value(&self.json, resource)
     }
+}
+
+/// An object kept as packed JSON, as JSON, with the `apiVersion` and `kind` list items lack.
+pub fn object_value(json: &PackedJson, resource: &ApiResource) -> Option<Value> {
+    let mut value: Value = serde_json::from_slice(&json.unpack().ok()?).ok()?;
+    let map = value.as_object_mut()?;
+    map.entry("apiVersion")
+        .or_insert_with(|| Value::String(resource.api_version.clone()));
+    map.entry("kind")
+        .or_insert_with(|| Value::String(resource.kind.clone()));
+    Some(value)
 }
 
 impl<'de> Deserialize<'de> for LiveObject {
@@ -197,8 +179,6 @@ mod tests {
         assert_eq!(value["metadata"]["annotations"], json!({"keep": "1"}));
         assert!(value["metadata"].get("managedFields").is_none());
         assert_eq!(value["metadata"]["uid"], "u1");
-        let text = object.json.text().expect("unpacks");
-        assert!(!text.contains("u1"), "identity held once: {text}");
     }
 
     #[test]

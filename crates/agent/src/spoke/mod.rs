@@ -8,6 +8,7 @@ pub mod cleanup_memory;
 pub mod executor;
 pub mod feedback;
 pub mod live_object;
+pub mod object_store;
 pub mod triggers;
 pub mod watches;
 

@@ -1,5 +1,5 @@
-//! The live objects, from the watch cache: one label-filtered reflector (watch + store) per
-//! resource type in use on the spoke, started on demand, and an index from objects to the works
+//! The live objects, from the watch cache: one label-filtered watch and its store
+//! ([`ObjectStore`]) per resource type in use on the spoke, started on demand, and an index from objects to the works
 //! that apply them, so an event on an object re-queues exactly those works. Reconciles read the
 //! live objects from the stores (no GET); a store that has not finished its initial list says
 //! "unknown", and the caller reads the object instead.
@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 
 use applier::ResolvedResource;
 
-use crate::spoke::live_object::{LiveObject, SharedResource};
+use crate::spoke::live_object::{LiveObject, SharedResource, object_value};
+use crate::spoke::object_store::ObjectStore;
 use crate::spoke::triggers::Triggers;
 
 /// Identifies an object: group, resource (plural), namespace, name.
@@ -184,7 +184,7 @@ impl Cached {
 /// The watch and store of one resource type.
 struct TypeWatch {
     handle: tokio::task::JoinHandle<()>,
-    store: Store<LiveObject>,
+    store: ObjectStore,
     resource: SharedResource,
     /// True once the store holds the initial list.
     synced: tokio::sync::watch::Receiver<bool>,
@@ -285,13 +285,10 @@ impl Watches {
         if !*watch.synced.borrow() || watch.handle.is_finished() {
             return Cached::Unknown;
         }
-        let mut key = ObjectRef::new_with(name, watch.resource.clone());
-        if resource.namespaced && !namespace.is_empty() {
-            key = key.within(namespace);
-        }
-        match watch.store.get(&key) {
+        let namespace = if resource.namespaced { namespace } else { "" };
+        match watch.store.get(namespace, name) {
             None => Cached::Absent,
-            Some(object) => match object.to_value(&watch.resource) {
+            Some(object) => match object_value(&object, &watch.resource) {
                 Some(value) => Cached::Present(value),
                 None => Cached::Unknown,
             },
@@ -327,18 +324,16 @@ impl Watches {
         let api_resource = SharedResource::new(resource.api_resource());
         let api: Api<LiveObject> = Api::all_with(self.spoke.clone(), &api_resource);
         let config = watcher::Config::default().labels(&self.label_selector);
-        let writer = reflector::store::Writer::new(api_resource.clone());
-        let store = writer.as_reader();
+        let store = ObjectStore::default();
+        let writer = store.clone();
         let (ready, synced) = tokio::sync::watch::channel(false);
         let index = self.index.clone();
         let trigger = self.trigger.clone();
         let (group, plural) = key.clone();
         tracing::debug!(group = %group, resource = %plural, "starting watch");
         let handle = tokio::spawn(async move {
-            let events = watcher::watcher(api, config)
-                .default_backoff()
-                .reflect(writer);
-            forward_events(events, ready, index, trigger, group, plural).await;
+            let events = watcher::watcher(api, config).default_backoff();
+            forward_events(events, writer, ready, index, trigger, group, plural).await;
         });
         started.insert(
             key,
@@ -353,13 +348,15 @@ impl Watches {
     }
 }
 
-/// Turns the events of one type's reflector into work names to re-queue. An object's own event
+/// Puts the events of one type's watch into its store and turns them into work names to
+/// re-queue. An object's own event
 /// wakes the works that use it. A (re-)list is different: the store takes the listed objects
 /// only when the list is done, and an object deleted while the watch was down has no event at
 /// all. So once a list is done every work using the type is woken, and not before (a reconcile
 /// woken by a listed object would read the store's older copy).
 async fn forward_events<S>(
     events: S,
+    store: ObjectStore,
     ready: tokio::sync::watch::Sender<bool>,
     index: Arc<Mutex<ResourceIndex>>,
     trigger: Triggers,
@@ -370,6 +367,9 @@ async fn forward_events<S>(
 {
     let mut events = std::pin::pin!(events);
     while let Some(event) = events.next().await {
+        if let Ok(event) = &event {
+            store.apply(event);
+        }
         let works = match event {
             Ok(Event::Apply(o) | Event::Delete(o)) => {
                 let key = ObjectKey {
@@ -446,26 +446,25 @@ mod tests {
         .expect("a JSON object")
     }
 
-    /// Runs `forward_events` over events the test sends, through a real reflector store.
+    /// Runs `forward_events` over events the test sends, into a store.
     fn forwarding(
         index: ResourceIndex,
     ) -> (
         tokio::sync::mpsc::UnboundedSender<Event<LiveObject>>,
         tokio::sync::mpsc::Receiver<String>,
-        Store<LiveObject>,
+        ObjectStore,
         tokio::task::JoinHandle<()>,
     ) {
-        let writer = reflector::store::Writer::new(configmaps());
-        let store = writer.as_reader();
+        let store = ObjectStore::default();
         let (events_tx, events_rx) = tokio::sync::mpsc::unbounded_channel();
         let events = futures::stream::unfold(events_rx, |mut rx| async move {
             rx.recv().await.map(|e| (Ok(e), rx))
-        })
-        .reflect(writer);
+        });
         let (trigger, triggers) = Triggers::channel(Default::default(), Default::default());
         let (ready, _synced) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(forward_events(
             events,
+            store.clone(),
             ready,
             Arc::new(Mutex::new(index)),
             trigger,
@@ -475,10 +474,11 @@ mod tests {
         (events_tx, triggers, store, task)
     }
 
-    fn version_in(store: &Store<LiveObject>, name: &str) -> Option<String> {
-        store
-            .get(&ObjectRef::new_with(name, configmaps()).within("ns"))
-            .and_then(|o| o.metadata.resource_version.clone())
+    fn version_in(store: &ObjectStore, name: &str) -> Option<String> {
+        let object = object_value(&store.get("ns", name)?, &configmaps())?;
+        object["metadata"]["resourceVersion"]
+            .as_str()
+            .map(String::from)
     }
 
     const QUIET: std::time::Duration = std::time::Duration::from_millis(300);

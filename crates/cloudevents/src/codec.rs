@@ -18,6 +18,15 @@ use crate::types::{self, EventType, SubResource};
 pub const DEFAULT_MAX_PAYLOAD: usize = 1024 * 1024 + 64 * 1024;
 /// Label carrying the source a work came from (upstream sets it at decode).
 pub const LABEL_ORIGINAL_SOURCE: &str = "cloudevents.open-cluster-management.io/originalsource";
+/// The source a work came from, as its labels say ([`LABEL_ORIGINAL_SOURCE`]); empty when they
+/// do not.
+pub fn original_source(labels: Option<&std::collections::BTreeMap<String, String>>) -> String {
+    labels
+        .and_then(|l| l.get(LABEL_ORIGINAL_SOURCE))
+        .cloned()
+        .unwrap_or_default()
+}
+
 /// Annotation carrying the data type (upstream sets it at decode).
 pub const ANNOTATION_DATA_TYPE: &str = "cloudevents.open-cluster-management.io/datatype";
 

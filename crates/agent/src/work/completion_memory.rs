@@ -77,13 +77,7 @@ impl Remembered {
     pub fn of_work(mut self, work: &ManifestWork) -> Self {
         self.work = work.metadata.uid.clone().map(|uid| WorkIdentity {
             uid,
-            source: work
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(cloudevents::codec::LABEL_ORIGINAL_SOURCE))
-                .cloned()
-                .unwrap_or_default(),
+            source: cloudevents::codec::original_source(work.metadata.labels.as_ref()),
             generation: work.metadata.generation.unwrap_or(0),
         });
         self

@@ -17,12 +17,7 @@ pub const DELETED: &str = "Deleted";
 
 /// The source a work came from (the `originalsource` of its status events).
 pub fn original_source(work: &ManifestWork) -> String {
-    work.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(codec::LABEL_ORIGINAL_SOURCE))
-        .cloned()
-        .unwrap_or_default()
+    codec::original_source(work.metadata.labels.as_ref())
 }
 
 /// The status event of `work` (its current status, or none yet), of type `ty`.

@@ -27,6 +27,8 @@ pub struct FaultCounters {
     pub statuses_lost: u64,
     /// Spec resync answers held back whole (a source slow to prepare its answer).
     pub held_answers: u64,
+    /// Events of spec resync answers lost on the way (a broker's full queue).
+    pub answer_events_lost: u64,
 }
 
 /// One event bound for a consumer (cluster).
@@ -39,6 +41,8 @@ pub struct WireFaults {
     reorder: u64,
     split: Option<(u64, usize)>,
     hold_answers: u64,
+    /// Answers to cut, and how many events of each go out.
+    cut: Option<(u64, usize)>,
     lose_statuses: u64,
     /// Held batches, oldest first: each goes out after the next spec event, or on `release`.
     held: VecDeque<Vec<Addressed>>,
@@ -79,6 +83,12 @@ impl WireFaults {
         self.hold_answers = answers;
     }
 
+    /// Sends only the first `keep` events of each of the next `answers` spec resync answers and
+    /// loses the rest, as a broker whose queue for the agent is full drops them.
+    pub fn cut_next_answers(&mut self, answers: u64, keep: usize) {
+        self.cut = Some((answers, keep));
+    }
+
     /// Loses the next `n` status events from agents (0 stops losing them).
     pub fn lose_next_statuses(&mut self, n: u64) {
         self.lose_statuses = n;
@@ -90,6 +100,7 @@ impl WireFaults {
         self.reorder = 0;
         self.split = None;
         self.hold_answers = 0;
+        self.cut = None;
         self.lose_statuses = 0;
     }
 
@@ -133,6 +144,13 @@ impl WireFaults {
             .into_iter()
             .map(|ev| (consumer.to_string(), ev))
             .collect();
+        if let Some((left, keep)) = self.cut.filter(|(left, _)| *left > 0) {
+            self.cut = Some((left - 1, keep));
+            if all.len() > keep {
+                self.counters.answer_events_lost += (all.len() - keep) as u64;
+                all.truncate(keep);
+            }
+        }
         if self.hold_answers > 0 && !all.is_empty() {
             self.hold_answers -= 1;
             self.counters.held_answers += 1;
@@ -229,6 +247,17 @@ mod tests {
             "only the next one"
         );
         assert_eq!(f.counters().held_answers, 1);
+    }
+
+    #[test]
+    fn a_cut_answer_loses_its_tail() {
+        let mut f = WireFaults::default();
+        f.cut_next_answers(1, 1);
+        let sent = f.answer("c", vec![spec("a", 1), spec("b", 1), spec("c", 1)]);
+        assert_eq!(ids(&sent), [("a".into(), 1)]);
+        assert!(!f.holding(), "lost, not held");
+        assert_eq!(f.answer("c", vec![spec("a", 1), spec("b", 1)]).len(), 2);
+        assert_eq!(f.counters().answer_events_lost, 2);
     }
 
     #[test]

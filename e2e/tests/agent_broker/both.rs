@@ -526,9 +526,10 @@ pub async fn a_work_deleted_by_its_ttl_and_then_by_its_source_is_reported_delete
 }
 
 /// A restarted agent marks no AppliedManifestWork for eviction while the source prepares its
-/// answer to the spec resync request (the answer comes one event per work, with no end marker):
-/// only the one of a work the source forgot is marked, once the answer is in.
-pub async fn a_restart_marks_no_applied_work_before_the_sources_answer(t: Transport) {
+/// answer to the spec resync request (the answer comes one event per work, with no end marker),
+/// nor when the answer loses events on the way (it asks again): only the one of a work the
+/// source forgot is marked.
+pub async fn a_restart_marks_no_applied_work_of_a_work_the_source_still_has(t: Transport) {
     let mut env = BrokerEnv::start(t, "evictmark").await;
     let kept: Vec<String> = (0..5)
         .map(|i| env.create(bundle(&env.ns, &format!("kept-{i}"), json!({"v": "1"}))))
@@ -543,7 +544,11 @@ pub async fn a_restart_marks_no_applied_work_before_the_sources_answer(t: Transp
     // The answer waits longer than a scan's retry period (1 s), shorter than the agent's wait
     // for an answer that has not begun (5 s).
     // Every answer: an agent may ask twice (gRPC: on the stream's start and on its subscribe).
-    env.source().faults(|f| f.hold_next_answers(u64::MAX));
+    // Each loses all but two of its five works.
+    env.source().faults(|f| {
+        f.hold_next_answers(u64::MAX);
+        f.cut_next_answers(u64::MAX, 2);
+    });
     env.start_agent();
     env.wait_source("the restarted agent asked for a spec resync", |s| {
         s.faults(|f| f.holding())
@@ -584,6 +589,10 @@ pub async fn a_restart_marks_no_applied_work_before_the_sources_answer(t: Transp
     for id in &kept {
         env.wait_applied(id).await;
     }
+    assert!(
+        env.source().faults(|f| f.counters().answer_events_lost) > 0,
+        "the answer lost events on the way"
+    );
 }
 
 /// The names of the AppliedManifestWorks seen with `status.evictionStartTime`, from a watch

@@ -55,5 +55,5 @@ on_every_transport!(
     maestros_dashboard_metrics_move_while_a_bundle_is_applied,
     a_restarted_agent_does_not_apply_an_edit_to_a_completed_work,
     a_work_deleted_by_its_ttl_and_then_by_its_source_is_reported_deleted_twice,
-    a_restart_marks_no_applied_work_before_the_sources_answer,
+    a_restart_marks_no_applied_work_of_a_work_the_source_still_has,
 );

@@ -92,6 +92,13 @@ pub trait Hub: Send + Sync + 'static {
         true
     }
 
+    /// Some AppliedManifestWorks name works the agent does not hold: whether the hub was asked
+    /// for its list again (a broker's answer may lose events on the way; eviction then waits for
+    /// the new answer). A Kubernetes hub's list is whole: false.
+    fn ask_again_for_missing_works(&self) -> bool {
+        false
+    }
+
     /// The works released by [`Hub::set_finalizers`] whose deletion the hub has heard since the
     /// last call. A Kubernetes hub hears a release with the write itself and never lists one; a
     /// broker's source hears it when it takes the work's `Deleted` event, which may be after a

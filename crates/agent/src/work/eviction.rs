@@ -125,6 +125,12 @@ pub fn decide(
     }
 }
 
+/// Whether `amw` is unmanaged because this hub does not have its work (not because it belongs to
+/// another hub): the hub's list may have lost it on the way.
+fn names_a_missing_work(amw: &AppliedManifestWork, hub: HubView, config: &AgentConfig) -> bool {
+    !hub.has_work && amw.name_any().starts_with(config.hub_hash.as_str())
+}
+
 /// When the eviction grace period that started at `start` is over.
 fn grace_over(start: Timestamp, config: &AgentConfig) -> Timestamp {
     let grace =
@@ -264,6 +270,8 @@ async fn scan(ctx: &Context) -> bool {
         return false;
     }
     let namespace = ctx.config.cluster_name.as_str();
+    // Asked once a scan, when the first record of a missing work would be marked.
+    let mut asked_again = None;
     for amw in ctx.applied.all() {
         let key = ObjectRef::<StoredWork>::new(&amw.spec.manifest_work_name).within(namespace);
         let hub = HubView {
@@ -271,6 +279,13 @@ async fn scan(ctx: &Context) -> bool {
             keeps_status: ctx.hub.keeps_status(),
         };
         let step = decide(&amw, hub, &ctx.config, Timestamp::now());
+        if step == EvictionStep::Start
+            && names_a_missing_work(&amw, hub, &ctx.config)
+            && *asked_again.get_or_insert_with(|| ctx.hub.ask_again_for_missing_works())
+        {
+            // The new answer may bring the work; the next scan waits for it.
+            continue;
+        }
         if let Err(e) = act(ctx, &amw, step).await {
             tracing::warn!(applied = %amw.name_any(), error = %e, "AppliedManifestWork eviction step failed");
         }

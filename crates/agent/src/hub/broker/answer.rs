@@ -2,9 +2,11 @@
 //! the source sends each work of its answer as its own event. Until the answer is in, the agent's
 //! copy lacks works the source still has, so eviction would mark their AppliedManifestWorks (a
 //! spoke write each, and another to clear the mark when the work arrives). The answer counts as in
-//! once no spec event has come for a quiet period after the request. Eviction only marks and
-//! waits out its grace period, so this saves writes and decides nothing: with the periods at zero
-//! the agent stays correct.
+//! once no spec event has come for a quiet period after the request. An answer may also lose
+//! events on the way (a broker drops what no longer fits the agent's queue): when records name
+//! works the answer did not bring, the agent asks again, a bounded number of times per
+//! subscription, before eviction marks them. Eviction only marks and waits out its grace period,
+//! so this saves writes and decides nothing: with the periods at zero the agent stays correct.
 
 use std::time::{Duration, Instant};
 
@@ -12,6 +14,10 @@ use std::time::{Duration, Instant};
 pub const QUIET_AFTER_LAST_EVENT: Duration = Duration::from_secs(1);
 /// Quiet after the request with no spec event at all (a source with no works sends none).
 pub const QUIET_WITHOUT_EVENTS: Duration = Duration::from_secs(5);
+/// The same after a request asked again: the source is known to be there.
+pub const QUIET_WITHOUT_EVENTS_AGAIN: Duration = Duration::from_secs(2);
+/// Requests asked again per subscription, at most.
+pub const ASKED_AGAIN_AT_MOST: u32 = 1;
 /// Longest wait: a source that keeps sending (churn right after the request) ends it too.
 pub const LONGEST_WAIT: Duration = Duration::from_secs(120);
 
@@ -22,16 +28,24 @@ pub struct ResyncAnswer {
     requested: Option<Instant>,
     /// When the latest spec event came after it.
     last_event: Option<Instant>,
+    /// How long the answer may take to begin.
+    silence: Duration,
     /// Whether the answer was seen in (kept until the next request).
     answered: bool,
 }
 
 impl ResyncAnswer {
-    /// A request was sent at `now`: its answer is not in yet.
-    pub fn requested(&mut self, now: Instant) {
+    /// A request was sent at `now` (`again`: asked again in the same subscription): its
+    /// answer is not in yet.
+    pub fn requested(&mut self, now: Instant, again: bool) {
         *self = Self {
             requested: Some(now),
             last_event: None,
+            silence: if again {
+                QUIET_WITHOUT_EVENTS_AGAIN
+            } else {
+                QUIET_WITHOUT_EVENTS
+            },
             answered: false,
         };
     }
@@ -50,7 +64,7 @@ impl ResyncAnswer {
                 let since_request = now.saturating_duration_since(requested);
                 let quiet = match self.last_event {
                     Some(last) => now.saturating_duration_since(last) >= QUIET_AFTER_LAST_EVENT,
-                    None => since_request >= QUIET_WITHOUT_EVENTS,
+                    None => since_request >= self.silence,
                 };
                 quiet || since_request >= LONGEST_WAIT
             });
@@ -77,7 +91,7 @@ mod tests {
     fn an_answer_is_in_after_a_quiet_period_following_its_last_event() {
         let start = Instant::now();
         let mut answer = ResyncAnswer::default();
-        answer.requested(start);
+        answer.requested(start, false);
         for i in 1..=50 {
             answer.event(start + 300 * MS * i);
             assert!(!answer.is_in(start + 300 * MS * i + 900 * MS), "event {i}");
@@ -93,16 +107,25 @@ mod tests {
     fn a_source_with_nothing_to_send_is_answered_after_the_longer_quiet() {
         let start = Instant::now();
         let mut answer = ResyncAnswer::default();
-        answer.requested(start);
+        answer.requested(start, false);
         assert!(!answer.is_in(start + QUIET_AFTER_LAST_EVENT * 2));
         assert!(answer.is_in(start + QUIET_WITHOUT_EVENTS));
+    }
+
+    #[test]
+    fn a_request_asked_again_waits_less_for_an_answer_to_begin() {
+        let start = Instant::now();
+        let mut answer = ResyncAnswer::default();
+        answer.requested(start, true);
+        assert!(!answer.is_in(start + QUIET_AFTER_LAST_EVENT));
+        assert!(answer.is_in(start + QUIET_WITHOUT_EVENTS_AGAIN));
     }
 
     #[test]
     fn a_source_that_never_pauses_is_answered_after_the_longest_wait() {
         let start = Instant::now();
         let mut answer = ResyncAnswer::default();
-        answer.requested(start);
+        answer.requested(start, false);
         let mut t = start;
         while t < start + LONGEST_WAIT {
             answer.event(t);
@@ -117,10 +140,10 @@ mod tests {
     fn a_new_request_waits_for_its_own_answer() {
         let start = Instant::now();
         let mut answer = ResyncAnswer::default();
-        answer.requested(start);
+        answer.requested(start, false);
         assert!(answer.is_in(start + QUIET_WITHOUT_EVENTS));
         let again = start + QUIET_WITHOUT_EVENTS * 2;
-        answer.requested(again);
+        answer.requested(again, false);
         assert!(!answer.is_in(again + MS));
         answer.event(again + 10 * MS);
         assert!(answer.is_in(again + 10 * MS + QUIET_AFTER_LAST_EVENT));

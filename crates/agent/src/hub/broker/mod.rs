@@ -21,6 +21,7 @@ pub mod spec;
 pub mod status;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
@@ -177,6 +178,8 @@ struct Inner {
     client: Mutex<Option<Client>>,
     /// Whether the source's answer to the latest spec resync request is in.
     resync_answer: Mutex<answer::ResyncAnswer>,
+    /// Spec resync requests asked again since the latest subscribe.
+    asked_again: AtomicU32,
 }
 
 /// The works of one cluster, from a source behind a broker.
@@ -207,6 +210,7 @@ impl BrokerHub {
                 processed: metrics::Processed::default(),
                 client: Mutex::new(None),
                 resync_answer: Mutex::default(),
+                asked_again: AtomicU32::new(0),
             }),
         }
     }
@@ -215,7 +219,10 @@ impl BrokerHub {
     pub fn start<C, T: Transport>(transport: T, options: &ClientOptions<C>) -> Self {
         let hub = Self::new(&options.cluster, &options.cloudevents_client_id);
         let resync = hub.clone();
-        let hook = Arc::new(move |publisher: &Publisher| resync.request_spec_resync(publisher));
+        let hook = Arc::new(move |publisher: &Publisher| {
+            resync.inner.asked_again.store(0, Ordering::Release);
+            resync.request_spec_resync(publisher, false);
+        });
         let mut client = Client::start(transport, options, hook);
         let incoming = std::mem::replace(&mut client.incoming, mpsc::channel(1).1);
         hub.attach(client.publisher.clone(), incoming);
@@ -301,8 +308,9 @@ impl BrokerHub {
         Ok(())
     }
 
-    /// Sends the spec resync request (after every subscribe): the versions the agent holds.
-    fn request_spec_resync(&self, outbox: &Publisher) {
+    /// Sends the spec resync request (after every subscribe, and `again` when records name works
+    /// its answer did not bring): the versions the agent holds.
+    fn request_spec_resync(&self, outbox: &Publisher, again: bool) {
         self.inner
             .deleted
             .lock()
@@ -316,7 +324,7 @@ impl BrokerHub {
             .resync_answer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .requested(Instant::now());
+            .requested(Instant::now(), again);
         let count = versions.len();
         match codec::encode_spec_resync_request(
             versions,
@@ -538,6 +546,26 @@ impl Hub for BrokerHub {
 
     fn watch_is_healthy(&self) -> bool {
         self.inner.outbox.get().is_some_and(|o| o.stats().ready)
+    }
+
+    fn ask_again_for_missing_works(&self) -> bool {
+        let Some(outbox) = self.inner.outbox.get() else {
+            return false;
+        };
+        let asked = self
+            .inner
+            .asked_again
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < answer::ASKED_AGAIN_AT_MOST).then_some(n + 1)
+            });
+        if asked.is_err() {
+            return false;
+        }
+        tracing::info!(
+            "AppliedManifestWorks name works the source's answer did not bring (lost on the way?); asking again before eviction marks them"
+        );
+        self.request_spec_resync(outbox, true);
+        true
     }
 
     fn works_listed(&self) -> bool {
@@ -1072,7 +1100,7 @@ mod tests {
         hub.apply_spec(&deleting);
         let work = hub.get_work("u5").await.expect("read").expect("stored");
         hub.set_finalizers(&work, vec![]).await.expect("released");
-        hub.request_spec_resync(&outbox.publisher);
+        hub.request_spec_resync(&outbox.publisher, false);
 
         let mut late = at(create("u5", 1));
         late.event_type = EventType::SpecResyncResponse;
@@ -1203,7 +1231,7 @@ mod tests {
         let (hub, outbox, tx) = hub();
         hub.apply_spec(&create("a", 3));
         hub.apply_spec(&create("b", 1));
-        hub.request_spec_resync(&outbox.publisher);
+        hub.request_spec_resync(&outbox.publisher, false);
         let sent = outbox.taken().await;
         assert_eq!(sent[0].type_, EventType::SpecResyncRequest.as_type());
         let list: codec::ResourceVersionList =

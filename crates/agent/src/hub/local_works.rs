@@ -1,30 +1,89 @@
 //! Works kept in this process, with the API server's answers: a resourceVersion per write, 404
-//! for a missing work, 409 for a stale version, finalizer list or UID, and a watch that re-lists
-//! after a gap. The in-memory hub of tests and the hub behind a message broker (whose source keeps
+//! for a missing work, 409 for a stale version, finalizer list or UID, and a watch that folds
+//! the changes a watcher has not read yet into one event per work. The in-memory hub of tests and the hub behind a message broker (whose source keeps
 //! the works; the agent keeps its copy here, as upstream's agent does) both stand on it.
 //!
 //! A work is kept as the watch store keeps it ([`StoredWork`]: compact JSON text) and decoded
 //! when read; the watch events share that text with the store, so a work costs its text once,
 //! not a decoded copy (manifests as `serde_json::Value` maps weigh several times their text).
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::core::Status;
 use kube::runtime::watcher;
-use tokio::sync::broadcast;
+use tokio::sync::Notify;
 use work_api::{ManifestWork, ManifestWorkStatus};
 
 use super::seam::{WorkEvent, WorkEvents};
 use crate::hub::stored_work::StoredWork;
 
-/// Changes a watcher may fall behind by before it re-lists. The channel keeps the last this many
-/// events (each a work's text) after every watcher has read them, so it is small; a watcher
-/// that falls further behind re-lists, which costs no copy of the works' text.
-const WATCH_BUFFER: usize = 64;
+/// Works a watcher takes from its pending changes at a time.
+const WATCH_BATCH: usize = 256;
+
+/// What changed of one work since its watcher last read.
+enum Change {
+    /// Stored anew: the watcher reads the current copy.
+    Applied,
+    /// Removed: its last copy, for the Delete event.
+    Removed(StoredWork),
+    /// Removed, then stored anew (another object of the same name): both events.
+    Replaced(StoredWork),
+}
+
+/// One watcher's unread changes: each work once, in the order it first changed. A burst of
+/// changes costs a name each, never a backlog of copies, and a slow watcher never falls behind
+/// into a re-list (which, during a burst of thousands of works, would re-list again and again).
+#[derive(Default)]
+struct Pending {
+    order: VecDeque<String>,
+    changes: HashMap<String, Change>,
+}
+
+/// A watcher's pending changes and its wake-up.
+#[derive(Default)]
+struct Watcher {
+    pending: Mutex<Pending>,
+    wake: Notify,
+}
+
+impl Watcher {
+    fn note(&self, name: &str, change: Change) {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let change = match (pending.changes.remove(name), change) {
+            (None, change) => {
+                pending.order.push_back(name.to_string());
+                change
+            }
+            // Gone and back: the watcher still hears the first one's removal.
+            (Some(Change::Removed(old) | Change::Replaced(old)), Change::Applied) => {
+                Change::Replaced(old)
+            }
+            (Some(Change::Replaced(_)), Change::Removed(last)) => Change::Removed(last),
+            (Some(_), change) => change,
+        };
+        pending.changes.insert(name.to_string(), change);
+        drop(pending);
+        self.wake.notify_one();
+    }
+
+    /// Up to [`WATCH_BATCH`] changes, oldest first.
+    fn take(&self) -> Vec<(String, Change)> {
+        let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        let n = pending.order.len().min(WATCH_BATCH);
+        let names: Vec<String> = pending.order.drain(..n).collect();
+        names
+            .into_iter()
+            .filter_map(|name| {
+                let change = pending.changes.remove(&name)?;
+                Some((name, change))
+            })
+            .collect()
+    }
+}
 
 /// An API error as the Kubernetes API server words it.
 pub fn api_error(code: u16, reason: &str, message: String) -> kube::Error {
@@ -80,22 +139,13 @@ pub enum Deletion {
 }
 
 /// The works, by name, behind a lock, with their watchers.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 pub struct LocalWorks {
     state: Arc<Mutex<BTreeMap<String, StoredWork>>>,
     resource_version: Arc<std::sync::atomic::AtomicU64>,
-    changes: broadcast::Sender<WorkEvent>,
+    watchers: Arc<Mutex<Vec<Weak<Watcher>>>>,
 }
 
-impl Default for LocalWorks {
-    fn default() -> Self {
-        Self {
-            state: Arc::default(),
-            resource_version: Arc::default(),
-            changes: broadcast::channel(WATCH_BUFFER).0,
-        }
-    }
-}
 
 /// The works under the lock: read them, then commit or remove under the same lock.
 pub struct Locked<'a> {
@@ -133,8 +183,8 @@ impl Locked<'_> {
                 if let Some(as_stored) = decoded(&s) {
                     work = as_stored;
                 }
-                self.works.insert(name, s.clone());
-                let _ = self.owner.changes.send(watcher::Event::Apply(s));
+                self.works.insert(name.clone(), s);
+                self.owner.tell(&name, || Change::Applied);
             }
             None => {
                 // A work that does not encode cannot be kept; the one before it goes too, so
@@ -150,7 +200,7 @@ impl Locked<'_> {
     pub fn remove(&mut self, name: &str) -> Option<ManifestWork> {
         let s = self.works.remove(name)?;
         let work = decoded(&s);
-        let _ = self.owner.changes.send(watcher::Event::Delete(s));
+        self.owner.tell(name, || Change::Removed(s.clone()));
         work
     }
 }
@@ -169,6 +219,36 @@ impl LocalWorks {
         self.lock().get(name)
     }
 
+    /// Notes a change of work `name` for every watcher (dropping those that are gone).
+    fn tell(&self, name: &str, change: impl Fn() -> Change) {
+        let mut watchers = self.watchers.lock().unwrap_or_else(PoisonError::into_inner);
+        watchers.retain(|w| match w.upgrade() {
+            Some(watcher) => {
+                watcher.note(name, change());
+                true
+            }
+            None => false,
+        });
+    }
+
+    /// The events for `changes`, read from the works now.
+    fn events_of(&self, changes: Vec<(String, Change)>) -> Vec<WorkEvent> {
+        let locked = self.lock();
+        let mut events = Vec::with_capacity(changes.len());
+        for (name, change) in changes {
+            let current = || locked.works.get(&name).cloned().map(watcher::Event::Apply);
+            match change {
+                Change::Applied => events.extend(current()),
+                Change::Removed(last) => events.push(watcher::Event::Delete(last)),
+                Change::Replaced(old) => {
+                    events.push(watcher::Event::Delete(old));
+                    events.extend(current());
+                }
+            }
+        }
+        events
+    }
+
     /// The full list as a watch starts it.
     fn list(&self) -> Vec<WorkEvent> {
         let locked = self.lock();
@@ -184,23 +264,29 @@ impl LocalWorks {
         events
     }
 
-    /// A watch of the works: the full list, then each change; a full list again after falling
-    /// behind.
+    /// A watch of the works: the full list, then the changes, one event per work changed since
+    /// the watcher last read (two when it was removed and stored anew).
     pub fn watch(&self) -> WorkEvents {
-        // Subscribed before listing: a change made in between is in both, which a watch allows.
-        let changes = self.changes.subscribe();
+        // Registered before listing: a change made in between is in both, which a watch allows.
+        let watcher = Arc::new(Watcher::default());
+        self.watchers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(Arc::downgrade(&watcher));
         let initial = futures::stream::iter(self.list());
         let rest =
-            futures::stream::unfold((self.clone(), changes), |(works, mut changes)| async move {
-                match changes.recv().await {
-                    Ok(event) => Some((vec![event], (works, changes))),
-                    // Fell behind: start over with a full list, as a watch does after a gap.
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        let changes = works.changes.subscribe();
-                        let list = works.list();
-                        Some((list, (works, changes)))
+            futures::stream::unfold((self.clone(), watcher), |(works, watcher)| async move {
+                loop {
+                    let changes = watcher.take();
+                    if changes.is_empty() {
+                        // A change noted since `take` left a permit: no wake-up is lost.
+                        watcher.wake.notified().await;
+                        continue;
                     }
-                    Err(broadcast::error::RecvError::Closed) => None,
+                    let events = works.events_of(changes);
+                    if !events.is_empty() {
+                        return Some((events, (works, watcher)));
+                    }
                 }
             })
             .flat_map(futures::stream::iter);
@@ -306,5 +392,122 @@ impl LocalWorks {
             ))),
             Some(_) => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn work(name: &str, uid: &str, generation: i64) -> ManifestWork {
+        ManifestWork {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("c1".into()),
+                uid: Some(uid.into()),
+                generation: Some(generation),
+                ..ObjectMeta::default()
+            },
+            ..ManifestWork::default()
+        }
+    }
+
+    /// What one event says: kind, name, uid, generation.
+    fn describe(event: &WorkEvent) -> (&'static str, String, String, i64) {
+        let (kind, s) = match event {
+            watcher::Event::Apply(s) => ("apply", s),
+            watcher::Event::Delete(s) => ("delete", s),
+            watcher::Event::InitApply(s) => ("init", s),
+            watcher::Event::Init => return ("list", String::new(), String::new(), 0),
+            watcher::Event::InitDone => return ("listed", String::new(), String::new(), 0),
+        };
+        (
+            kind,
+            s.metadata.name.clone().unwrap_or_default(),
+            s.metadata.uid.clone().unwrap_or_default(),
+            s.metadata.generation.unwrap_or(0),
+        )
+    }
+
+    /// The events the watch has ready now.
+    async fn ready(watch: &mut WorkEvents) -> Vec<(&'static str, String, String, i64)> {
+        let mut seen = Vec::new();
+        while let Ok(Some(Ok(event))) =
+            tokio::time::timeout(std::time::Duration::from_millis(50), watch.next()).await
+        {
+            seen.push(describe(&event));
+        }
+        seen
+    }
+
+    #[tokio::test]
+    async fn a_burst_reaches_a_slow_watcher_folded_and_never_as_a_re_list() {
+        let works = LocalWorks::default();
+        let mut watch = works.watch();
+        assert_eq!(ready(&mut watch).await.len(), 2, "an empty list first");
+        // Five versions of each of 1,000 works while the watcher reads nothing.
+        for generation in 1..=5 {
+            for i in 0..1000 {
+                works
+                    .lock()
+                    .commit(work(&format!("w{i}"), &format!("u{i}"), generation));
+            }
+        }
+        let seen = ready(&mut watch).await;
+        assert_eq!(seen.len(), 1000, "one event per work");
+        assert!(
+            seen.iter()
+                .all(|(kind, _, _, generation)| *kind == "apply" && *generation == 5),
+            "each the latest version, none a re-list"
+        );
+    }
+
+    #[tokio::test]
+    async fn removals_and_a_new_object_of_the_same_name_are_each_heard() {
+        let works = LocalWorks::default();
+        let mut watch = works.watch();
+        ready(&mut watch).await;
+        works.lock().commit(work("a", "u1", 1));
+        works.lock().commit(work("b", "u2", 1));
+        ready(&mut watch).await;
+
+        works.lock().remove("a");
+        works.lock().remove("b");
+        works.lock().commit(work("b", "u3", 1));
+        let seen = ready(&mut watch).await;
+        assert_eq!(
+            seen,
+            [
+                ("delete", "a".into(), "u1".into(), 1),
+                ("delete", "b".into(), "u2".into(), 1),
+                ("apply", "b".into(), "u3".into(), 1),
+            ]
+        );
+        // Stored and removed before the watcher read: its removal, with its last copy.
+        works.lock().commit(work("c", "u4", 1));
+        works.lock().remove("c");
+        assert_eq!(
+            ready(&mut watch).await,
+            [("delete", "c".into(), "u4".into(), 1)]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_dropped_watch_is_forgotten_and_a_new_one_lists_first() {
+        let works = LocalWorks::default();
+        works.lock().commit(work("a", "u1", 1));
+        drop(works.watch());
+        works.lock().commit(work("a", "u1", 2));
+        assert!(works.watchers.lock().expect("lock").is_empty());
+        let mut watch = works.watch();
+        assert_eq!(
+            ready(&mut watch).await,
+            [
+                ("list", String::new(), String::new(), 0),
+                ("init", "a".into(), "u1".into(), 2),
+                ("listed", String::new(), String::new(), 0),
+            ]
+        );
     }
 }

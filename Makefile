@@ -6,7 +6,7 @@ RUN_DIR ?= $(CURDIR)/.run
 
 .PHONY: help
 help: ## list targets
-	@grep -E '^[a-z-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+	@grep -E '^[a-z0-9-]+:.*##' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
 .PHONY: build
 build: ## build every crate (debug)
@@ -112,6 +112,12 @@ bench-scale-mqtt: ## behind MQTT at 10,000 works: apply in batches of 1,000, idl
 	e2e/scripts/bench-mqtt.sh --idle-works 10000 --batch 1000 --restart --resync-part 1000 \
 		--agent-arg=--kube-api-qps=200 --agent-arg=--kube-api-burst=400 \
 		--label mqtt-10000-$$(git rev-parse --short HEAD) $(BENCH_MQTT_ARGS)
+
+.PHONY: bench-scale-mqtt-10
+bench-scale-mqtt-10: ## behind MQTT at 1,000 works x 10 ConfigMaps, QPS 200: the top-up at once, idle, restart (SIGKILL), status resync in parts of 100 (docs/performance.md, Limits per cluster); report and RSS CSV in target/bench/
+	e2e/scripts/bench-mqtt.sh --idle-works 1000 --configmaps-per-work 10 --batch 1000 --restart --resync-part 100 \
+		--broker-max-queued 0 --agent-arg=--kube-api-qps=200 --agent-arg=--kube-api-burst=400 \
+		--label mqtt-1000x10-$$(git rev-parse --short HEAD) $(BENCH_MQTT_ARGS)
 
 .PHONY: bench-mqtt
 bench-mqtt: ## the agent behind MQTT: bursts, deletes, 1000 idle works, RSS (BENCH_MQTT_ARGS="--flavor maestro-go --agent-bin ..."); report in target/bench/

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # bench-agent.sh [BENCH_AGENT_ARGS...]     (make bench-agent BENCH_ARGS="...")
 # The agent benchmark (docs/performance.md, "Agent benchmark"). Builds bench_agent (release) and,
-# unless --agent-bin is given, a release build of this checkout's work-agent. Runs against the
-# control planes named by WORK_AGENT_{HUB,SPOKE}_KUBECONFIG or $RUN_ROOT/clusters.env (from
-# `make cluster-up`); if neither is there, starts fresh ones with with-cluster.sh and stops them
-# afterwards. Report: target/bench/<label>.{md,json}; `bench_agent --help` lists the options.
+# for `--flavor ours` without --agent-bin, a release build of this checkout's work-agent. Runs
+# against the control planes named by WORK_AGENT_{HUB,SPOKE}_KUBECONFIG or $RUN_ROOT/clusters.env
+# (from `make cluster-up`); if neither is there, starts fresh ones with with-cluster.sh and stops
+# them afterwards. Report: target/bench/<label>.{md,json}; `bench_agent --help` lists the options.
 #
 # --flavor ours|ocm (default ours): which agent runs. `ocm` is upstream's OCM work agent (`work
 # agent`, kube driver), given the same QPS/burst (--kube-api-qps/-burst for the spoke,
@@ -25,14 +25,12 @@ cd "$ROOT"
 . "$HERE/bench-lib.sh"
 
 extra=()
-bench_build bench_agent
-flavor=ours
-prev=""
-for a in "$@"; do
-  case "$a" in --flavor=*) flavor=${a#--flavor=} ;; esac
-  [ "$prev" = --flavor ] && flavor=$a
-  prev=$a
-done
+flavor=$(arg_value --flavor ours "$@")
+if [ "$flavor" = ours ] && ! has_arg --agent-bin "$@"; then
+  bench_build bench_agent agent
+else
+  bench_build bench_agent
+fi
 if [ "$flavor" = ocm ] && ! has_arg --agent-bin "$@"; then
   ocm_dir=$("$HERE/ocm-bins.sh" | tail -1)
   extra+=(--agent-bin "$ocm_dir/work" --agent-commit "ocm-${OCM_REF:-v1.3.1}" --agent-profile release)

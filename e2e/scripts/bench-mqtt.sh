@@ -22,19 +22,16 @@ cd "$ROOT"
 # shellcheck source=e2e/scripts/bench-lib.sh
 . "$HERE/bench-lib.sh"
 
-flavor=ours
-prev=""
-for a in "$@"; do
-  case "$a" in --flavor=*) flavor=${a#--flavor=} ;; esac
-  [ "$prev" = "--flavor" ] && flavor=$a
-  prev=$a
-done
+flavor=$(arg_value --flavor ours "$@")
 
 [ -n "$(command -v mosquitto || true)" ] || [ -x /usr/sbin/mosquitto ] || "$HERE/mosquitto.sh" install
 
 extra=()
-# Whatever the flavor: the build is the same.
-bench_build bench_mqtt
+if [ "$flavor" = ours ] && ! has_arg --agent-bin "$@"; then
+  bench_build bench_mqtt agent
+else
+  bench_build bench_mqtt
+fi
 if ! has_arg --agent-bin "$@"; then
   case "$flavor" in
     ours)

@@ -13,5 +13,6 @@ pub mod mqtt_report;
 pub mod prometheus;
 pub mod report;
 pub mod run;
+pub mod samples;
 pub mod stats;
 pub mod system;

@@ -1,11 +1,13 @@
 //! The MQTT benchmark (`make bench-mqtt`): one agent (ours or Maestro's Go agent, started with
 //! Maestro's agent command line) between the Maestro-shaped test source on a private mosquitto
 //! and a spoke. Bursts of creates (publish to first status), deletes one at a time (publish to
-//! `Deleted=True`), status events while many works sit idle, and the agent's memory and CPU.
+//! `Deleted=True`), status events while many works sit idle, and the agent's memory and CPU
+//! (also every few seconds, as `<label>-rss.csv`). Bundles hold one ConfigMap or more.
 //! Documented in docs/performance.md ("CloudEvents over MQTT").
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -18,10 +20,11 @@ use test_support::{AgentProcess, SPOKE_KUBECONFIG_ENV, TestCluster, free_port, u
 use cloudevents::EventType;
 
 use super::mqtt_report::{
-    Burst, Cleanup, Environment, Firsts, Flavor, Idle, MemorySample, Parameters, Report, Restart,
-    TopUp, latencies, spoke_requests,
+    ApplyFloor, Burst, Cleanup, Environment, Firsts, Flavor, Idle, MemorySample, Parameters,
+    Report, Restart, TopUp, client_budget, counted_since, latencies, spoke_requests,
 };
 use super::run::{interrupted, utc_now};
+use super::samples::{self, Sampler};
 use super::stats::Summary;
 use super::system::{self, Machine};
 
@@ -32,8 +35,11 @@ const SOURCE_ID: &str = "maestro";
 const POLL: Duration = Duration::from_millis(10);
 /// How long the agent may take from start to its first spec resync request.
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
-/// How long one burst or batch may take to be Applied and Available.
+/// How long one burst or batch may take to be Applied and Available, at least.
 const PHASE_TIMEOUT: Duration = Duration::from_secs(300);
+/// What a burst or batch may take per manifest beyond that: 10 a second, slower than either
+/// agent applied on a busy machine.
+const PER_MANIFEST: Duration = Duration::from_millis(100);
 /// How long one delete may take.
 const DELETE_TIMEOUT: Duration = Duration::from_secs(60);
 /// After a burst, no status event for this long ends it (the Go agent sends a second status a
@@ -57,7 +63,9 @@ pub struct Options {
     pub agent_commit: String,
     /// Burst sizes, in order.
     pub bursts: Vec<usize>,
-    /// Bytes of the ConfigMap data in each bundle.
+    /// ConfigMaps in each bundle.
+    pub configmaps_per_work: usize,
+    /// Bytes of data in each ConfigMap.
     pub configmap_bytes: usize,
     /// Works deleted one at a time.
     pub deletions: usize,
@@ -78,12 +86,19 @@ pub struct Options {
     pub broker: Limits,
     /// Report name.
     pub label: String,
+    /// Where the report and the samples (`<label>-rss.csv`) go.
+    pub out_dir: PathBuf,
 }
 
 /// `base`, or 20 ms a work when that is longer: settling, restarting and deleting take longer
 /// with more works, and a phase that runs out of time measures nothing.
 fn scaled(base: Duration, works: usize) -> Duration {
     base.max(Duration::from_millis(20).saturating_mul(u32::try_from(works).unwrap_or(u32::MAX)))
+}
+
+/// How long `manifests` new manifests may take to be Applied and Available.
+fn apply_timeout(manifests: usize) -> Duration {
+    PHASE_TIMEOUT.max(PER_MANIFEST.saturating_mul(u32::try_from(manifests).unwrap_or(u32::MAX)))
 }
 
 /// The agent's command line after the binary: Maestro's chart line plus loopback listeners.
@@ -122,14 +137,26 @@ pub fn agent_config(broker: &str, consumer: &str) -> String {
     )
 }
 
-/// A bundle of one ConfigMap `name` in `ns` whose data holds `bytes` characters.
-pub fn bundle(ns: &str, name: &str, bytes: usize) -> Value {
-    json!({"manifests": [{
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": ns},
-        "data": {"payload": "x".repeat(bytes)},
-    }]})
+/// A bundle of `configmaps` ConfigMaps in `ns` whose data hold `bytes` characters each: the
+/// first is named `name`, the others `name-1`, `name-2`, ...
+pub fn bundle(ns: &str, name: &str, configmaps: usize, bytes: usize) -> Value {
+    let payload = "x".repeat(bytes);
+    let manifests: Vec<Value> = (0..configmaps)
+        .map(|j| {
+            let name = if j == 0 {
+                name.to_string()
+            } else {
+                format!("{name}-{j}")
+            };
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": ns},
+                "data": {"payload": payload},
+            })
+        })
+        .collect();
+    json!({ "manifests": manifests })
 }
 
 fn cpu_seconds(pid: u32) -> f64 {
@@ -156,6 +183,10 @@ struct Bench {
     live: Vec<String>,
     next_name: usize,
     memory: Vec<MemorySample>,
+    /// The agent's resident set and CPU time every few seconds, by phase.
+    samples: Arc<Sampler>,
+    /// CPU seconds of the agent processes killed for a restart.
+    cpu_killed: f64,
     load_max: f64,
     started: Instant,
 }
@@ -187,6 +218,8 @@ pub async fn run(opts: Options) -> Result<Report, String> {
             return Err(e.to_string());
         }
     };
+    let started = Instant::now();
+    let samples = Arc::new(Sampler::new(started));
     let mut bench = Bench {
         opts,
         spoke,
@@ -202,13 +235,20 @@ pub async fn run(opts: Options) -> Result<Report, String> {
         live: Vec::new(),
         next_name: 0,
         memory: Vec::new(),
+        samples: Arc::clone(&samples),
+        cpu_killed: 0.0,
         load_max: 0.0,
-        started: Instant::now(),
+        started,
     };
     let result = tokio::select! {
         r = bench.measure() => r,
+        never = samples.run() => match never {},
         s = interrupted() => Err(format!("interrupted by {s}; cleaning up")),
     };
+    match samples.write(&bench.opts.out_dir, &bench.opts.label) {
+        Ok(path) => bench.progress(&format!("memory samples: {}", path.display())),
+        Err(e) => bench.progress(&format!("WARNING: {e}")),
+    }
     if let Err(e) = &result {
         bench.progress(&format!("FAILED: {e}"));
         if let Some(agent) = &bench.agent {
@@ -330,6 +370,7 @@ impl Bench {
             let b = bundle(
                 &self.ns,
                 &format!("w{}", self.next_name),
+                self.opts.configmaps_per_work,
                 self.opts.configmap_bytes,
             );
             let at = Instant::now();
@@ -345,7 +386,8 @@ impl Bench {
 
     async fn wait_applied(&mut self, what: &str, ids: &[(String, Instant)]) -> Result<(), String> {
         let ids: Vec<String> = ids.iter().map(|(id, _)| id.clone()).collect();
-        self.wait(what, PHASE_TIMEOUT, |f| {
+        let timeout = apply_timeout(ids.len() * self.opts.configmaps_per_work);
+        self.wait(what, timeout, |f| {
             ids.iter().all(|id| f.of(id).applied_available.is_some())
         })
         .await
@@ -375,6 +417,7 @@ impl Bench {
         )
         .map_err(|e| format!("starting {}: {e}", self.opts.agent_bin.display()))?;
         let log = process.log_path().display().to_string();
+        self.samples.watch(Some(process.pid()));
         self.agent = Some(process);
         self.progress(&format!(
             "started {} {} (log {log})",
@@ -418,6 +461,7 @@ impl Bench {
         self.sample_memory("ready");
 
         let mut bursts = Vec::new();
+        self.samples.phase("bursts");
         for size in self.opts.bursts.clone() {
             let from = self.firsts.events;
             let published = self.create(size)?;
@@ -462,6 +506,7 @@ impl Bench {
         self.sample_memory("after bursts");
 
         let mut deletes = Vec::new();
+        self.samples.phase("deletes");
         for _ in 0..self.opts.deletions.min(self.live.len()) {
             let id = self.live.remove(0);
             let at = Instant::now();
@@ -484,6 +529,8 @@ impl Bench {
         }
 
         let need = self.opts.idle_works.saturating_sub(self.live.len());
+        self.samples.phase("top_up");
+        let requests_before = self.spoke_requests_now().await;
         let top_up_start = Instant::now();
         let mut done = 0;
         while done < need {
@@ -493,10 +540,19 @@ impl Bench {
                 .await?;
             done += n;
         }
+        let seconds = top_up_start.elapsed().as_secs_f64();
+        let (qps, burst) = client_budget(&self.opts.agent_args);
         let top_up = TopUp {
             works: need,
             batch: self.opts.batch,
-            seconds: top_up_start.elapsed().as_secs_f64(),
+            seconds,
+            floor: Some(ApplyFloor::new(
+                need,
+                self.opts.configmaps_per_work,
+                qps,
+                burst,
+            )),
+            spoke_requests: counted_since(&requests_before, &self.spoke_requests_now().await),
         };
         self.progress(&format!(
             "{} works applied (top-up of {need} in {:.1} s); settling",
@@ -504,6 +560,7 @@ impl Bench {
             top_up.seconds
         ));
 
+        self.samples.phase("settle");
         let settle_start = Instant::now();
         let settled = self
             .wait_quiet(
@@ -521,6 +578,7 @@ impl Bench {
             "counting status events for {:.0} s",
             self.opts.idle.as_secs_f64()
         ));
+        self.samples.phase("idle");
         let window_start = Instant::now();
         while window_start.elapsed() < self.opts.idle {
             self.check_agent()?;
@@ -565,6 +623,7 @@ impl Bench {
             None
         };
 
+        self.samples.phase("cleanup");
         let cleanup_ids = std::mem::take(&mut self.live);
         let cleanup_start = Instant::now();
         for id in &cleanup_ids {
@@ -582,8 +641,8 @@ impl Bench {
         if let Err(e) = waited {
             self.progress(&format!("cleanup incomplete: {e}"));
         }
-        // The process started in this run: its CPU time so far is the run's.
-        let cpu_total = cpu_seconds(pid);
+        // The processes started in this run: their CPU time so far is the run's.
+        let cpu_total = self.cpu_killed + self.pid().map_or(0.0, cpu_seconds);
         let cleanup = Cleanup {
             works: cleanup_ids.len(),
             seconds: cleanup_start.elapsed().as_secs_f64(),
@@ -614,7 +673,9 @@ impl Bench {
             ("ignored".into(), c.ignored),
         ]);
         let p = &self.opts;
-        let bundle_bytes = bundle(&self.ns, "w1", p.configmap_bytes).to_string().len();
+        let bundle_bytes = bundle(&self.ns, "w1", p.configmaps_per_work, p.configmap_bytes)
+            .to_string()
+            .len();
         let environment = Environment {
             machine: Machine::at_end(date, load_start, self.load_max),
             flavor: p.flavor,
@@ -630,6 +691,7 @@ impl Bench {
             idle_seconds: p.idle.as_secs_f64(),
             quiet_seconds: p.quiet.as_secs_f64(),
             broker_limits: Some((p.broker.max_packet_bytes, p.broker.max_queued_messages)),
+            configmaps_per_work: p.configmaps_per_work,
         };
         Ok(Report {
             label: p.label.clone(),
@@ -647,6 +709,7 @@ impl Bench {
             spoke_requests,
             works_created: self.next_name,
             restart,
+            rss_csv: Some(samples::csv_name(&p.label)),
         })
     }
 
@@ -746,7 +809,10 @@ impl Bench {
     /// source has every status: none should be answered); then sends one stale hash in each part
     /// but the last, which is not sent (only the stale ones should be answered).
     async fn restart(&mut self) -> Result<Restart, String> {
+        self.samples.phase("restart");
         if let Some(agent) = self.agent.as_mut() {
+            self.cpu_killed += cpu_seconds(agent.pid());
+            self.samples.watch(None);
             agent.kill();
         }
         self.progress("agent killed (SIGKILL); starting it again");
@@ -773,6 +839,7 @@ impl Bench {
         ));
 
         // The broker restarts: the agent reconnects and lists what it holds.
+        self.samples.phase("resync");
         let received_from = self.source.events().len();
         let requests_before = self.source.counters().spec_resync_requests;
         self.broker.restart().map_err(|e| e.to_string())?;
@@ -878,6 +945,7 @@ impl Bench {
     /// (their finalizer dropped, since no agent will clean them up any more) and the namespace.
     async fn teardown(&mut self) {
         if let Some(mut agent) = self.agent.take() {
+            self.samples.watch(None);
             agent.stop();
         }
         let applied: Api<DynamicObject> = Api::all_with(
@@ -956,12 +1024,44 @@ mod tests {
         assert!(cfg.starts_with("brokerHost: 127.0.0.1:1883\n"), "{cfg}");
         assert!(cfg.contains("sourceEvents: sources/maestro/consumers/c1/sourceevents"));
         assert!(cfg.contains("agentEvents: sources/maestro/consumers/c1/agentevents"));
-        let b = bundle("ns", "w1", 100);
+        let b = bundle("ns", "w1", 1, 100);
+        assert_eq!(b["manifests"].as_array().map(Vec::len), Some(1));
+        assert_eq!(b["manifests"][0]["metadata"]["name"], "w1");
         assert_eq!(b["manifests"][0]["metadata"]["namespace"], "ns");
         assert_eq!(
             b["manifests"][0]["data"]["payload"].as_str().map(str::len),
             Some(100)
         );
+    }
+
+    #[test]
+    fn a_bundle_of_several_configmaps_names_each_once() {
+        let b = bundle("ns", "w7", 10, 50);
+        let manifests = b["manifests"].as_array().cloned().unwrap_or_default();
+        let names: Vec<&str> = manifests
+            .iter()
+            .filter_map(|m| m["metadata"]["name"].as_str())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "w7", "w7-1", "w7-2", "w7-3", "w7-4", "w7-5", "w7-6", "w7-7", "w7-8", "w7-9"
+            ]
+        );
+        for m in &manifests {
+            assert_eq!(
+                (m["kind"].as_str(), m["metadata"]["namespace"].as_str()),
+                (Some("ConfigMap"), Some("ns"))
+            );
+            assert_eq!(m["data"]["payload"].as_str().map(str::len), Some(50));
+        }
+    }
+
+    #[test]
+    fn a_large_batch_gets_time_for_each_manifest() {
+        assert_eq!(apply_timeout(100), PHASE_TIMEOUT);
+        assert_eq!(apply_timeout(1_000), PHASE_TIMEOUT);
+        assert_eq!(apply_timeout(850 * 10), Duration::from_secs(850));
     }
 
     #[test]

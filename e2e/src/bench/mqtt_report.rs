@@ -21,6 +21,133 @@ pub const TARGET_IDLE_PER_MINUTE: f64 = 0.0;
 /// RSS must be at most this share of the Go agent's.
 pub const TARGET_RSS_RATIO: f64 = 0.3;
 
+/// AppliedManifestWork writes the agent makes for a new work behind a broker, whatever its
+/// manifests: the create, the record of the resources it is about to create, and the record of
+/// those it applied, written after the status. A run of one ConfigMap a work counts 4 spoke
+/// writes a work (2 creates, 2 patches): these 3 and the ConfigMap's create.
+pub const APPLIED_WORK_WRITES_PER_WORK: u64 = 3;
+
+/// The spoke client's QPS and burst of either agent when its command line sets none (the
+/// defaults of OCM's agent options, which Maestro's agent and ours keep).
+pub const DEFAULT_CLIENT_BUDGET: (f64, u32) = (50.0, 100);
+
+/// The spoke client's QPS and burst an agent's command line sets: `--kube-api-qps` and
+/// `--kube-api-burst` (ours also takes `--spoke-qps` and `--spoke-burst`), as `--flag=V` or
+/// `--flag V`, the last one winning; [`DEFAULT_CLIENT_BUDGET`] for what it leaves unset.
+pub fn client_budget(args: &[String]) -> (f64, u32) {
+    let (mut qps, mut burst) = DEFAULT_CLIENT_BUDGET;
+    let mut it = args.iter().peekable();
+    while let Some(arg) = it.next() {
+        let (flag, inline) = match arg.split_once('=') {
+            Some((f, v)) => (f, Some(v.to_string())),
+            None => (arg.as_str(), None),
+        };
+        let is_qps = matches!(flag, "--kube-api-qps" | "--spoke-qps");
+        let is_burst = matches!(flag, "--kube-api-burst" | "--spoke-burst");
+        if !is_qps && !is_burst {
+            continue;
+        }
+        let Some(value) = inline.or_else(|| it.next().cloned()) else {
+            break;
+        };
+        if is_qps {
+            qps = value.parse().unwrap_or(qps);
+        } else {
+            burst = value.parse().unwrap_or(burst);
+        }
+    }
+    (qps, burst)
+}
+
+/// The shortest time the agent's client rate limit allows for applying new works of ConfigMaps.
+/// The agent keeps one rate-limit bucket per API, as upstream's clients do: the ConfigMap creates
+/// go through the manifests' bucket, the AppliedManifestWork writes through the work API's, and
+/// each bucket lets `burst` requests go at once, then `qps` a second. So the floor is the busier
+/// bucket's requests less the burst, over the QPS.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApplyFloor {
+    /// Works applied.
+    pub works: usize,
+    /// ConfigMaps in each.
+    pub configmaps_per_work: usize,
+    /// The spoke client's QPS.
+    pub qps: f64,
+    /// The spoke client's burst.
+    pub burst: u32,
+    /// ConfigMap creates: one per ConfigMap.
+    pub configmap_creates: u64,
+    /// AppliedManifestWork writes: [`APPLIED_WORK_WRITES_PER_WORK`] per work.
+    pub applied_work_writes: u64,
+    /// The floor, in seconds.
+    pub seconds: f64,
+    /// The same if every request went through one bucket, in seconds.
+    pub one_bucket_seconds: f64,
+}
+
+impl ApplyFloor {
+    /// The floor for `works` new works of `configmaps_per_work` ConfigMaps at `qps` and `burst`.
+    pub fn new(works: usize, configmaps_per_work: usize, qps: f64, burst: u32) -> Self {
+        let mut floor = Self {
+            works,
+            configmaps_per_work,
+            qps,
+            burst,
+            configmap_creates: (works * configmaps_per_work) as u64,
+            applied_work_writes: works as u64 * APPLIED_WORK_WRITES_PER_WORK,
+            seconds: 0.0,
+            one_bucket_seconds: 0.0,
+        };
+        floor.seconds = floor.configmap_seconds().max(floor.applied_work_seconds());
+        floor.one_bucket_seconds = floor.paced(floor.configmap_creates + floor.applied_work_writes);
+        floor
+    }
+
+    /// How long `requests` take through one bucket: those beyond the burst at the QPS.
+    fn paced(&self, requests: u64) -> f64 {
+        requests.saturating_sub(u64::from(self.burst)) as f64 / self.qps
+    }
+
+    /// The ConfigMap creates' bucket alone, in seconds.
+    pub fn configmap_seconds(&self) -> f64 {
+        self.paced(self.configmap_creates)
+    }
+
+    /// The AppliedManifestWork writes' bucket alone, in seconds.
+    pub fn applied_work_seconds(&self) -> f64 {
+        self.paced(self.applied_work_writes)
+    }
+
+    /// Spoke writes of one new work.
+    pub fn writes_per_work(&self) -> u64 {
+        self.configmaps_per_work as u64 + APPLIED_WORK_WRITES_PER_WORK
+    }
+}
+
+/// What the counters `after` grew by since `before`, by key (keys that did not grow left out).
+pub fn counted_since(
+    before: &BTreeMap<String, u64>,
+    after: &BTreeMap<String, u64>,
+) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .map(|(k, n)| {
+            (
+                k.clone(),
+                n.saturating_sub(before.get(k).copied().unwrap_or(0)),
+            )
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+/// "N works x C ConfigMaps".
+pub fn shape(works: usize, configmaps_per_work: usize) -> String {
+    format!(
+        "{works} works x {configmaps_per_work} ConfigMap{}",
+        if configmaps_per_work == 1 { "" } else { "s" }
+    )
+}
+
 /// Which agent ran.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -130,6 +257,13 @@ pub struct TopUp {
     pub batch: usize,
     /// Wall time until all were Applied and Available, in seconds.
     pub seconds: f64,
+    /// The shortest time the agent's client rate limit allows for them (absent in reports from
+    /// before it was counted).
+    #[serde(default)]
+    pub floor: Option<ApplyFloor>,
+    /// The agent's spoke requests by verb in this phase, from its own counter (ours only).
+    #[serde(default)]
+    pub spoke_requests: BTreeMap<String, u64>,
 }
 
 /// The idle phase.
@@ -264,6 +398,13 @@ pub struct Parameters {
     /// absent in reports from before they could be set (4 MiB and 1,000).
     #[serde(default)]
     pub broker_limits: Option<(u32, u32)>,
+    /// ConfigMaps in each bundle (absent in reports from before it could be set: 1).
+    #[serde(default = "one")]
+    pub configmaps_per_work: usize,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// One benchmark run.
@@ -303,6 +444,10 @@ pub struct Report {
     /// The restart over the idle works, when asked for.
     #[serde(default)]
     pub restart: Option<Restart>,
+    /// The file of the agent's resident set and CPU time every few seconds, by phase (beside the
+    /// report; absent in reports from before it was written).
+    #[serde(default)]
+    pub rss_csv: Option<String>,
 }
 
 /// The `api="spoke"` samples of `work_agent_api_requests_total` in a Prometheus text, by verb.
@@ -351,7 +496,12 @@ impl Report {
         let e = &self.environment;
         let p = &self.parameters;
         let mut md = String::new();
-        let _ = writeln!(md, "# MQTT benchmark: {}\n", self.label);
+        let _ = writeln!(
+            md,
+            "# MQTT benchmark: {} ({})\n",
+            self.label,
+            shape(p.idle_works, p.configmaps_per_work)
+        );
         let _ = writeln!(md, "{}", e.machine.date_line());
         let _ = writeln!(
             md,
@@ -375,7 +525,7 @@ impl Report {
         );
         let _ = writeln!(
             md,
-            "- Run: bursts of {} single-ConfigMap bundles ({} bytes each), {} deletes one at a time, \
+            "- Run: bursts of {} {} ({} bytes each), {} deletes one at a time, \
              {} works idle for {:.0} s (settled = no status event for {:.0} s). Source: the \
              Maestro-shaped test source on a private mosquitto{}; spoke: a local control plane.\n",
             p.bursts
@@ -383,6 +533,11 @@ impl Report {
                 .map(usize::to_string)
                 .collect::<Vec<_>>()
                 .join(", "),
+            if p.configmaps_per_work == 1 {
+                "single-ConfigMap bundles".to_string()
+            } else {
+                format!("bundles of {} ConfigMaps", p.configmaps_per_work)
+            },
             p.bundle_bytes,
             p.deletions,
             p.idle_works,
@@ -453,8 +608,22 @@ impl Report {
             "\nAgent CPU time: {:.1} s over the run, {:.2} s in the idle window.",
             self.cpu_seconds_total, self.cpu_seconds_idle
         );
+        if let Some(f) = &self.top_up.floor {
+            apply_section(&mut md, &self.top_up, f, e.flavor);
+        }
 
-        md.push_str("\n## Memory\n\n| Moment | Works | VmRSS | of which RssAnon | VmHWM |\n|---|---:|---:|---:|---:|\n");
+        md.push_str("\n## Memory\n\n");
+        if let Some(csv) = &self.rss_csv {
+            let _ = writeln!(
+                md,
+                "VmRSS, RssAnon and CPU seconds every {} s, by phase: `{csv}` \
+                 (`e2e/scripts/plot-scale.py` draws it).\n",
+                super::samples::SAMPLE_EVERY.as_secs()
+            );
+        }
+        md.push_str(
+            "| Moment | Works | VmRSS | of which RssAnon | VmHWM |\n|---|---:|---:|---:|---:|\n",
+        );
         for m in &self.memory {
             let _ = writeln!(
                 md,
@@ -490,11 +659,7 @@ impl Report {
                 "\nSpoke requests of the agent (its own counter) by the end of the idle window, for {} works created and {} deleted: {} ({:.2} writes per work created).",
                 self.works_created,
                 self.parameters.deletions,
-                self.spoke_requests
-                    .iter()
-                    .map(|(v, n)| format!("{v} {n}"))
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                by_verb(&self.spoke_requests),
                 writes as f64 / self.works_created.max(1) as f64
             );
         }
@@ -634,6 +799,63 @@ fn writes_of(by_verb: &BTreeMap<String, u64>) -> u64 {
         .sum()
 }
 
+/// The top-up's section of the Markdown: its time against the floor the client QPS sets, and the
+/// requests the agent counted.
+fn apply_section(md: &mut String, t: &TopUp, f: &ApplyFloor, flavor: Flavor) {
+    let _ = writeln!(
+        md,
+        "\n## Apply time and its floor\n\n\
+         Top-up of {} in batches of {}: {:.1} s to Applied and Available. The floor at the \
+         agent's client QPS {} and burst {}: **{:.1} s**. A new work costs this project's agent \
+         {} spoke writes: {} ConfigMap create{} and {APPLIED_WORK_WRITES_PER_WORK} AppliedManifestWork writes \
+         (a create and 2 patches). The agent paces the two kinds in buckets of their own, so \
+         the floor is the busier bucket's requests less the burst, over the QPS: {} ConfigMap \
+         creates take {:.1} s, {} AppliedManifestWork writes {:.1} s. Through one bucket \
+         ({} requests): {:.1} s.",
+        shape(t.works, f.configmaps_per_work),
+        t.batch,
+        t.seconds,
+        f.qps,
+        f.burst,
+        f.seconds,
+        f.writes_per_work(),
+        f.configmaps_per_work,
+        if f.configmaps_per_work == 1 { "" } else { "s" },
+        f.configmap_creates,
+        f.configmap_seconds(),
+        f.applied_work_writes,
+        f.applied_work_seconds(),
+        f.configmap_creates + f.applied_work_writes,
+        f.one_bucket_seconds,
+    );
+    if flavor == Flavor::MaestroGo {
+        md.push_str(
+            "\nThe Go agent counts no requests of its own; it creates the same ConfigMaps through \
+             a client of their own, so the ConfigMap creates bound it the same way.\n",
+        );
+    }
+    if !t.spoke_requests.is_empty() {
+        let writes = writes_of(&t.spoke_requests);
+        let _ = writeln!(
+            md,
+            "\nSpoke requests the agent counted in the top-up: {} ({writes} writes, {:.2} a work; \
+             {} expected).",
+            by_verb(&t.spoke_requests),
+            writes as f64 / t.works.max(1) as f64,
+            f.writes_per_work()
+        );
+    }
+}
+
+/// Counts by verb as `create 10, patch 2`.
+fn by_verb(counts: &BTreeMap<String, u64>) -> String {
+    counts
+        .iter()
+        .map(|(v, n)| format!("{v} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The restart's section of the Markdown.
 fn restart_section(md: &mut String, r: &Restart) {
     let writes = writes_of(&r.spoke_requests);
@@ -663,11 +885,7 @@ fn restart_section(md: &mut String, r: &Restart) {
         if r.spoke_requests.is_empty() {
             "not counted".to_string()
         } else {
-            r.spoke_requests
-                .iter()
-                .map(|(v, n)| format!("{v} {n}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            by_verb(&r.spoke_requests)
         },
         if r.spoke_requests.is_empty() {
             "not counted".to_string()
@@ -840,6 +1058,7 @@ mod tests {
                 bursts: vec![20],
                 bundle_bytes: 4000,
                 broker_limits: None,
+                configmaps_per_work: 1,
                 deletions: 20,
                 idle_works: 1000,
                 idle_seconds: 120.0,
@@ -858,6 +1077,8 @@ mod tests {
                 works: 900,
                 batch: 100,
                 seconds: 30.0,
+                floor: None,
+                spoke_requests: BTreeMap::new(),
             },
             idle: Idle {
                 works: 1000,
@@ -887,6 +1108,7 @@ mod tests {
             spoke_requests: BTreeMap::new(),
             works_created: 1020,
             restart: None,
+            rss_csv: None,
         }
     }
 
@@ -933,6 +1155,146 @@ mod tests {
         let mut r = report("ours", 20.0, 100.0, 0.0, 20.0);
         r.spoke_requests = got;
         assert!(r.markdown(None).contains("(3.00 writes per work created)"));
+    }
+
+    #[test]
+    fn the_client_budget_comes_from_the_agents_command_line() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(client_budget(&[]), DEFAULT_CLIENT_BUDGET);
+        assert_eq!(
+            client_budget(&args(&["--kube-api-qps=200", "--kube-api-burst=400"])),
+            (200.0, 400)
+        );
+        assert_eq!(
+            client_budget(&args(&[
+                "--spoke-qps",
+                "12.5",
+                "-v=2",
+                "--spoke-burst",
+                "30"
+            ])),
+            (12.5, 30)
+        );
+        // The last one wins; what is not set keeps its default; a bad value is ignored.
+        assert_eq!(
+            client_budget(&args(&[
+                "--kube-api-qps=20",
+                "--kube-api-qps=300",
+                "--kube-api-burst=x"
+            ])),
+            (300.0, DEFAULT_CLIENT_BUDGET.1)
+        );
+        // The hub's flags are not the spoke client's.
+        assert_eq!(
+            client_budget(&args(&["--hub-kube-api-qps=500", "--kube-api-qps"])),
+            DEFAULT_CLIENT_BUDGET
+        );
+    }
+
+    #[test]
+    fn the_floor_is_the_busier_buckets_requests_beyond_the_burst() {
+        // Ten ConfigMaps a work: the ConfigMap creates decide.
+        let f = ApplyFloor::new(850, 10, 200.0, 400);
+        assert_eq!((f.configmap_creates, f.applied_work_writes), (8_500, 2_550));
+        assert_eq!(f.writes_per_work(), 13);
+        assert_eq!(f.configmap_seconds(), 40.5);
+        assert_eq!(f.applied_work_seconds(), 10.75);
+        assert_eq!(f.seconds, 40.5);
+        assert_eq!(f.one_bucket_seconds, 53.25);
+        // One ConfigMap a work: the AppliedManifestWork writes decide (4 writes a work).
+        let f = ApplyFloor::new(9_850, 1, 200.0, 400);
+        assert_eq!(f.writes_per_work(), 4);
+        assert_eq!((f.seconds, f.one_bucket_seconds), (145.75, 195.0));
+        // Fewer requests than the burst: no wait at all.
+        assert_eq!(ApplyFloor::new(10, 1, 50.0, 100).seconds, 0.0);
+    }
+
+    #[test]
+    fn counters_since_a_reading_and_the_shape() {
+        let before = BTreeMap::from([("create".to_string(), 10), ("get".to_string(), 3)]);
+        let after = BTreeMap::from([
+            ("create".to_string(), 25),
+            ("get".to_string(), 3),
+            ("patch".to_string(), 4),
+        ]);
+        assert_eq!(
+            counted_since(&before, &after),
+            BTreeMap::from([("create".to_string(), 15), ("patch".to_string(), 4)])
+        );
+        assert_eq!(shape(1000, 10), "1000 works x 10 ConfigMaps");
+        assert_eq!(shape(10000, 1), "10000 works x 1 ConfigMap");
+    }
+
+    #[test]
+    fn the_report_states_shape_floor_requests_and_samples() {
+        let mut r = report("ten", 20.0, 100.0, 0.0, 20.0);
+        r.parameters.configmaps_per_work = 10;
+        r.top_up = TopUp {
+            works: 850,
+            batch: 1000,
+            seconds: 61.0,
+            floor: Some(ApplyFloor::new(850, 10, 200.0, 400)),
+            spoke_requests: BTreeMap::from([
+                ("create".to_string(), 9_350),
+                ("get".to_string(), 2),
+                ("patch".to_string(), 1_700),
+            ]),
+        };
+        r.rss_csv = Some("ten-rss.csv".into());
+        let md = r.markdown(None);
+        assert!(
+            md.starts_with("# MQTT benchmark: ten (1000 works x 10 ConfigMaps)"),
+            "{md}"
+        );
+        for want in [
+            "bursts of 20 bundles of 10 ConfigMaps (",
+            "Top-up of 850 works x 10 ConfigMaps in batches of 1000: 61.0 s",
+            "client QPS 200 and burst 400: **40.5 s**",
+            "A new work costs this project's agent 13 spoke writes: 10 ConfigMap creates and 3 \
+             AppliedManifestWork writes",
+            "8500 ConfigMap creates take 40.5 s, 2550 AppliedManifestWork writes 10.8 s. Through \
+             one bucket (11050 requests): 53.2 s.",
+            "in the top-up: create 9350, get 2, patch 1700 (11050 writes, 13.00 a work; 13 \
+             expected)",
+            "by phase: `ten-rss.csv`",
+        ] {
+            assert!(md.contains(want), "{want}\n{md}");
+        }
+        assert!(!md.contains("The Go agent counts no requests"), "{md}");
+        r.environment.flavor = Flavor::MaestroGo;
+        r.top_up.spoke_requests.clear();
+        let go = r.markdown(None);
+        assert!(
+            go.contains("The Go agent counts no requests of its own"),
+            "{go}"
+        );
+        assert!(!go.contains("Spoke requests the agent counted"), "{go}");
+        // A report of one ConfigMap a work without these parts reads as before.
+        let plain = report("one", 20.0, 100.0, 0.0, 20.0).markdown(None);
+        assert!(
+            plain.contains("bursts of 20 single-ConfigMap bundles (4000 bytes each)"),
+            "{plain}"
+        );
+        assert!(
+            !plain.contains("## Apply time") && !plain.contains("rss.csv"),
+            "{plain}"
+        );
+    }
+
+    #[test]
+    fn a_report_from_before_the_shape_was_set_reads_as_one_configmap() {
+        let r = report("old", 20.0, 100.0, 0.0, 20.0);
+        let mut json = serde_json::to_value(&r).expect("encodes");
+        for (section, key) in [
+            ("parameters", "configmaps_per_work"),
+            ("top_up", "floor"),
+            ("top_up", "spoke_requests"),
+        ] {
+            json[section].as_object_mut().map(|o| o.remove(key));
+        }
+        json.as_object_mut().map(|o| o.remove("rss_csv"));
+        let back: Report = serde_json::from_value(json).expect("decodes");
+        assert_eq!(back, r);
     }
 
     #[test]

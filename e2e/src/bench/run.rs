@@ -17,6 +17,7 @@ use super::agent::{Agent, AgentSpec, Flavor, tail};
 use super::hub_watch::{FEEDBACK_NAME, HubWatch, Seen};
 use super::prometheus::{self, Counts};
 use super::report::{self, Environment, Memory, Parameters, Phase, Report};
+use super::samples::Sampler;
 use super::stats::Summary;
 use super::system::{self, Machine};
 
@@ -31,8 +32,6 @@ const SAMPLE_TIMEOUT: Duration = Duration::from_secs(120);
 const QUIET: Duration = Duration::from_secs(5);
 /// How long to wait for the agent to go idle after a phase.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
-/// How often the agent's resident set and CPU time are sampled for the CSV.
-const SAMPLE_EVERY: Duration = Duration::from_secs(2);
 /// How long cleanup may take.
 const CLEANUP_TIMEOUT: Duration = Duration::from_secs(300);
 /// `--status-sync-period` of the agent that does the first apply: long, so that no safety-net
@@ -114,12 +113,10 @@ struct Bench {
     spoke_scrapes: AtomicU64,
     load_max: Mutex<f64>,
     started: Instant,
-    /// The phase the samples belong to.
-    stage: Mutex<&'static str>,
     /// The command line of every agent started, in order (for the report).
     commands: Mutex<Vec<String>>,
-    /// Seconds since the start, phase, agent pid and its /proc figures, every [`SAMPLE_EVERY`].
-    samples: Mutex<Vec<(f64, &'static str, u32, system::ProcessSample)>>,
+    /// The agent's resident set and CPU time over the run, by phase.
+    samples: Sampler,
 }
 
 /// Runs the benchmark and writes the report; cleans up whatever happens, also on Ctrl-C/SIGTERM.
@@ -154,6 +151,7 @@ pub async fn run(opts: Options) -> Result<Report, String> {
         },
     );
     let applied = Api::all_with(spoke.client.clone(), &applied_resource());
+    let started = Instant::now();
     let bench = Bench {
         watch: HubWatch::start(works.clone()),
         opts,
@@ -168,17 +166,19 @@ pub async fn run(opts: Options) -> Result<Report, String> {
         hub_scrapes: AtomicU64::new(0),
         spoke_scrapes: AtomicU64::new(0),
         load_max: Mutex::new(0.0),
-        started: Instant::now(),
-        stage: Mutex::new("start"),
+        started,
         commands: Mutex::new(Vec::new()),
-        samples: Mutex::new(Vec::new()),
+        samples: Sampler::new(started),
     };
     let result = tokio::select! {
         r = bench.measure() => r,
-        never = bench.sample_forever() => match never {},
+        never = bench.samples.run() => match never {},
         s = interrupted() => Err(format!("interrupted by {s}; cleaning up")),
     };
-    bench.write_samples();
+    match bench.samples.write(&bench.opts.out_dir, &bench.opts.label) {
+        Ok(path) => bench.progress(&format!("memory samples: {}", path.display())),
+        Err(e) => bench.progress(&format!("WARNING: {e}")),
+    }
     if let Err(e) = &result {
         bench.progress(&format!("FAILED: {e}"));
     }
@@ -203,55 +203,6 @@ pub async fn interrupted() -> &'static str {
 }
 
 impl Bench {
-    /// Names the phase the following memory samples belong to.
-    fn stage(&self, stage: &'static str) {
-        *self.stage.lock().unwrap_or_else(|p| p.into_inner()) = stage;
-    }
-
-    /// Samples the running agent every [`SAMPLE_EVERY`], for as long as the run lasts.
-    async fn sample_forever(&self) -> std::convert::Infallible {
-        let mut tick = tokio::time::interval(SAMPLE_EVERY);
-        loop {
-            tick.tick().await;
-            let pid = self.agent.lock().await.as_ref().map(|a| a.process.pid());
-            let Some(sample) = pid.and_then(|pid| system::process_sample(pid).map(|s| (pid, s)))
-            else {
-                continue;
-            };
-            let stage = *self.stage.lock().unwrap_or_else(|p| p.into_inner());
-            let at = self.started.elapsed().as_secs_f64();
-            self.samples
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push((at, stage, sample.0, sample.1));
-        }
-    }
-
-    /// Writes the memory samples to OUT_DIR/LABEL-rss.csv (also after a failed run).
-    fn write_samples(&self) {
-        let samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
-        let mut csv = String::from("seconds,phase,pid,vm_rss_mib,rss_anon_mib,cpu_seconds\n");
-        let opt = |v: Option<f64>| v.map(|v| format!("{v:.2}")).unwrap_or_default();
-        for (at, stage, pid, s) in samples.iter() {
-            csv.push_str(&format!(
-                "{at:.1},{stage},{pid},{:.2},{},{}\n",
-                s.rss_mib,
-                opt(s.rss_anon_mib),
-                opt(s.cpu_seconds)
-            ));
-        }
-        let path = self
-            .opts
-            .out_dir
-            .join(format!("{}-rss.csv", self.opts.label));
-        let written =
-            std::fs::create_dir_all(&self.opts.out_dir).and_then(|()| std::fs::write(&path, csv));
-        match written {
-            Ok(()) => self.progress(&format!("memory samples: {}", path.display())),
-            Err(e) => self.progress(&format!("WARNING: writing {}: {e}", path.display())),
-        }
-    }
-
     fn progress(&self, msg: &str) {
         eprintln!(
             "[bench-agent {:>6.1}s] {msg}",
@@ -292,12 +243,14 @@ impl Bench {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(agent.command.clone());
+        self.samples.watch(Some(agent.process.pid()));
         *self.agent.lock().await = Some(agent);
         Ok(())
     }
 
     async fn stop_agent(&self) {
         if let Some(mut agent) = self.agent.lock().await.take() {
+            self.samples.watch(None);
             agent.stop();
         }
     }
@@ -458,7 +411,7 @@ impl Bench {
         let mut notes = Vec::new();
 
         // First apply.
-        self.stage("first_apply");
+        self.samples.phase("first_apply");
         self.start_agent(FIRST_AGENT_SYNC_PERIOD).await?;
         self.settle(QUIET, SETTLE_TIMEOUT).await?;
         let s0 = self.snapshot().await?;
@@ -473,7 +426,7 @@ impl Bench {
         ));
         let ready_at = self.wait_all_ready(t0).await?;
         let apply_seconds = ready_at.duration_since(t0).as_secs_f64();
-        self.stage("settle_after_apply");
+        self.samples.phase("settle_after_apply");
         self.progress(&format!(
             "all works Applied and Available after {apply_seconds:.1} s"
         ));
@@ -488,7 +441,7 @@ impl Bench {
             .await
             .as_ref()
             .and_then(Agent::cpu_seconds);
-        self.stage("status_changes");
+        self.samples.phase("status_changes");
         let manifests = (o.works * o.configmaps_per_work) as u64;
         let mut phases = vec![self.phase(
             report::FIRST_APPLY,
@@ -520,7 +473,7 @@ impl Bench {
         ));
 
         // Deletions.
-        self.stage("deletions");
+        self.samples.phase("deletions");
         let (deletions, deleted) = self.deletions().await?;
         self.settle(QUIET, SETTLE_TIMEOUT).await?;
         let s3 = self.snapshot().await?;
@@ -539,7 +492,7 @@ impl Bench {
 
         // Restart, then an idle resync period.
         let s4 = self.snapshot().await?;
-        self.stage("restart");
+        self.samples.phase("restart");
         let restarted = Instant::now();
         self.start_agent(o.resync_period).await?;
         let quiet = self.settle(QUIET * 2, o.resync_period).await?;
@@ -565,7 +518,7 @@ impl Bench {
         // agent with a timer per work: between P and 1.1 P): until 2.05 P, one resync per work.
         let window_started = Instant::now();
         let deadline = (restarted + o.resync_period.mul_f64(2.05)).max(window_started);
-        self.stage("idle_resync");
+        self.samples.phase("idle_resync");
         self.progress(&format!(
             "idle resync window: {:.0} s",
             (deadline - Instant::now()).as_secs_f64()

@@ -13,7 +13,9 @@ use e2e::bench::run::{Options, run};
 
 /// Creates N ManifestWorks of C ConfigMaps at once and measures what the agent does with them.
 #[derive(Debug, Parser)]
-#[command(name = "bench_agent")]
+// A later option wins over an earlier one: the make targets' own `--label` and others can be
+// overridden through BENCH_ARGS / BENCH_MQTT_ARGS.
+#[command(name = "bench_agent", args_override_self = true)]
 struct Cli {
     /// Which agent `--agent-bin` is: `ours` (work-agent) or `ocm` (upstream's `work` binary,
     /// started as `work agent` with its own flags for the same QPS, burst and sync period).
@@ -115,6 +117,22 @@ mod tests {
         assert_eq!(cli.agent.agent_args, ["--workers=10"]);
         assert_eq!(cli.resync_period, Duration::from_secs(60));
         assert_eq!(cli.flavor, Flavor::Ours);
+        // `make bench-scale`'s options can be overridden through BENCH_ARGS.
+        let cli = Cli::try_parse_from([
+            "bench_agent",
+            "--agent-bin",
+            "/a",
+            "--works",
+            "10000",
+            "--label",
+            "scale-10000x1-abc",
+            "--works",
+            "50",
+            "--label",
+            "mine",
+        ])
+        .expect("parses");
+        assert_eq!((cli.works, cli.label.as_str()), (50, "mine"));
     }
 
     #[test]

@@ -24,7 +24,9 @@ enum FlavorArg {
 /// One agent behind the Maestro-shaped test source on a private mosquitto: bursts of creates,
 /// deletes, an idle phase with many works, memory.
 #[derive(Debug, Parser)]
-#[command(name = "bench_mqtt")]
+// A later option wins over an earlier one: the make targets' own `--label` and others can be
+// overridden through BENCH_ARGS / BENCH_MQTT_ARGS.
+#[command(name = "bench_mqtt", args_override_self = true)]
 struct Cli {
     /// Which agent `--agent-bin` is (they differ in one flag: ours also gets `--http-address`).
     #[arg(long, value_enum, default_value = "ours")]
@@ -34,7 +36,10 @@ struct Cli {
     /// Burst sizes, comma-separated, run in order.
     #[arg(long, value_delimiter = ',', default_value = "20,50,100")]
     bursts: Vec<usize>,
-    /// Bytes of ConfigMap data per bundle (~4 KB bundles by default).
+    /// ConfigMaps in each bundle (each work).
+    #[arg(long, default_value_t = 1)]
+    configmaps_per_work: usize,
+    /// Bytes of data in each ConfigMap (a bundle of one is about 4 KB).
     #[arg(long, default_value_t = 3800)]
     configmap_bytes: usize,
     /// Works deleted one at a time (taken from the bursts' works).
@@ -93,8 +98,15 @@ fn read_baseline(path: &PathBuf) -> Result<Report, String> {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    if cli.bursts.contains(&0) || cli.batch == 0 || cli.idle.is_zero() || cli.resync_part == 0 {
-        eprintln!("bench_mqtt: burst sizes, --batch, --idle and --resync-part must be positive");
+    if cli.bursts.contains(&0)
+        || cli.batch == 0
+        || cli.idle.is_zero()
+        || cli.resync_part == 0
+        || cli.configmaps_per_work == 0
+    {
+        eprintln!(
+            "bench_mqtt: burst sizes, --batch, --idle, --resync-part and --configmaps-per-work must be positive"
+        );
         return ExitCode::from(2);
     }
     // Read first: a bad baseline should fail before a run of several minutes.
@@ -116,6 +128,7 @@ async fn main() -> ExitCode {
         agent_args: cli.agent.agent_args,
         agent_commit: cli.agent.agent_commit,
         bursts: cli.bursts,
+        configmaps_per_work: cli.configmaps_per_work,
         configmap_bytes: cli.configmap_bytes,
         deletions: cli.deletions,
         idle_works: cli.idle_works,
@@ -129,6 +142,7 @@ async fn main() -> ExitCode {
             max_queued_messages: cli.broker_max_queued,
         },
         label: cli.label,
+        out_dir: cli.out_dir,
     };
     let report = match run(opts).await {
         Ok(r) => r,
@@ -151,6 +165,7 @@ mod tests {
         assert_eq!(cli.flavor, FlavorArg::Ours);
         assert_eq!(cli.bursts, [20, 50, 100]);
         assert_eq!((cli.deletions, cli.idle_works), (20, 1000));
+        assert_eq!((cli.configmaps_per_work, cli.configmap_bytes), (1, 3800));
         assert_eq!(cli.idle, Duration::from_secs(120));
         let cli = Cli::try_parse_from([
             "bench_mqtt",
@@ -162,11 +177,32 @@ mod tests {
             "5,10",
             "--agent-arg",
             "--status-sync-interval=10s",
+            "--configmaps-per-work",
+            "10",
         ])
         .expect("parses");
+        assert_eq!(cli.configmaps_per_work, 10);
         assert_eq!(cli.flavor, FlavorArg::MaestroGo);
         assert_eq!(cli.bursts, [5, 10]);
         assert_eq!(cli.agent.agent_args, ["--status-sync-interval=10s"]);
+        // The make targets' options can be overridden; repeated agent arguments all count.
+        let cli = Cli::try_parse_from([
+            "bench_mqtt",
+            "--agent-bin",
+            "/a",
+            "--label",
+            "mqtt-1000x10-abc",
+            "--agent-arg=--kube-api-qps=200",
+            "--agent-arg=--kube-api-burst=400",
+            "--label",
+            "mine",
+        ])
+        .expect("parses");
+        assert_eq!(cli.label, "mine");
+        assert_eq!(
+            cli.agent.agent_args,
+            ["--kube-api-qps=200", "--kube-api-burst=400"]
+        );
         assert!(parse_duration("1d").is_err());
     }
 

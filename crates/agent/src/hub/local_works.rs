@@ -146,7 +146,6 @@ pub struct LocalWorks {
     watchers: Arc<Mutex<Vec<Weak<Watcher>>>>,
 }
 
-
 /// The works under the lock: read them, then commit or remove under the same lock.
 pub struct Locked<'a> {
     works: MutexGuard<'a, BTreeMap<String, StoredWork>>,

@@ -92,10 +92,10 @@ pub trait Hub: Send + Sync + 'static {
         true
     }
 
-    /// Some AppliedManifestWorks name works the agent does not hold: whether the hub was asked
-    /// for its list again (a broker's answer may lose events on the way; eviction then waits for
-    /// the new answer). A Kubernetes hub's list is whole: false.
-    fn ask_again_for_missing_works(&self) -> bool {
+    /// `missing` AppliedManifestWorks name works the agent does not hold: whether the hub was
+    /// asked for its list again (a broker's answer may lose events on the way; eviction then
+    /// waits for the new answer). A Kubernetes hub's list is whole: false.
+    fn ask_again_for_missing_works(&self, _missing: usize) -> bool {
         false
     }
 

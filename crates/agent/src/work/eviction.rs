@@ -258,7 +258,8 @@ pub fn scan_blocker(
     }
 }
 
-/// One pass over the AppliedManifestWorks, from the watch stores; false if it was skipped.
+/// One pass over the AppliedManifestWorks, from the watch stores; false if it was skipped or
+/// holds marks for a new answer (the next pass comes soon).
 async fn scan(ctx: &Context) -> bool {
     if let Some(why) = scan_blocker(
         ctx.works_are_synced(),
@@ -270,20 +271,27 @@ async fn scan(ctx: &Context) -> bool {
         return false;
     }
     let namespace = ctx.config.cluster_name.as_str();
-    // Asked once a scan, when the first record of a missing work would be marked.
-    let mut asked_again = None;
-    for amw in ctx.applied.all() {
-        let key = ObjectRef::<StoredWork>::new(&amw.spec.manifest_work_name).within(namespace);
-        let hub = HubView {
-            has_work: ctx.work_store.get(&key).is_some(),
-            keeps_status: ctx.hub.keeps_status(),
-        };
-        let step = decide(&amw, hub, &ctx.config, Timestamp::now());
-        if step == EvictionStep::Start
-            && names_a_missing_work(&amw, hub, &ctx.config)
-            && *asked_again.get_or_insert_with(|| ctx.hub.ask_again_for_missing_works())
-        {
-            // The new answer may bring the work; the next scan waits for it.
+    let steps: Vec<_> = ctx
+        .applied
+        .all()
+        .into_iter()
+        .map(|amw| {
+            let key = ObjectRef::<StoredWork>::new(&amw.spec.manifest_work_name).within(namespace);
+            let hub = HubView {
+                has_work: ctx.work_store.get(&key).is_some(),
+                keeps_status: ctx.hub.keeps_status(),
+            };
+            let step = decide(&amw, hub, &ctx.config, Timestamp::now());
+            let missing =
+                step == EvictionStep::Start && names_a_missing_work(&amw, hub, &ctx.config);
+            (amw, step, missing)
+        })
+        .collect();
+    let missing = steps.iter().filter(|(_, _, missing)| *missing).count();
+    // The new answer may bring them; the next scan waits for it.
+    let hold_marks = missing > 0 && ctx.hub.ask_again_for_missing_works(missing);
+    for (amw, step, missing) in steps {
+        if hold_marks && missing {
             continue;
         }
         if let Err(e) = act(ctx, &amw, step).await {
@@ -291,7 +299,8 @@ async fn scan(ctx: &Context) -> bool {
         }
     }
     tracing::debug!("eviction scan done");
-    true
+    // Waiting for a new answer: look again soon.
+    !hold_marks
 }
 
 async fn act(

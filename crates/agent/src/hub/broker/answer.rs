@@ -4,8 +4,8 @@
 //! spoke write each, and another to clear the mark when the work arrives). The answer counts as in
 //! once no spec event has come for a quiet period after the request. An answer may also lose
 //! events on the way (a broker drops what no longer fits the agent's queue): when records name
-//! works the answer did not bring, the agent asks again, a bounded number of times per
-//! subscription, before eviction marks them. Eviction only marks and waits out its grace period,
+//! works the answer did not bring, the agent asks again, as long as each answer brings some of
+//! them ([`AskedAgain`]), before eviction marks them. Eviction only marks and waits out its grace period,
 //! so this saves writes and decides nothing: with the periods at zero the agent stays correct.
 
 use std::time::{Duration, Instant};
@@ -16,8 +16,30 @@ pub const QUIET_AFTER_LAST_EVENT: Duration = Duration::from_secs(1);
 pub const QUIET_WITHOUT_EVENTS: Duration = Duration::from_secs(5);
 /// The same after a request asked again: the source is known to be there.
 pub const QUIET_WITHOUT_EVENTS_AGAIN: Duration = Duration::from_secs(2);
-/// Requests asked again per subscription, at most.
-pub const ASKED_AGAIN_AT_MOST: u32 = 1;
+/// Requests asked again per subscription, at most, however many works each brings.
+pub const ASKED_AGAIN_AT_MOST: u32 = 100;
+
+/// The requests asked again since the latest subscribe.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AskedAgain {
+    /// Works missing when the agent last asked; none before it asked.
+    missing: Option<usize>,
+    times: u32,
+}
+
+impl AskedAgain {
+    /// Whether to ask again with `missing` works missing now: first, and then as long as the
+    /// last answer brought some of them (each asking then brings at least one, so it ends).
+    pub fn ask(&mut self, missing: usize) -> bool {
+        let progress = self.missing.is_none_or(|before| missing < before);
+        let ask = missing > 0 && progress && self.times < ASKED_AGAIN_AT_MOST;
+        if ask {
+            self.missing = Some(missing);
+            self.times += 1;
+        }
+        ask
+    }
+}
 /// Longest wait: a source that keeps sending (churn right after the request) ends it too.
 pub const LONGEST_WAIT: Duration = Duration::from_secs(120);
 
@@ -119,6 +141,22 @@ mod tests {
         answer.requested(start, true);
         assert!(!answer.is_in(start + QUIET_AFTER_LAST_EVENT));
         assert!(answer.is_in(start + QUIET_WITHOUT_EVENTS_AGAIN));
+    }
+
+    #[test]
+    fn asked_again_while_each_answer_brings_missing_works() {
+        let mut asked = AskedAgain::default();
+        assert!(!asked.ask(0), "nothing missing");
+        assert!(asked.ask(7000), "first");
+        assert!(asked.ask(4000), "the last answer brought 3,000");
+        assert!(asked.ask(1), "and then 3,999");
+        assert!(!asked.ask(1), "the last answer brought none: mark");
+        let mut stuck = AskedAgain::default();
+        assert!(stuck.ask(5));
+        assert!(!stuck.ask(5));
+        let mut endless = AskedAgain::default();
+        let times = (0..1000).rev().take_while(|n| endless.ask(n + 1)).count();
+        assert_eq!(times, ASKED_AGAIN_AT_MOST as usize);
     }
 
     #[test]

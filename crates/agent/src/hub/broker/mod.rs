@@ -21,7 +21,6 @@ pub mod spec;
 pub mod status;
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
@@ -178,8 +177,8 @@ struct Inner {
     client: Mutex<Option<Client>>,
     /// Whether the source's answer to the latest spec resync request is in.
     resync_answer: Mutex<answer::ResyncAnswer>,
-    /// Spec resync requests asked again since the latest subscribe.
-    asked_again: AtomicU32,
+    /// Since the latest subscribe: the works missing when the agent last asked again.
+    missing_when_asked: Mutex<answer::AskedAgain>,
 }
 
 /// The works of one cluster, from a source behind a broker.
@@ -210,7 +209,7 @@ impl BrokerHub {
                 processed: metrics::Processed::default(),
                 client: Mutex::new(None),
                 resync_answer: Mutex::default(),
-                asked_again: AtomicU32::new(0),
+                missing_when_asked: Mutex::default(),
             }),
         }
     }
@@ -220,7 +219,11 @@ impl BrokerHub {
         let hub = Self::new(&options.cluster, &options.cloudevents_client_id);
         let resync = hub.clone();
         let hook = Arc::new(move |publisher: &Publisher| {
-            resync.inner.asked_again.store(0, Ordering::Release);
+            *resync
+                .inner
+                .missing_when_asked
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = answer::AskedAgain::default();
             resync.request_spec_resync(publisher, false);
         });
         let mut client = Client::start(transport, options, hook);
@@ -548,20 +551,21 @@ impl Hub for BrokerHub {
         self.inner.outbox.get().is_some_and(|o| o.stats().ready)
     }
 
-    fn ask_again_for_missing_works(&self) -> bool {
+    fn ask_again_for_missing_works(&self, missing: usize) -> bool {
         let Some(outbox) = self.inner.outbox.get() else {
             return false;
         };
-        let asked = self
+        let ask = self
             .inner
-            .asked_again
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                (n < answer::ASKED_AGAIN_AT_MOST).then_some(n + 1)
-            });
-        if asked.is_err() {
+            .missing_when_asked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .ask(missing);
+        if !ask {
             return false;
         }
         tracing::info!(
+            missing,
             "AppliedManifestWorks name works the source's answer did not bring (lost on the way?); asking again before eviction marks them"
         );
         self.request_spec_resync(outbox, true);

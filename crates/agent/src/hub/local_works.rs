@@ -1,7 +1,8 @@
 //! Works kept in this process, with the API server's answers: a resourceVersion per write, 404
 //! for a missing work, 409 for a stale version, finalizer list or UID, and a watch that folds
-//! the changes a watcher has not read yet into one event per work. The in-memory hub of tests and the hub behind a message broker (whose source keeps
-//! the works; the agent keeps its copy here, as upstream's agent does) both stand on it.
+//! the changes a watcher has not read yet into one event per work. The in-memory hub of tests
+//! and the hub behind a message broker (whose source keeps the works; the agent keeps its copy
+//! here, as upstream's agent does) both stand on it.
 //!
 //! A work is kept as the watch store keeps it ([`StoredWork`]: compact JSON text) and decoded
 //! when read; the watch events share that text with the store, so a work costs its text once,

@@ -1,8 +1,8 @@
 //! The live objects, from the watch cache: one label-filtered watch and its store
-//! ([`ObjectStore`]) per resource type in use on the spoke, started on demand, and an index from objects to the works
-//! that apply them, so an event on an object re-queues exactly those works. Reconciles read the
-//! live objects from the stores (no GET); a store that has not finished its initial list says
-//! "unknown", and the caller reads the object instead.
+//! ([`ObjectStore`]) per resource type in use on the spoke, started on demand, and an index from
+//! objects to the works that apply them, so an event on an object re-queues exactly those
+//! works. Reconciles read the live objects from the stores (no GET); a store that has not
+//! finished its initial list says "unknown", and the caller reads the object instead.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -349,11 +349,11 @@ impl Watches {
 }
 
 /// Puts the events of one type's watch into its store and turns them into work names to
-/// re-queue. An object's own event
-/// wakes the works that use it. A (re-)list is different: the store takes the listed objects
-/// only when the list is done, and an object deleted while the watch was down has no event at
-/// all. So once a list is done every work using the type is woken, and not before (a reconcile
-/// woken by a listed object would read the store's older copy).
+/// re-queue. An object's own event wakes the works that use it. A (re-)list is different: the
+/// store takes the listed objects only when the list is done, and an object deleted while the
+/// watch was down has no event at all. So once a list is done every work using the type is
+/// woken, and not before (a reconcile woken by a listed object would read the store's older
+/// copy).
 async fn forward_events<S>(
     events: S,
     store: ObjectStore,

@@ -8,11 +8,12 @@
 //! The controller scans periodically, reading both sides from the agent's watch stores (no
 //! request). An empty store that has not finished its initial list would look like "the hub
 //! has no works", so a scan is skipped until both stores are synced, and behind a broker until
-//! the source's answer to the spec resync request is in (`Hub::works_listed`). It is also skipped while the
-//! ManifestWork watch is failing, so an unreachable hub never starts an eviction: a store keeps
-//! its last full list while its watch fails (and swaps in a new list only whole, after a
-//! re-list), so it never shows fewer works than the hub had at its last successful list or
-//! event; and the agent creates an AppliedManifestWork only for a work it saw in that store.
+//! the source's answer to the spec resync request is in (`Hub::works_listed`). It is also
+//! skipped while the ManifestWork watch is failing, so an unreachable hub never starts an
+//! eviction: a store keeps its last full list while its watch fails (and swaps in a new list
+//! only whole, after a re-list), so it never shows fewer works than the hub had at its last
+//! successful list or event; and the agent creates an AppliedManifestWork only for a work it saw
+//! in that store.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -78,7 +79,7 @@ pub fn decide(
     if !config.is_own_agent_id(&amw.spec.agent_id) {
         return EvictionStep::Nothing;
     }
-    let unmanaged = !hub.has_work || !amw.name_any().starts_with(config.hub_hash.as_str());
+    let unmanaged = !hub.has_work || !of_this_hub(amw, config);
     let disabled = config.eviction_grace_period >= EVICTION_DISABLED_AT;
     if let Some(deleted) = amw.metadata.deletion_timestamp.as_ref() {
         let ours = amw
@@ -128,7 +129,12 @@ pub fn decide(
 /// Whether `amw` is unmanaged because this hub does not have its work (not because it belongs to
 /// another hub): the hub's list may have lost it on the way.
 fn names_a_missing_work(amw: &AppliedManifestWork, hub: HubView, config: &AgentConfig) -> bool {
-    !hub.has_work && amw.name_any().starts_with(config.hub_hash.as_str())
+    !hub.has_work && of_this_hub(amw, config)
+}
+
+/// Whether `amw` was made for a work of this hub (its name starts with the hub hash).
+fn of_this_hub(amw: &AppliedManifestWork, config: &AgentConfig) -> bool {
+    amw.name_any().starts_with(config.hub_hash.as_str())
 }
 
 /// When the eviction grace period that started at `start` is over.

@@ -5,8 +5,9 @@
 //! once no spec event has come for a quiet period after the request. An answer may also lose
 //! events on the way (a broker drops what no longer fits the agent's queue): when records name
 //! works the answer did not bring, the agent asks again, as long as each answer brings some of
-//! them ([`AskedAgain`]), before eviction marks them. Eviction only marks and waits out its grace period,
-//! so this saves writes and decides nothing: with the periods at zero the agent stays correct.
+//! them ([`AskedAgain`]), before eviction marks them. Eviction only marks and waits out its grace
+//! period, so this saves writes and decides nothing: with the periods at zero the agent stays
+//! correct.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +19,8 @@ pub const QUIET_WITHOUT_EVENTS: Duration = Duration::from_secs(5);
 pub const QUIET_WITHOUT_EVENTS_AGAIN: Duration = Duration::from_secs(2);
 /// Requests asked again per subscription, at most, however many works each brings.
 pub const ASKED_AGAIN_AT_MOST: u32 = 100;
+/// Longest wait: a source that keeps sending (churn right after the request) ends it too.
+pub const LONGEST_WAIT: Duration = Duration::from_secs(120);
 
 /// The requests asked again since the latest subscribe.
 #[derive(Clone, Copy, Debug, Default)]
@@ -40,10 +43,9 @@ impl AskedAgain {
         ask
     }
 }
-/// Longest wait: a source that keeps sending (churn right after the request) ends it too.
-pub const LONGEST_WAIT: Duration = Duration::from_secs(120);
 
-/// The state of the latest spec resync request's answer.
+/// The state of the latest spec resync request's answer, and of the requests asked again since
+/// the latest subscribe.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ResyncAnswer {
     /// When the latest request was sent; none before the first subscribe.
@@ -54,12 +56,19 @@ pub struct ResyncAnswer {
     silence: Duration,
     /// Whether the answer was seen in (kept until the next request).
     answered: bool,
+    /// Kept across the requests asked again; a subscription's first request starts it anew.
+    asked: AskedAgain,
 }
 
 impl ResyncAnswer {
     /// A request was sent at `now` (`again`: asked again in the same subscription): its
     /// answer is not in yet.
     pub fn requested(&mut self, now: Instant, again: bool) {
+        let asked = if again {
+            self.asked
+        } else {
+            AskedAgain::default()
+        };
         *self = Self {
             requested: Some(now),
             last_event: None,
@@ -69,7 +78,13 @@ impl ResyncAnswer {
                 QUIET_WITHOUT_EVENTS
             },
             answered: false,
+            asked,
         };
+    }
+
+    /// Whether to ask again with `missing` works missing now ([`AskedAgain::ask`]).
+    pub fn ask_again(&mut self, missing: usize) -> bool {
+        self.asked.ask(missing)
     }
 
     /// A spec event came at `now`.
@@ -157,6 +172,18 @@ mod tests {
         let mut endless = AskedAgain::default();
         let times = (0..1000).rev().take_while(|n| endless.ask(n + 1)).count();
         assert_eq!(times, ASKED_AGAIN_AT_MOST as usize);
+    }
+
+    #[test]
+    fn a_subscriptions_first_request_forgets_what_was_asked_before() {
+        let start = Instant::now();
+        let mut answer = ResyncAnswer::default();
+        answer.requested(start, false);
+        assert!(answer.ask_again(3));
+        answer.requested(start, true);
+        assert!(!answer.ask_again(3), "asked again, and nothing came");
+        answer.requested(start, false);
+        assert!(answer.ask_again(3), "a new subscription");
     }
 
     #[test]

@@ -175,10 +175,9 @@ struct Inner {
     processed: metrics::Processed,
     /// Keeps the client's tasks running as long as the hub lives.
     client: Mutex<Option<Client>>,
-    /// Whether the source's answer to the latest spec resync request is in.
+    /// Whether the source's answer to the latest spec resync request is in, and what was asked
+    /// again since the latest subscribe.
     resync_answer: Mutex<answer::ResyncAnswer>,
-    /// Since the latest subscribe: the works missing when the agent last asked again.
-    missing_when_asked: Mutex<answer::AskedAgain>,
 }
 
 /// The works of one cluster, from a source behind a broker.
@@ -209,7 +208,6 @@ impl BrokerHub {
                 processed: metrics::Processed::default(),
                 client: Mutex::new(None),
                 resync_answer: Mutex::default(),
-                missing_when_asked: Mutex::default(),
             }),
         }
     }
@@ -218,14 +216,8 @@ impl BrokerHub {
     pub fn start<C, T: Transport>(transport: T, options: &ClientOptions<C>) -> Self {
         let hub = Self::new(&options.cluster, &options.cloudevents_client_id);
         let resync = hub.clone();
-        let hook = Arc::new(move |publisher: &Publisher| {
-            *resync
-                .inner
-                .missing_when_asked
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner) = answer::AskedAgain::default();
-            resync.request_spec_resync(publisher, false);
-        });
+        let hook =
+            Arc::new(move |publisher: &Publisher| resync.request_spec_resync(publisher, false));
         let mut client = Client::start(transport, options, hook);
         let incoming = std::mem::replace(&mut client.incoming, mpsc::channel(1).1);
         hub.attach(client.publisher.clone(), incoming);
@@ -363,8 +355,9 @@ impl BrokerHub {
             .event(Instant::now());
         let mut locked = self.inner.works.lock();
         let is_the_update = |w: &StoredWork| w.metadata.uid.as_deref() == Some(update.uid.as_str());
-        // By name first (a source keeps a work's name): a search through every work for each
-        // event would make a resync answer of n works cost n² comparisons.
+        // By name first (a source keeps a work's name), so an event for a work the copy holds
+        // costs no search; only one for a work it does not hold under that name searches every
+        // work by UID (a rename).
         let existing_name = match locked.works().get(update.name.as_str()) {
             Some(w) if is_the_update(w) => Some(update.name.clone()),
             _ => locked
@@ -557,10 +550,10 @@ impl Hub for BrokerHub {
         };
         let ask = self
             .inner
-            .missing_when_asked
+            .resync_answer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .ask(missing);
+            .ask_again(missing);
         if !ask {
             return false;
         }

@@ -263,16 +263,22 @@ impl Decoder {
         if uid.is_empty() {
             return Err(Error::bad_attr(types::EXT_RESOURCE_ID, "empty"));
         }
-        let generation = ev
-            .ext_integer(types::EXT_RESOURCE_VERSION)?
-            .ok_or(Error::MissingAttribute(types::EXT_RESOURCE_VERSION))?;
+        let deletion_timestamp = ev.ext_time(types::EXT_DELETION_TIMESTAMP)?;
+        let without_data = matches!(ev.data.as_deref(), None | Some([]));
+        // sdk-go's gRPC broker (OCM's gRPC server, Maestro's gRPC broker) answers an id the agent
+        // listed in a spec resync request that it does not hold with a deletion without data and
+        // without a version: taken at version 0.
+        let generation = match ev.ext_integer(types::EXT_RESOURCE_VERSION)? {
+            Some(version) => version,
+            None if deletion_timestamp.is_some() && without_data => 0,
+            None => return Err(Error::MissingAttribute(types::EXT_RESOURCE_VERSION)),
+        };
         let meta: MetaView = match ev.ext_string(types::EXT_METADATA) {
             Some(m) if !m.is_empty() => serde_json::from_str(&m).map_err(|e| {
                 Error::bad_attr(types::EXT_METADATA, format!("not ObjectMeta JSON: {e}"))
             })?,
             _ => MetaView::default(),
         };
-        let deletion_timestamp = ev.ext_time(types::EXT_DELETION_TIMESTAMP)?;
         let spec = match ev.data.as_deref() {
             None | Some([]) if deletion_timestamp.is_some() => None,
             None | Some([]) => return Err(Error::MissingAttribute("data")),
@@ -605,6 +611,39 @@ mod tests {
         assert!(matches!(
             d.decode(&ev),
             Err(Error::MissingAttribute("data"))
+        ));
+        let mut ev = create_event("cluster1", "{}");
+        ev.extensions.remove(types::EXT_RESOURCE_VERSION);
+        assert!(matches!(
+            d.decode(&ev),
+            Err(Error::MissingAttribute("resourceversion"))
+        ));
+    }
+
+    /// sdk-go's gRPC broker answers an id it does not hold with a deletion that has neither data
+    /// nor a version; a deletion with data still needs its version.
+    #[test]
+    fn a_deletion_without_data_needs_no_version() {
+        let d = Decoder::new("cluster1");
+        let mut ev = CloudEvent::new(EventType::SpecResyncResponse, "source")
+            .with_ext(
+                types::EXT_RESOURCE_ID,
+                ExtValue::String("4717d8e0-aaaa".into()),
+            )
+            .with_ext(types::EXT_CLUSTER_NAME, ExtValue::String("cluster1".into()))
+            .with_ext(types::EXT_DELETION_TIMESTAMP, ExtValue::Time(Utc::now()));
+        ev.data = None;
+        match d.decode(&ev) {
+            Ok(Incoming::Spec(s)) => {
+                assert_eq!(s.generation, 0);
+                assert!(s.deletion_timestamp.is_some() && s.spec.is_none());
+            }
+            other => panic!("decodes: {other:?}"),
+        }
+        ev.data = Some(BUNDLE.as_bytes().to_vec());
+        assert!(matches!(
+            d.decode(&ev),
+            Err(Error::MissingAttribute("resourceversion"))
         ));
     }
 

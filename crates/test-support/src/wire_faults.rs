@@ -44,6 +44,7 @@ pub struct WireFaults {
     /// Answers to cut, and how many events of each go out.
     cut: Option<(u64, usize)>,
     lose_statuses: u64,
+    lose_deleted: u64,
     /// Held batches, oldest first: each goes out after the next spec event, or on `release`.
     held: VecDeque<Vec<Addressed>>,
     counters: FaultCounters,
@@ -94,6 +95,12 @@ impl WireFaults {
         self.lose_statuses = n;
     }
 
+    /// Loses the next `n` status events that say `Deleted` (0 stops losing them): the source
+    /// never hears those deletions, though the broker took them.
+    pub fn lose_next_deleted(&mut self, n: u64) {
+        self.lose_deleted = n;
+    }
+
     /// Disarms every fault not injected yet; events already held stay held until released.
     pub fn disarm(&mut self) {
         self.duplicate = 0;
@@ -102,6 +109,7 @@ impl WireFaults {
         self.hold_answers = 0;
         self.cut = None;
         self.lose_statuses = 0;
+        self.lose_deleted = 0;
     }
 
     /// The counters so far.
@@ -181,12 +189,16 @@ impl WireFaults {
         self.held.pop_front().unwrap_or_default()
     }
 
-    /// Whether the status event now received is lost in flight (counted).
-    pub fn lose_status(&mut self) -> bool {
-        if self.lose_statuses == 0 {
+    /// Whether the status event now received (`deleted`: it says `Deleted`) is lost in flight
+    /// (counted).
+    pub fn lose_status(&mut self, deleted: bool) -> bool {
+        if deleted && self.lose_deleted > 0 {
+            self.lose_deleted -= 1;
+        } else if self.lose_statuses > 0 {
+            self.lose_statuses -= 1;
+        } else {
             return false;
         }
-        self.lose_statuses -= 1;
         self.counters.statuses_lost += 1;
         true
     }
@@ -229,7 +241,7 @@ mod tests {
     fn unarmed_faults_pass_events_through() {
         let mut f = WireFaults::default();
         assert_eq!(ids(&f.outgoing("c", spec("a", 1))), [("a".into(), 1)]);
-        assert!(!f.lose_status());
+        assert!(!f.lose_status(false) && !f.lose_status(true));
         assert_eq!(f.answer("c", vec![spec("a", 1), spec("b", 1)]).len(), 2);
         assert_eq!(f.counters(), FaultCounters::default());
     }
@@ -285,9 +297,14 @@ mod tests {
         assert_eq!(ids(&f.outgoing("c", spec("a", 1))).len(), 2);
         assert_eq!(ids(&f.outgoing("c", spec("a", 2))).len(), 1);
         f.lose_next_statuses(2);
-        assert!(f.lose_status() && f.lose_status() && !f.lose_status());
+        assert!(f.lose_status(false) && f.lose_status(true) && !f.lose_status(false));
         let c = f.counters();
         assert_eq!((c.duplicated, c.statuses_lost), (1, 2));
+        // Only a `Deleted` is lost by `lose_next_deleted`.
+        f.lose_next_deleted(1);
+        assert!(!f.lose_status(false));
+        assert!(f.lose_status(true) && !f.lose_status(true));
+        assert_eq!(f.counters().statuses_lost, 3);
     }
 
     #[test]

@@ -184,6 +184,10 @@ pub async fn a_one_mebibyte_bundle_and_a_burst_of_two_hundred(t: Transport) {
 
 pub async fn a_job_completes_and_its_ttl_deletes_the_work(t: Transport) {
     let env = BrokerEnv::start(t, "job").await;
+    // Not the cluster's only work: a source holding none answers nothing (sdk-go's source client)
+    // and the record of a TTL deletion then waits out the eviction grace period.
+    let other = env.create(bundle(&env.ns, "other", json!({"v": "1"})));
+    env.wait_applied(&other).await;
     let id = env.create(json!({
         "manifests": [job(&env.ns, "once")],
         "manifestConfigs": [job_complete_config(&env.ns, "once")],
@@ -199,13 +203,8 @@ pub async fn a_job_completes_and_its_ttl_deletes_the_work(t: Transport) {
         jobs.get_opt("once").await.ok()?.is_none().then_some(())
     })
     .await;
-    // The record that held the completion goes once the source has taken Deleted.
-    let amws: Api<AppliedManifestWork> = Api::all(env.spoke.client.clone());
-    let amw_name = env.amw_name(&id);
-    wait_for("the AppliedManifestWork is released", TIMEOUT, || async {
-        amws.get_opt(&amw_name).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    // The record that held the completion goes once the source has shown it heard Deleted.
+    env.wait_record_released(&id).await;
     assert_eq!(
         env.source().counters().deleted_unrequested,
         1,
@@ -523,6 +522,51 @@ pub async fn a_work_deleted_by_its_ttl_and_then_by_its_source_is_reported_delete
         deleted(s) >= 2
     })
     .await;
+}
+
+/// Found by `chaos-long` behind MQTT (seed 1795828324128649324, work w71): the `Deleted` of a
+/// work whose TTL ran out was lost after the broker took it, the agent released the
+/// AppliedManifestWork holding the work's completion, and a restarted agent got the work back
+/// from the source, which still had it, and applied it again. The record now stays until the
+/// source shows it no longer has the work (it answers a spec resync request listing it with a
+/// deletion), and the agent tells the deletion again until then.
+pub async fn a_ttl_deletion_the_source_lost_keeps_its_record_until_the_source_heard_it(
+    t: Transport,
+) {
+    let env = BrokerEnv::start(t, "ttl-lost").await;
+    let ns = env.ns.clone();
+    // Another work of the cluster: a source holding none at all answers nothing (sdk-go's source
+    // client), and the record then waits out the eviction grace period.
+    let other = env.create(bundle(&ns, "other", json!({"v": "1"})));
+    env.wait_applied(&other).await;
+    env.source().faults(|f| f.lose_next_deleted(1));
+    let id = env.create(json!({
+        "manifests": [configmap(&ns, "ttl", json!({"v": "1"}))],
+        "manifestConfigs": [configmap_config(&ns, "ttl", json!({
+            "conditionRules": [{"condition": "Complete", "type": "CEL", "celExpressions": ["object.metadata.name == 'ttl'"]}]
+        }))],
+        "deleteOption": {"propagationPolicy": "Foreground", "ttlSecondsAfterFinished": 0}
+    }));
+    env.wait_source("the first Deleted is lost after the broker took it", |s| {
+        s.faults(|f| f.counters().statuses_lost) == 1
+    })
+    .await;
+    // (Over gRPC the lost event fails its call, and the agent sends it again at once.)
+    // The agent had its chance: the record goes once the agent takes the deletion as heard.
+    env.wait_record_released(&id).await;
+    assert!(
+        env.source().hard_deleted(&id),
+        "the record of the completion was released while the source still had the work\n{}",
+        tail(&env.log())
+    );
+    assert!(
+        env.configmaps()
+            .get_opt("ttl")
+            .await
+            .expect("read")
+            .is_none(),
+        "the completed work was applied again"
+    );
 }
 
 /// A restarted agent marks no AppliedManifestWork for eviction while the source prepares its

@@ -12,7 +12,7 @@ use test_support::broker_source::{BrokerSource, Transport};
 use test_support::grpc_source::{GrpcSource, GrpcSourceOptions};
 use test_support::maestro::{Maestro, StatusOutcome};
 use test_support::mqtt_source::MqttSource;
-use test_support::{AgentProcess, TestCluster, free_port, unique_name};
+use test_support::{AgentProcess, TestCluster, free_port, unique_name, wait_for};
 
 use crate::agent_common::{
     TIMEOUT, configmap, http_get, tail, wait_configmap_data, wait_configmap_gone,
@@ -224,6 +224,16 @@ impl BrokerEnv {
 
     pub async fn metrics(&self) -> String {
         http_get(self.port, "/metrics").await.unwrap_or_default()
+    }
+
+    /// Waits until the AppliedManifestWork of resource `id` is gone from the spoke.
+    pub async fn wait_record_released(&self, id: &str) {
+        let amws: Api<work_api::AppliedManifestWork> = Api::all(self.spoke.client.clone());
+        let name = self.amw_name(id);
+        wait_for("the AppliedManifestWork is released", TIMEOUT, || async {
+            amws.get_opt(&name).await.ok()?.is_none().then_some(())
+        })
+        .await;
     }
 
     /// The AppliedManifestWork of resource `id`, named as upstream's agent names it:

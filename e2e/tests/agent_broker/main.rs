@@ -56,4 +56,5 @@ on_every_transport!(
     a_restarted_agent_does_not_apply_an_edit_to_a_completed_work,
     a_work_deleted_by_its_ttl_and_then_by_its_source_is_reported_deleted_twice,
     a_restart_marks_no_applied_work_of_a_work_the_source_still_has,
+    a_ttl_deletion_the_source_lost_keeps_its_record_until_the_source_heard_it,
 );

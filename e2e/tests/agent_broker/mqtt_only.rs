@@ -142,6 +142,9 @@ async fn maestros_command_line_reports_raw_json_feedback_as_maestros_agent_does(
 #[tokio::test]
 async fn a_ttl_deletion_the_source_did_not_hear_is_not_undone_by_a_restart() {
     let mut env = BrokerEnv::start(Transport::Mqtt, "unheard").await;
+    // Not the cluster's only work (see `a_job_completes_and_its_ttl_deletes_the_work`).
+    let other = env.create(bundle(&env.ns, "other", json!({"v": "1"})));
+    env.wait_applied(&other).await;
     let id = env.create(json!({
         "manifests": [job(&env.ns, "once"), configmap(&env.ns, "side", json!({"v": "1"}))],
         "manifestConfigs": [job_complete_config(&env.ns, "once")],

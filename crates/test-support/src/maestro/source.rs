@@ -313,7 +313,13 @@ impl Maestro {
             ty,
             EventType::StatusUpdate | EventType::StatusResyncResponse
         );
-        if is_status && st.faults.lose_status() {
+        let says_deleted = || {
+            ev.data
+                .as_deref()
+                .and_then(|d| serde_json::from_slice::<Value>(d).ok())
+                .is_some_and(|status| is_deleted(&status))
+        };
+        if is_status && st.faults.lose_status(says_deleted()) {
             return Taken::Lost;
         }
         st.events.push(ev.clone());

@@ -19,8 +19,9 @@ pub mod answer;
 pub mod metrics;
 pub mod spec;
 pub mod status;
+pub mod told;
 
-use std::collections::BTreeMap;
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
@@ -165,8 +166,11 @@ struct Inner {
     client_id: String,
     works: LocalWorks,
     deleted: Mutex<Deleted>,
-    /// The works whose `Deleted` the source has not taken yet: work name → the event's queue key.
-    unheard_deletions: Mutex<BTreeMap<String, String>>,
+    /// The `Deleted` events told and not heard yet.
+    told: Mutex<told::ToldDeletions>,
+    /// The UIDs of works this agent deleted itself (their TTL ran out) whose `Deleted` is not
+    /// told yet: the source must show it heard those ([`told`]).
+    deleted_here: Mutex<HashSet<String>>,
     sequence: Snowflake,
     /// The client's publishing half, once it is started.
     outbox: OnceLock<Publisher>,
@@ -178,6 +182,28 @@ struct Inner {
     /// Whether the source's answer to the latest spec resync request is in, and what was asked
     /// again since the latest subscribe.
     resync_answer: Mutex<answer::ResyncAnswer>,
+}
+
+/// Why a spec resync request is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Request {
+    /// After a (re)subscribe.
+    Subscribe,
+    /// Records name works the last answer did not bring.
+    Again,
+    /// Deletions the agent made wait for the source to show it heard them ([`told`]).
+    Confirm,
+}
+
+impl Request {
+    /// What the log says of it.
+    fn describe(self) -> &'static str {
+        match self {
+            Self::Subscribe => "subscribed; spec resync requested",
+            Self::Again => "spec resync requested again",
+            Self::Confirm => "spec resync requested to confirm deletions",
+        }
+    }
 }
 
 /// The works of one cluster, from a source behind a broker.
@@ -201,7 +227,8 @@ impl BrokerHub {
                 client_id: client_id.to_string(),
                 works: LocalWorks::default(),
                 deleted: Mutex::default(),
-                unheard_deletions: Mutex::default(),
+                told: Mutex::default(),
+                deleted_here: Mutex::default(),
                 sequence: Snowflake::new(),
                 outbox: OnceLock::new(),
                 status_resync: metrics::status_resync_histogram(),
@@ -216,8 +243,9 @@ impl BrokerHub {
     pub fn start<C, T: Transport>(transport: T, options: &ClientOptions<C>) -> Self {
         let hub = Self::new(&options.cluster, &options.cloudevents_client_id);
         let resync = hub.clone();
-        let hook =
-            Arc::new(move |publisher: &Publisher| resync.request_spec_resync(publisher, false));
+        let hook = Arc::new(move |publisher: &Publisher| {
+            resync.request_spec_resync(publisher, Request::Subscribe)
+        });
         let mut client = Client::start(transport, options, hook);
         let incoming = std::mem::replace(&mut client.incoming, mpsc::channel(1).1);
         hub.attach(client.publisher.clone(), incoming);
@@ -278,8 +306,9 @@ impl BrokerHub {
         Ok(key)
     }
 
-    /// Tells the source that `work` is gone from the cluster.
-    fn publish_deleted(&self, work: &ManifestWork) -> Result<(), kube::Error> {
+    /// Tells the source that `work` is gone from the cluster; with `confirm`, the deletion counts
+    /// as heard only once the source shows it no longer has the work ([`told`]).
+    fn publish_deleted(&self, work: &ManifestWork, confirm: bool) -> Result<(), kube::Error> {
         if let Some(uid) = work.metadata.uid.as_deref() {
             self.inner
                 .deleted
@@ -289,12 +318,17 @@ impl BrokerHub {
         }
         let deleted = status::with_deleted_condition(work.clone());
         let key = self.publish_status(&deleted, EventType::StatusUpdate)?;
-        if let Some(name) = work.metadata.name.clone() {
+        if let Some(name) = work.metadata.name.as_deref() {
             self.inner
-                .unheard_deletions
+                .told
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .insert(name, key);
+                .told(
+                    name,
+                    work.metadata.uid.as_deref().unwrap_or_default(),
+                    key,
+                    confirm,
+                );
         }
         tracing::info!(
             work = %work.metadata.name.clone().unwrap_or_default(),
@@ -303,24 +337,42 @@ impl BrokerHub {
         Ok(())
     }
 
-    /// Sends the spec resync request (after every subscribe, and `again` when records name works
-    /// its answer did not bring): the versions the agent holds.
-    fn request_spec_resync(&self, outbox: &Publisher, again: bool) {
+    /// Whether `gone`, whose cleanup is done, is a work this agent deleted itself.
+    fn deleted_here(&self, gone: &ManifestWork) -> bool {
+        let uid = gone.metadata.uid.as_deref().unwrap_or_default();
+        self.inner
+            .deleted_here
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid)
+    }
+
+    /// Sends a spec resync request: the versions the agent holds, and at version 0 the works
+    /// whose deletion it asks the source to confirm ([`told`]).
+    fn request_spec_resync(&self, outbox: &Publisher, request: Request) {
         self.inner
             .deleted
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear_unversioned();
-        let versions = {
+        let mut versions = {
             let locked = self.inner.works.lock();
             status::resource_versions(locked.works().values().map(|w| w.metadata.as_ref()))
         };
+        let count = versions.len();
+        let confirming = self
+            .inner
+            .told
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .ask();
+        let asked = confirming.len();
+        versions.extend(confirming);
         self.inner
             .resync_answer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .requested(Instant::now(), again);
-        let count = versions.len();
+            .requested(Instant::now(), request != Request::Subscribe);
         match codec::encode_spec_resync_request(
             versions,
             &self.inner.cluster,
@@ -328,7 +380,12 @@ impl BrokerHub {
         )
         .and_then(|ev| outbox.publish(ev))
         {
-            Ok(()) => tracing::info!(works = count, "subscribed; spec resync requested"),
+            Ok(()) => tracing::info!(
+                works = count,
+                deletions_to_confirm = asked,
+                "{}",
+                request.describe()
+            ),
             Err(e) => tracing::error!(error = %e, "the spec resync request could not be sent"),
         }
     }
@@ -367,6 +424,21 @@ impl BrokerHub {
                 .map(|(name, _)| name.clone()),
         };
         let existing = existing_name.and_then(|name| locked.get(&name));
+        if existing.is_none()
+            && update.deletion_timestamp.is_some()
+            && update.spec.is_none()
+            && self
+                .inner
+                .told
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .confirm(&update.uid)
+        {
+            // The answer to a request that listed a work this agent deleted and cleaned up: the
+            // source does not hold it, so its deletion is heard (nothing here to clean up).
+            tracing::debug!(uid = %update.uid, "the source confirmed it heard a deletion");
+            return;
+        }
         if existing.is_none() {
             let mut deleted = self
                 .inner
@@ -503,7 +575,9 @@ impl Hub for BrokerHub {
         let result = self
             .inner
             .works
-            .set_finalizers(work, finalizers, |gone| self.publish_deleted(gone))
+            .set_finalizers(work, finalizers, |gone| {
+                self.publish_deleted(gone, self.deleted_here(gone))
+            })
             .map(|written| written.work);
         self.processed("patch", &result);
         Box::pin(async move { result })
@@ -512,8 +586,15 @@ impl Hub for BrokerHub {
     fn delete_work<'a>(&'a self, name: &'a str, uid: &'a str) -> HubResult<'a, ()> {
         let result = self.inner.works.check_uid(name, uid).and_then(|()| {
             self.inner
+                .deleted_here
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(uid.to_string());
+            self.inner
                 .works
-                .delete(name, |gone| self.publish_deleted(gone))
+                .delete(name, |gone| {
+                    self.publish_deleted(gone, self.deleted_here(gone))
+                })
                 .map(|_| ())
         });
         self.processed("delete", &result);
@@ -561,7 +642,7 @@ impl Hub for BrokerHub {
             missing,
             "AppliedManifestWorks name works the source's answer did not bring (lost on the way?); asking again before eviction marks them"
         );
-        self.request_spec_resync(outbox, true);
+        self.request_spec_resync(outbox, Request::Again);
         true
     }
 
@@ -596,46 +677,56 @@ impl Hub for BrokerHub {
         !outbox.is_pending(&uid)
     }
 
-    /// Sends `Deleted` again, unless this process is telling it already.
+    /// Sends `Deleted` again, unless this process is telling it already. The source must show
+    /// it heard it: the work may be one whose TTL ran out.
     fn retell_deletion(&self, work: GoneWork<'_>) -> Result<(), kube::Error> {
         let telling = self
             .inner
-            .unheard_deletions
+            .told
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .contains_key(work.name);
+            .is_telling(work.name);
         if telling {
             return Ok(());
         }
         tracing::info!(
             work = work.name,
-            "a deletion of an earlier run, maybe not heard: told again"
+            "a deletion maybe not heard by the source: told again"
         );
-        self.publish_deleted(&status::gone_work(work, &self.inner.cluster))
+        self.publish_deleted(&status::gone_work(work, &self.inner.cluster), true)
     }
 
-    /// The source has heard a deletion once the transport no longer holds its `Deleted`.
+    /// The source has heard a deletion once the transport no longer holds its `Deleted`, and,
+    /// for a work the agent deleted itself, once it answered a request listing the work with a
+    /// deletion ([`told`]). Asks for that answer when one is due.
     fn deletions_heard(&self) -> DeletionsHeard {
         let Some(outbox) = self.inner.outbox.get() else {
             return DeletionsHeard::default();
         };
-        let mut unheard = self
+        let now = Instant::now();
+        let answer_in = self
             .inner
-            .unheard_deletions
+            .resync_answer
             .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut heard = Vec::new();
-        unheard.retain(|name, key| {
-            let pending = outbox.is_pending(key);
-            if !pending {
-                heard.push(name.clone());
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_in(now);
+        let (heard, unheard, ask) = {
+            let mut told = self
+                .inner
+                .told
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            told.refresh(|key| outbox.is_pending(key), now);
+            if answer_in {
+                told.answer_in(now);
             }
-            pending
-        });
-        DeletionsHeard {
-            heard,
-            unheard: unheard.len(),
+            let ask = answer_in && told.should_ask(now);
+            (told.take_heard(), told.unheard(), ask)
+        };
+        if ask {
+            self.request_spec_resync(outbox, Request::Confirm);
         }
+        DeletionsHeard { heard, unheard }
     }
 
     fn register_metrics(&self, registry: &mut Registry) {
@@ -1097,7 +1188,7 @@ mod tests {
         hub.apply_spec(&deleting);
         let work = hub.get_work("u5").await.expect("read").expect("stored");
         hub.set_finalizers(&work, vec![]).await.expect("released");
-        hub.request_spec_resync(&outbox.publisher, false);
+        hub.request_spec_resync(&outbox.publisher, Request::Subscribe);
 
         let mut late = at(create("u5", 1));
         late.event_type = EventType::SpecResyncResponse;
@@ -1178,7 +1269,22 @@ mod tests {
             sent[0].ext_string(types::EXT_ORIGINAL_SOURCE).as_deref(),
             Some("maestro")
         );
+        // Taken by the transport, not yet heard: the work may be one whose TTL ran out, and a
+        // source that lost the event still holds it.
+        assert!(hub.deletions_heard().heard.is_empty());
+        assert_eq!(hub.deletions_heard().unheard, 1);
+        // The source answers a request listing it with a deletion without data: heard.
+        let mut gone_at_source = create("u1", 0);
+        gone_at_source.name = "u1".into();
+        gone_at_source.deletion_timestamp = Some(chrono::Utc::now());
+        gone_at_source.spec = None;
+        hub.apply_spec(&gone_at_source);
         assert_eq!(hub.deletions_heard().heard, ["w1"]);
+        assert!(
+            hub.get_work("u1").await.expect("read").is_none(),
+            "the confirmation is no work to clean up"
+        );
+        assert_eq!(outbox.taken().await.len(), 0, "nothing more sent");
     }
 
     /// Maestro derives a resource's ID from its name: a work deleted and created again under the
@@ -1221,6 +1327,20 @@ mod tests {
         hub.delete_work("u4", "u4").await.expect("deleted");
         assert!(hub.get_work("u4").await.expect("read").is_none());
         assert_eq!(outbox.taken().await.len(), 1, "Deleted at once");
+
+        // Deleted here: taken by the transport is not heard (the source still holds the work as
+        // it was, if the event was lost after the broker took it).
+        let work = hub.get_work("u3").await.expect("read").expect("stored");
+        hub.set_finalizers(&work, vec![]).await.expect("released");
+        assert_eq!(outbox.taken().await.len(), 1, "Deleted once cleaned up");
+        let told = hub.deletions_heard();
+        assert!(told.heard.is_empty(), "{told:?}");
+        assert_eq!(told.unheard, 2);
+        let mut gone_at_source = create("u3", 0);
+        gone_at_source.deletion_timestamp = Some(chrono::Utc::now());
+        gone_at_source.spec = None;
+        hub.apply_spec(&gone_at_source);
+        assert_eq!(hub.deletions_heard().heard, ["u3"]);
     }
 
     #[tokio::test]
@@ -1228,7 +1348,7 @@ mod tests {
         let (hub, outbox, tx) = hub();
         hub.apply_spec(&create("a", 3));
         hub.apply_spec(&create("b", 1));
-        hub.request_spec_resync(&outbox.publisher, false);
+        hub.request_spec_resync(&outbox.publisher, Request::Subscribe);
         let sent = outbox.taken().await;
         assert_eq!(sent[0].type_, EventType::SpecResyncRequest.as_type());
         let list: codec::ResourceVersionList =

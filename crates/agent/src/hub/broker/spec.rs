@@ -74,12 +74,15 @@ pub fn apply_spec(existing: Option<&ManifestWork>, update: &SpecUpdate) -> SpecC
         };
     }
     if let Some(deleted_at) = update.deletion_timestamp.as_ref() {
-        // The generation may still move while the work is being deleted.
+        // The generation may still move while the work is being deleted (a deletion without a
+        // version, as a gRPC broker sends one, leaves it).
         let mut deleting = last.clone();
         if deleting.metadata.deletion_timestamp.is_none() {
             deleting.metadata.deletion_timestamp = time_of(deleted_at);
         }
-        deleting.metadata.generation = Some(update.generation);
+        if update.generation != 0 {
+            deleting.metadata.generation = Some(update.generation);
+        }
         return if deleting == *last {
             SpecChange::Ignore("already being deleted")
         } else {

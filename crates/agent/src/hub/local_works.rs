@@ -139,34 +139,73 @@ pub enum Deletion {
     Marked(ManifestWork),
 }
 
+/// The works by name, and the names of those not named by their UID.
+#[derive(Default)]
+struct State {
+    works: BTreeMap<String, StoredWork>,
+    /// UID → name, for the works whose name is not their UID (a source that names works by
+    /// UID, as Maestro does, costs nothing here): finds a work by UID without a search.
+    named_otherwise: HashMap<String, String>,
+}
+
+impl State {
+    /// Forgets the UID of the work `name` held, if it was indexed under that name.
+    fn unindex(&mut self, name: &str) {
+        let uid = self.works.get(name).and_then(|w| w.metadata.uid.as_deref());
+        if let Some(uid) = uid
+            && self.named_otherwise.get(uid).is_some_and(|n| n == name)
+        {
+            self.named_otherwise.remove(uid);
+        }
+    }
+}
+
 /// The works, by name, behind a lock, with their watchers.
 #[derive(Clone, Default)]
 pub struct LocalWorks {
-    state: Arc<Mutex<BTreeMap<String, StoredWork>>>,
+    state: Arc<Mutex<State>>,
     resource_version: Arc<std::sync::atomic::AtomicU64>,
     watchers: Arc<Mutex<Vec<Weak<Watcher>>>>,
 }
 
 /// The works under the lock: read them, then commit or remove under the same lock.
 pub struct Locked<'a> {
-    works: MutexGuard<'a, BTreeMap<String, StoredWork>>,
+    state: MutexGuard<'a, State>,
     owner: &'a LocalWorks,
 }
 
 impl Locked<'_> {
     /// Every work as kept (metadata and text), by name.
     pub fn works(&self) -> &BTreeMap<String, StoredWork> {
-        &self.works
+        &self.state.works
     }
 
     /// Work `name`, decoded.
     pub fn get(&self, name: &str) -> Option<ManifestWork> {
-        self.works.get(name).and_then(decoded)
+        self.state.works.get(name).and_then(decoded)
+    }
+
+    /// The name of the work with `uid`, without a search.
+    pub fn name_of_uid(&self, uid: &str) -> Option<String> {
+        let has = |name: &str| {
+            self.state
+                .works
+                .get(name)
+                .is_some_and(|w| w.metadata.uid.as_deref() == Some(uid))
+        };
+        if has(uid) {
+            return Some(uid.to_string());
+        }
+        self.state
+            .named_otherwise
+            .get(uid)
+            .filter(|name| has(name))
+            .cloned()
     }
 
     /// Every work, decoded, in name order.
     pub fn decoded(&self) -> Vec<ManifestWork> {
-        self.works.values().filter_map(decoded).collect()
+        self.state.works.values().filter_map(decoded).collect()
     }
 
     /// Stores `work` at a new resourceVersion and tells the watchers; returns the work as stored
@@ -183,7 +222,13 @@ impl Locked<'_> {
                 if let Some(as_stored) = decoded(&s) {
                     work = as_stored;
                 }
-                self.works.insert(name.clone(), s);
+                self.state.unindex(&name);
+                if let Some(uid) = s.metadata.uid.as_deref().filter(|uid| *uid != name) {
+                    self.state
+                        .named_otherwise
+                        .insert(uid.to_string(), name.clone());
+                }
+                self.state.works.insert(name.clone(), s);
                 self.owner.tell(&name, || Change::Applied);
             }
             None => {
@@ -198,7 +243,8 @@ impl Locked<'_> {
 
     /// Removes work `name` and tells the watchers; returns it.
     pub fn remove(&mut self, name: &str) -> Option<ManifestWork> {
-        let s = self.works.remove(name)?;
+        self.state.unindex(name);
+        let s = self.state.works.remove(name)?;
         let work = decoded(&s);
         self.owner.tell(name, || Change::Removed(s.clone()));
         work
@@ -209,7 +255,7 @@ impl LocalWorks {
     /// The works, locked.
     pub fn lock(&self) -> Locked<'_> {
         Locked {
-            works: self.state.lock().unwrap_or_else(PoisonError::into_inner),
+            state: self.state.lock().unwrap_or_else(PoisonError::into_inner),
             owner: self,
         }
     }
@@ -236,7 +282,14 @@ impl LocalWorks {
         let locked = self.lock();
         let mut events = Vec::with_capacity(changes.len());
         for (name, change) in changes {
-            let current = || locked.works.get(&name).cloned().map(watcher::Event::Apply);
+            let current = || {
+                locked
+                    .state
+                    .works
+                    .get(&name)
+                    .cloned()
+                    .map(watcher::Event::Apply)
+            };
             match change {
                 Change::Applied => events.extend(current()),
                 Change::Removed(last) => events.push(watcher::Event::Delete(last)),
@@ -255,6 +308,7 @@ impl LocalWorks {
         let mut events = vec![watcher::Event::Init];
         events.extend(
             locked
+                .state
                 .works
                 .values()
                 .cloned()
@@ -385,7 +439,7 @@ impl LocalWorks {
 
     /// Checks that work `name` is the object `uid`.
     pub fn check_uid(&self, name: &str, uid: &str) -> Result<(), kube::Error> {
-        match self.lock().works.get(name) {
+        match self.lock().state.works.get(name) {
             None => Err(not_found(name)),
             Some(w) if w.metadata.uid.as_deref() != Some(uid) => Err(conflict(format!(
                 "the UID of manifestwork {name} is not {uid}"
@@ -414,6 +468,34 @@ mod tests {
     }
 
     /// What one event says: kind, name, uid, generation.
+    #[test]
+    fn a_work_is_found_by_uid_under_its_name_or_another() {
+        let works = LocalWorks::default();
+        let mut locked = works.lock();
+        locked.commit(work("u1", "u1", 1));
+        locked.commit(work("w2", "u2", 1));
+        assert_eq!(locked.name_of_uid("u1"), Some("u1".into()));
+        assert_eq!(locked.name_of_uid("u2"), Some("w2".into()));
+        assert_eq!(locked.name_of_uid("u3"), None);
+        assert!(
+            locked.state.named_otherwise.len() == 1,
+            "a work named by its UID is not indexed"
+        );
+        // Renamed: the old name goes, the new one is found.
+        locked.remove("w2");
+        locked.commit(work("w2-new", "u2", 2));
+        assert_eq!(locked.name_of_uid("u2"), Some("w2-new".into()));
+        // A name taken over by another work: the first one's UID is no longer found there.
+        locked.commit(work("w2-new", "u4", 1));
+        assert_eq!(locked.name_of_uid("u2"), None);
+        assert_eq!(locked.name_of_uid("u4"), Some("w2-new".into()));
+        locked.remove("w2-new");
+        locked.remove("u1");
+        assert_eq!(locked.name_of_uid("u4"), None);
+        assert_eq!(locked.name_of_uid("u1"), None);
+        assert!(locked.state.named_otherwise.is_empty());
+    }
+
     fn describe(event: &WorkEvent) -> (&'static str, String, String, i64) {
         let (kind, s) = match event {
             watcher::Event::Apply(s) => ("apply", s),

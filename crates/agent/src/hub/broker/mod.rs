@@ -40,7 +40,6 @@ use work_api::{ManifestWork, ManifestWorkStatus};
 
 use super::local_works::{LocalWorks, api_error};
 use super::seam::{DeletionsHeard, GoneWork, Hub, HubResult, WorkEvents};
-use super::stored_work::StoredWork;
 use spec::SpecChange;
 
 /// How many works deleted here are remembered (see [`Deleted`]).
@@ -411,18 +410,9 @@ impl BrokerHub {
             .unwrap_or_else(PoisonError::into_inner)
             .event(Instant::now());
         let mut locked = self.inner.works.lock();
-        let is_the_update = |w: &StoredWork| w.metadata.uid.as_deref() == Some(update.uid.as_str());
-        // By name first (a source keeps a work's name), so an event for a work the copy holds
-        // costs no search; only one for a work it does not hold under that name searches every
-        // work by UID (a rename).
-        let existing_name = match locked.works().get(update.name.as_str()) {
-            Some(w) if is_the_update(w) => Some(update.name.clone()),
-            _ => locked
-                .works()
-                .iter()
-                .find(|(_, w)| is_the_update(w))
-                .map(|(name, _)| name.clone()),
-        };
+        // Found by UID without a search: a work named by its UID (as Maestro names them) by that
+        // name, any other through the copy's index.
+        let existing_name = locked.name_of_uid(&update.uid);
         let existing = existing_name.and_then(|name| locked.get(&name));
         if existing.is_none()
             && update.deletion_timestamp.is_some()

@@ -83,6 +83,15 @@ pub fn apply_spec(existing: Option<&ManifestWork>, update: &SpecUpdate) -> SpecC
         if update.generation != 0 {
             deleting.metadata.generation = Some(update.generation);
         }
+        // Deleted before this agent put its finalizer on it (a restarted agent gets the work from
+        // the source's answer and the deletion right after, while its first reconcile waits for
+        // the spoke): the cleanup still runs, of what an earlier run applied, and ends with
+        // `Deleted`. A copy being deleted without the finalizer would be held for ever, as
+        // nothing acts on a deletion it has no finalizer for.
+        let finalizers = deleting.metadata.finalizers.get_or_insert_with(Vec::new);
+        if !finalizers.iter().any(|f| f == MANIFEST_WORK_FINALIZER) {
+            finalizers.push(MANIFEST_WORK_FINALIZER.to_string());
+        }
         return if deleting == *last {
             SpecChange::Ignore("already being deleted")
         } else {
@@ -212,6 +221,30 @@ mod tests {
         };
         assert_eq!(old_name, "w");
         assert_eq!(work.metadata.name.as_deref(), Some("w2"));
+    }
+
+    /// Found by `chaos --hub mqtt` (seed 1795839450126675165, work w27t): a restarted agent got
+    /// the work in the source's answer, its first reconcile waited for a spoke API server being
+    /// restarted, and the source deleted the work meanwhile. The copy, deleting and without the
+    /// finalizer, was never cleaned up nor reported `Deleted`.
+    #[test]
+    fn a_work_deleted_before_the_agent_put_its_finalizer_on_it_gets_the_finalizer() {
+        let mut last = stored(1);
+        last.metadata.finalizers = None;
+        let mut del = update(2, "w");
+        del.deletion_timestamp = Some(Utc::now());
+        let SpecChange::Put(w) = apply_spec(Some(&last), &del) else {
+            panic!("marked");
+        };
+        assert!(w.metadata.deletion_timestamp.is_some());
+        assert_eq!(
+            w.metadata.finalizers,
+            Some(vec![MANIFEST_WORK_FINALIZER.to_string()])
+        );
+        assert_eq!(
+            apply_spec(Some(&w), &del),
+            SpecChange::Ignore("already being deleted")
+        );
     }
 
     #[test]

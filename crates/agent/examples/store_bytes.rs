@@ -12,10 +12,9 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 
 use agent::hub::stored_work::StoredWork;
 use agent::packed::PackedJson;
-use agent::spoke::applied_work::StoredApplied;
-use agent::spoke::live_object::{LiveObject, SharedResource};
+use agent::spoke::live_object::LiveObject;
+use agent::spoke::object_store::ObjectStore;
 use agent::spoke::watches::{ObjectKey, ResourceIndex};
-use kube::api::ApiResource;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
 use serde::de::DeserializeOwned;
@@ -171,6 +170,18 @@ where
     writer.apply_watcher_event(&Event::InitDone);
 }
 
+/// Fills an object store from the objects' JSON text, as a watch's initial list does.
+fn fill_objects(store: &ObjectStore, texts: &[String]) {
+    store.apply(&Event::Init);
+    for text in texts {
+        match serde_json::from_str::<LiveObject>(text) {
+            Ok(object) => store.apply(&Event::InitApply(object)),
+            Err(e) => eprintln!("not stored: {e}"),
+        }
+    }
+    store.apply(&Event::InitDone);
+}
+
 fn texts(make: fn(usize) -> Value) -> Vec<String> {
     (0..N).map(|i| make(i).to_string()).collect()
 }
@@ -193,14 +204,13 @@ fn main() {
     measure("ManifestWork store (StoredWork)", || {
         fill(&mut work_store, &works)
     });
-    let mut applied_store = Writer::<StoredApplied>::default();
-    measure("AppliedManifestWork store (StoredApplied)", || {
-        fill(&mut applied_store, &amws)
+    let applied_store = ObjectStore::default();
+    measure("AppliedManifestWork store (ObjectStore)", || {
+        fill_objects(&applied_store, &amws)
     });
-    let configmaps = ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-    let mut live_store = Writer::<LiveObject>::new(SharedResource::new(configmaps));
-    measure("ConfigMap store (LiveObject)", || {
-        fill(&mut live_store, &cms)
+    let live_store = ObjectStore::default();
+    measure("ConfigMap store (ObjectStore)", || {
+        fill_objects(&live_store, &cms)
     });
     let mut index = ResourceIndex::default();
     measure("object -> work index, one object a work", || {

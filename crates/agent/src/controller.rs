@@ -16,7 +16,9 @@ use crate::error::Error;
 use crate::hub::stored_work::StoredWork;
 use crate::metrics::ControllerLabels;
 use crate::serve::http::Readiness;
-use crate::spoke::applied_work::StoredApplied;
+use crate::spoke::applied_work;
+use crate::spoke::live_object::LiveObject;
+use crate::spoke::object_store::ObjectStore;
 use crate::spoke::triggers;
 use crate::work::admission::{self, Admission};
 use crate::work::{reconcile, resync};
@@ -117,7 +119,7 @@ pub async fn run_controller(
     triggers: tokio::sync::mpsc::Receiver<String>,
     readiness: Readiness,
     work_writer: reflector::store::Writer<StoredWork>,
-    applied_writer: reflector::store::Writer<StoredApplied>,
+    applied_store: ObjectStore,
     applied_synced: Arc<std::sync::atomic::AtomicBool>,
 ) {
     let (hub_debounce, spoke_debounce) =
@@ -125,7 +127,7 @@ pub async fn run_controller(
     let sources = [
         hub_works(&ctx, readiness, work_writer),
         spoke_changes(&ctx, triggers, spoke_debounce.saturating_sub(hub_debounce)),
-        applied_changes(&ctx, applied_writer, applied_synced),
+        applied_changes(&ctx, applied_store, applied_synced),
         resync_sweep(&ctx),
     ];
     // Every source's requests wait in the admission, each work once, until the controller has
@@ -233,49 +235,51 @@ fn spoke_changes(
 /// Fills the AppliedManifestWork store.
 fn applied_changes(
     ctx: &Arc<Context>,
-    writer: reflector::store::Writer<StoredApplied>,
+    store: ObjectStore,
     synced: Arc<std::sync::atomic::AtomicBool>,
 ) -> Queue {
     let config = ctx.config.clone();
     let observed = ctx.clone();
     let ns = ctx.config.cluster_name.clone();
-    // Read into the compact form the store keeps (managedFields dropped).
-    let api: Api<StoredApplied> = Api::all(ctx.spoke.clone());
+    // Read as packed text (managedFields dropped), which is what the store keeps.
+    let api: Api<LiveObject> = Api::all_with(ctx.spoke.clone(), &*applied_work::RESOURCE);
     watcher(api, watcher::Config::default())
         .default_backoff()
-        .reflect(writer)
-        // After the store took the event: "synced" then means the store has the full list.
-        .inspect(move |e| match e {
-            Ok(watcher::Event::InitDone) => {
-                synced.store(true, std::sync::atomic::Ordering::Release);
+        .inspect(move |e| {
+            if let Ok(event) = e {
+                store.apply(event);
             }
-            Ok(watcher::Event::Apply(a)) => observed.applied.observe(a),
-            _ => {}
+            // After the store took the event: "synced" then means the store has the full list.
+            match e {
+                Ok(watcher::Event::InitDone) => {
+                    synced.store(true, std::sync::atomic::Ordering::Release);
+                }
+                Ok(watcher::Event::Apply(a)) => observed.applied.observe(a),
+                _ => {}
+            }
         })
         .filter_map(move |event| {
             let request = match event {
-                Ok(watcher::Event::Apply(a) | watcher::Event::Delete(a))
-                    if a.metadata.deletion_timestamp.is_some()
-                        || !a
-                            .finalizers()
-                            .iter()
-                            .any(|f| f == work_api::APPLIED_MANIFEST_WORK_FINALIZER) =>
-                {
-                    // Not filtered on agentID: a restart with another --agent-id still owns
-                    // its works. A name that maps to a work not in our namespace is dropped by
-                    // the controller (it is not in the store).
-                    let mine = a.decode().is_ok_and(|a| a.spec.hub_hash == config.hub_hash);
-                    let work = a
-                        .metadata
-                        .name
-                        .as_deref()
-                        .and_then(|n| config.work_name_of_applied(n));
-                    match work {
-                        Some(work) if mine => Some(Ok(ReconcileRequest::from(
-                            ObjectRef::<StoredWork>::new(work).within(&ns),
-                        ))),
-                        _ => None,
-                    }
+                Ok(watcher::Event::Apply(a) | watcher::Event::Delete(a)) => {
+                    applied_work::decoded(&a)
+                        .filter(|a| {
+                            a.metadata.deletion_timestamp.is_some()
+                                || !a
+                                    .finalizers()
+                                    .iter()
+                                    .any(|f| f == work_api::APPLIED_MANIFEST_WORK_FINALIZER)
+                        })
+                        // Not filtered on agentID: a restart with another --agent-id still owns
+                        // its works. A name that maps to a work not in our namespace is dropped
+                        // by the controller (it is not in the store).
+                        .filter(|a| a.spec.hub_hash == config.hub_hash)
+                        .and_then(|a| {
+                            let name = a.metadata.name.as_deref()?;
+                            let work = config.work_name_of_applied(name)?;
+                            Some(Ok(ReconcileRequest::from(
+                                ObjectRef::<StoredWork>::new(work).within(&ns),
+                            )))
+                        })
                 }
                 Ok(_) => None,
                 Err(e) => Some(Err(e)),

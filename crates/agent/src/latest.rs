@@ -67,16 +67,6 @@ impl<K: Resource> Latest<K> {
         }
     }
 
-    /// The agent's own write of `name`, if it is newer than `seen_version` (what a store holds):
-    /// then the store's copy need not be read at all.
-    pub fn newer_than(&self, name: &str, seen_version: Option<&str>) -> Option<Arc<K>> {
-        let written = self.written.lock().unwrap_or_else(PoisonError::into_inner);
-        written
-            .get(name)
-            .filter(|ours| is_newer(ours.meta().resource_version.as_deref(), seen_version))
-            .cloned()
-    }
-
     /// The store saw `seen` (a watch event): the agent's own write is dropped once the store
     /// has it or a newer version, so nothing is held for objects no reconcile reads again.
     pub fn observe(&self, name: &str, seen_version: Option<&str>) {

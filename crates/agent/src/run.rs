@@ -135,11 +135,11 @@ pub async fn run_until(
         triggers.clone(),
         resolver.clone(),
     );
-    let applied_writer = reflector::store::Writer::<applied_work::StoredApplied>::default();
+    let applied_store = crate::spoke::object_store::ObjectStore::default();
     let applied_synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let applied = applied_work::AppliedWorks::new(
         Api::all(spoke.clone()),
-        applied_writer.as_reader(),
+        applied_store.clone(),
         applied_synced.clone(),
     );
     let (work_store, work_writer) = reflector::store::<StoredWork>();
@@ -175,7 +175,7 @@ pub async fn run_until(
         }
     };
     let result = tokio::select! {
-        () = run_controller(ctx, trigger_rx, readiness, work_writer, applied_writer, applied_synced) => Ok(()),
+        () = run_controller(ctx, trigger_rx, readiness, work_writer, applied_store, applied_synced) => Ok(()),
         _ = wait_true(stop_rx) => Ok(()),
         () = lost => Err(RunError::LostLeadership),
     };

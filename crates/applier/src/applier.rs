@@ -36,45 +36,49 @@ const MAX_REMEMBERED: usize = 100_000;
 /// removed. Kept in memory, not on the object: after a restart the fields the agent's manager
 /// changed (`managedFields`) stand in, which also name what the server defaulted at creation;
 /// removing those once is harmless (the server sets them again, nothing changes).
+///
+/// Every applied object has an entry, so each is one text (the pointers as a JSON array): a
+/// list of strings cost an allocation per pointer, some 150 bytes an object more.
 #[derive(Clone, Default)]
 struct WrittenFields {
-    by_uid: std::sync::Arc<
-        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<[String]>>>,
-    >,
+    by_uid: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<Box<str>, Box<str>>>>,
 }
 
 impl WrittenFields {
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, std::sync::Arc<[String]>>>
-    {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<Box<str>, Box<str>>> {
         self.by_uid
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The fields last written on `live`: remembered, else those our manager changed.
-    fn previous(&self, live: &Value) -> std::sync::Arc<[String]> {
-        if let Some(uid) = meta_str(live, "uid")
-            && let Some(fields) = self.lock().get(uid)
-        {
-            return fields.clone();
+    fn previous(&self, live: &Value) -> Vec<String> {
+        let remembered = meta_str(live, "uid").and_then(|uid| {
+            let map = self.lock();
+            let text = map.get(uid)?;
+            // Written by `remember` from a list of strings: it always parses.
+            serde_json::from_str(text).ok()
+        });
+        if let Some(fields) = remembered {
+            return fields;
         }
         owned_fields(live, WRITER, "Update")
             .map(|f| object_pointers(&f))
             .unwrap_or_default()
-            .into()
     }
 
     fn remember(&self, object: &Value, fields: Vec<String>) {
         let Some(uid) = meta_str(object, "uid") else {
             return;
         };
+        let Ok(text) = serde_json::to_string(&fields) else {
+            return;
+        };
         let mut map = self.lock();
         if map.len() >= MAX_REMEMBERED && !map.contains_key(uid) {
             map.clear();
         }
-        map.insert(uid.to_string(), fields.into());
+        map.insert(uid.into(), text.into_boxed_str());
     }
 }
 
@@ -772,6 +776,30 @@ mod tests {
             uid: uid.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn written_fields_are_given_back_as_remembered_else_from_managed_fields() {
+        let written = WrittenFields::default();
+        let object = json!({"metadata": {"name": "x", "uid": "u1"}});
+        let fields = vec![
+            "/data".to_string(),
+            "/data/a~1b".into(),
+            "/spec/odd \"key\"\nwith a newline".into(),
+        ];
+        written.remember(&object, fields.clone());
+        assert_eq!(written.previous(&object), fields);
+        written.remember(&object, vec!["/data".into()]);
+        assert_eq!(written.previous(&object), ["/data"]);
+        // Not remembered (another UID): the fields our manager owns on the object.
+        let other = json!({"metadata": {"name": "x", "uid": "u2", "managedFields": [
+            {"manager": WRITER, "operation": "Update", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:data": {"f:k": {}}}}]}});
+        assert_eq!(written.previous(&other), ["/data", "/data/k"]);
+        // No UID: nothing remembered, nothing owned.
+        let anonymous = json!({"metadata": {"name": "x"}});
+        written.remember(&anonymous, vec!["/data".into()]);
+        assert!(written.previous(&anonymous).is_empty());
     }
 
     #[test]

@@ -76,13 +76,20 @@ impl Watcher {
         let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
         let n = pending.order.len().min(WATCH_BATCH);
         let names: Vec<String> = pending.order.drain(..n).collect();
-        names
+        let taken = names
             .into_iter()
             .filter_map(|name| {
                 let change = pending.changes.remove(&name)?;
                 Some((name, change))
             })
-            .collect()
+            .collect();
+        if pending.order.is_empty() {
+            // A burst is read: give its room back (a table never shrinks by itself, and a
+            // restart's answer or a top-up brings every work at once).
+            pending.order.shrink_to(WATCH_BATCH);
+            pending.changes.shrink_to(WATCH_BATCH);
+        }
+        taken
     }
 }
 
@@ -521,6 +528,33 @@ mod tests {
             seen.push(describe(&event));
         }
         seen
+    }
+
+    #[test]
+    fn a_watcher_gives_a_bursts_room_back_once_it_has_read_it() {
+        let watcher = Watcher::default();
+        for i in 0..10_000 {
+            watcher.note(&format!("w{i}"), Change::Applied);
+        }
+        let mut read = 0;
+        loop {
+            let taken = watcher.take();
+            if taken.is_empty() {
+                break;
+            }
+            read += taken.len();
+        }
+        assert_eq!(read, 10_000);
+        let pending = watcher
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        assert!(
+            pending.changes.capacity() < 1_000 && pending.order.capacity() < 1_000,
+            "room for {} changes and {} names kept",
+            pending.changes.capacity(),
+            pending.order.capacity()
+        );
     }
 
     #[tokio::test]

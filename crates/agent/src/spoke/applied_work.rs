@@ -1,14 +1,15 @@
 //! The works' AppliedManifestWorks on the spoke: read from their watch store (with the agent's
 //! own latest write overlaid), created with the finalizer when missing, and their applied
-//! resources written when they change.
+//! resources written when they change. The store keeps each as its packed text only
+//! ([`ObjectStore`]): a kube-runtime reflector store held its `ObjectMeta` and a key of four
+//! strings beside the text, about 700 bytes a work more.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::Patch;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::api::{ApiResource, Patch};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 use work_api::{
@@ -18,7 +19,9 @@ use work_api::{
 
 use crate::config::AgentConfig;
 use crate::latest::Latest;
-use crate::stored::Stored;
+use crate::packed::PackedJson;
+use crate::spoke::live_object::{LiveObject, SharedResource};
+use crate::spoke::object_store::ObjectStore;
 use crate::{finalizer_patch, params};
 
 /// Where a work's AppliedManifestWork stands.
@@ -30,24 +33,38 @@ pub enum AppliedState {
     Deleting(AppliedManifestWork),
 }
 
-/// An AppliedManifestWork as its watch store keeps it: metadata and packed JSON.
-pub type StoredApplied = Stored<AppliedManifestWork>;
+/// The AppliedManifestWork resource, for its watch as [`LiveObject`]s.
+pub static RESOURCE: LazyLock<SharedResource> =
+    LazyLock::new(|| SharedResource::new(ApiResource::erase::<AppliedManifestWork>(&())));
+
+/// The AppliedManifestWork a watch event or the store holds; an error names what in its text
+/// is not a valid AppliedManifestWork (only an object the API server should have refused).
+pub fn decode(json: &PackedJson) -> Result<AppliedManifestWork, String> {
+    let text = json.unpack().map_err(|e| e.to_string())?;
+    serde_json::from_slice(&text).map_err(|e| e.to_string())
+}
+
+/// The AppliedManifestWork of `object`, logged when it does not decode.
+pub fn decoded(object: &LiveObject) -> Option<AppliedManifestWork> {
+    decode(object.json())
+        .inspect_err(|e| {
+            let name = object.metadata.name.as_deref().unwrap_or_default();
+            tracing::warn!(applied = %name, error = %e, "the AppliedManifestWork cannot be decoded");
+        })
+        .ok()
+}
 
 /// Reads and writes AppliedManifestWorks.
 pub struct AppliedWorks {
     api: Api<AppliedManifestWork>,
-    store: Store<StoredApplied>,
+    store: ObjectStore,
     synced: Arc<AtomicBool>,
     latest: Latest<AppliedManifestWork>,
 }
 
 impl AppliedWorks {
-    /// Over the store a reflector fills; `synced` turns true after its initial list.
-    pub fn new(
-        api: Api<AppliedManifestWork>,
-        store: Store<StoredApplied>,
-        synced: Arc<AtomicBool>,
-    ) -> Self {
+    /// Over the store their watch fills; `synced` turns true after its initial list.
+    pub fn new(api: Api<AppliedManifestWork>, store: ObjectStore, synced: Arc<AtomicBool>) -> Self {
         Self {
             api,
             store,
@@ -86,33 +103,28 @@ impl AppliedWorks {
     }
 
     fn stored(&self, name: &str) -> Option<AppliedManifestWork> {
-        let seen = self.store.get(&ObjectRef::new(name))?;
+        let seen = self.store.get("", name)?;
         self.fresher(&seen).map(|amw| amw.as_ref().clone())
     }
 
     /// `seen`, decoded, or the agent's own later write of it; `None` (logged) if the stored
     /// text does not decode, which only an object the API server should have refused can do.
-    fn fresher(&self, seen: &StoredApplied) -> Option<Arc<AppliedManifestWork>> {
-        let name = seen.name_any();
-        if let Some(ours) = self
-            .latest
-            .newer_than(&name, seen.resource_version().as_deref())
-        {
-            return Some(ours);
-        }
-        match seen.decode() {
-            Ok(amw) => Some(self.latest.fresher(&name, Arc::new(amw))),
-            Err(e) => {
-                tracing::warn!(applied = %name, error = %e, "the AppliedManifestWork cannot be decoded");
-                None
-            }
-        }
+    fn fresher(&self, seen: &PackedJson) -> Option<Arc<AppliedManifestWork>> {
+        let amw = decode(seen)
+            .inspect_err(
+                |e| tracing::warn!(error = %e, "a stored AppliedManifestWork cannot be decoded"),
+            )
+            .ok()?;
+        let name = amw.name_any();
+        Some(self.latest.fresher(&name, Arc::new(amw)))
     }
 
     /// The watch delivered `applied`: drops the agent's own copy once the store has caught up.
-    pub fn observe(&self, applied: &StoredApplied) {
-        self.latest
-            .observe(&applied.name_any(), applied.resource_version().as_deref());
+    pub fn observe(&self, applied: &LiveObject) {
+        if let Some(name) = applied.metadata.name.as_deref() {
+            self.latest
+                .observe(name, applied.metadata.resource_version.as_deref());
+        }
     }
 
     /// Whether the store holds the watch's full initial list.
@@ -123,7 +135,7 @@ impl AppliedWorks {
     /// Every AppliedManifestWork in the store (each with the agent's own later write overlaid).
     pub fn all(&self) -> Vec<Arc<AppliedManifestWork>> {
         self.store
-            .state()
+            .all()
             .iter()
             .filter_map(|seen| self.fresher(seen))
             .collect()
@@ -350,10 +362,9 @@ mod tests {
     async fn a_miss_of_a_synced_store_is_confirmed_by_a_read() {
         let requests = Arc::new(AtomicUsize::new(0));
         // Synced, but behind: it has not seen `a1` yet.
-        let store = kube::runtime::reflector::store::Writer::<StoredApplied>::default().as_reader();
         let works = AppliedWorks::new(
             api_with_a1(requests.clone()),
-            store,
+            ObjectStore::default(),
             Arc::new(AtomicBool::new(true)),
         );
         let seen = works.get("a1").await.expect("the store answers");
@@ -367,5 +378,72 @@ mod tests {
         assert_eq!(requests.load(Ordering::SeqCst), 1);
         let gone = works.confirmed("a2").await.expect("the read answers");
         assert!(gone.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_stored_work_is_read_without_a_request_and_the_agents_newer_write_wins() {
+        let requests = Arc::new(AtomicUsize::new(0));
+        let store = ObjectStore::default();
+        let works = AppliedWorks::new(
+            api_with_a1(requests.clone()),
+            store.clone(),
+            Arc::new(AtomicBool::new(true)),
+        );
+        let seen = |rv: &str, uid: &str| {
+            LiveObject::from_value(json!({
+                "apiVersion": "work.open-cluster-management.io/v1",
+                "kind": "AppliedManifestWork",
+                "metadata": {"name": "h-w", "uid": "u1", "resourceVersion": rv,
+                    "finalizers": [APPLIED_MANIFEST_WORK_FINALIZER],
+                    "managedFields": [{"manager": "m", "operation": "Update"}]},
+                "spec": {"hubHash": "h", "agentID": "a", "manifestWorkName": "w"},
+                "status": {"appliedResources": [{"group": "", "version": "v1",
+                    "resource": "configmaps", "namespace": "n", "name": "c", "uid": uid}]},
+            }))
+            .expect("an object")
+        };
+        store.apply(&kube::runtime::watcher::Event::Apply(seen("5", "c1")));
+        let amw = works
+            .get("h-w")
+            .await
+            .expect("the store answers")
+            .expect("held");
+        assert_eq!(amw.metadata.uid.as_deref(), Some("u1"));
+        assert_eq!(amw.spec.manifest_work_name, "w");
+        let uids = |amw: &AppliedManifestWork| {
+            amw.status.as_ref().map(|s| {
+                s.applied_resources
+                    .iter()
+                    .map(|r| r.uid.clone())
+                    .collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(uids(&amw), Some(vec!["c1".to_string()]));
+        assert_eq!(amw.metadata.finalizers.as_ref().map(Vec::len), Some(1));
+        assert_eq!(works.all().len(), 1);
+        assert_eq!(
+            requests.load(Ordering::SeqCst),
+            0,
+            "no read: the store had it"
+        );
+
+        // The agent wrote version 6; the store still has 5: the write is what a reconcile reads.
+        let mut ours = amw.clone();
+        ours.metadata.resource_version = Some("6".into());
+        ours.status = None;
+        works.latest.record("h-w", ours);
+        let read = works.get("h-w").await.expect("answers").expect("held");
+        assert_eq!(read.metadata.resource_version.as_deref(), Some("6"));
+        // The watch brings 6: the store's copy is read again, and the agent's is dropped.
+        let caught_up = seen("6", "c2");
+        store.apply(&kube::runtime::watcher::Event::Apply(caught_up.clone()));
+        works.observe(&caught_up);
+        assert_eq!(works.latest.len(), 0);
+        let read = works.get("h-w").await.expect("answers").expect("held");
+        assert_eq!(uids(&read), Some(vec!["c2".to_string()]));
+
+        store.apply(&kube::runtime::watcher::Event::Delete(caught_up));
+        assert!(works.get("h-w").await.expect("answers").is_none());
+        assert_eq!(requests.load(Ordering::SeqCst), 0);
     }
 }

@@ -1,5 +1,5 @@
-//! One resource type's watched objects as the agent keeps them: namespace and name → the object's
-//! packed JSON. kube-runtime's reflector store keys each object with its own copies of its type,
+//! One resource type's watched objects as the agent keeps them (the applied objects of each
+//! watched type, and the AppliedManifestWorks): namespace and name → the object's packed JSON. kube-runtime's reflector store keys each object with its own copies of its type,
 //! name, namespace, UID and resourceVersion, and holds its `ObjectMeta` (some 360 bytes inline)
 //! beside them: about 700 bytes an object before its text. Here an object is its key's text and
 //! its packed JSON. Events are taken as a reflector takes them: a (re-)list replaces the objects
@@ -74,6 +74,17 @@ impl ObjectStore {
             .current
             .get(&key(namespace, name))
             .cloned()
+    }
+
+    /// Every object held (their texts are shared, not copied).
+    pub fn all(&self) -> Vec<PackedJson> {
+        self.objects
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .current
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// How many objects are held.

@@ -33,15 +33,33 @@ pub struct ObjectKey {
     pub name: String,
 }
 
-/// Objects → works. Pure data; the watch tasks read it. Each object key and each work name is
-/// held once and shared by both directions, and an object's works are a sorted list, not a
-/// tree: with thousands of works of one object each, a key per direction and a B-tree node per
-/// object were most of the index's bytes.
+/// An object as the index keeps it: `group/resource/namespace/name` in one text, shared by both
+/// directions. None of the four holds a `/` (API groups and resource names are DNS names, and
+/// so are namespaces; object names are path segments), so the text names one object.
+type ObjectId = Arc<str>;
+
+fn object_id(key: &ObjectKey) -> String {
+    format!(
+        "{}/{}/{}/{}",
+        key.group, key.resource, key.namespace, key.name
+    )
+}
+
+/// The start of the ids of a resource type's objects.
+fn type_prefix(group: &str, resource: &str) -> String {
+    format!("{group}/{resource}/")
+}
+
+/// Objects → works. Pure data; the watch tasks read it. Each object and each work name is held
+/// once and shared by both directions, an object as one text (an [`ObjectKey`] of four strings
+/// cost some 200 bytes), and an object's works are a sorted list, not a tree: with thousands of
+/// works of one object each, a key per direction and a B-tree node per object were most of the
+/// index's bytes.
 #[derive(Default, Debug)]
 pub struct ResourceIndex {
     /// Each indexed object's works, sorted, without repeats.
-    by_object: HashMap<Arc<ObjectKey>, Vec<Arc<str>>>,
-    by_work: HashMap<Arc<str>, Vec<Arc<ObjectKey>>>,
+    by_object: HashMap<ObjectId, Vec<Arc<str>>>,
+    by_work: HashMap<Arc<str>, Vec<ObjectId>>,
     /// Indexed objects per resource type (group, resource).
     per_type: HashMap<(String, String), usize>,
 }
@@ -51,25 +69,26 @@ impl ResourceIndex {
     pub fn set_work(&mut self, work: &str, keys: Vec<ObjectKey>) {
         self.remove_work(work);
         let name: Arc<str> = Arc::from(work);
-        let mut kept: Vec<Arc<ObjectKey>> = Vec::with_capacity(keys.len());
+        let mut kept: Vec<ObjectId> = Vec::with_capacity(keys.len());
         for key in keys {
-            if !kept.iter().any(|k| **k == key) {
-                kept.push(self.link(&name, key));
+            let id = object_id(&key);
+            if !kept.iter().any(|k| **k == *id) {
+                kept.push(self.link(&name, &key, id));
             }
         }
         self.by_work.insert(name, kept);
     }
 
-    /// Adds `work` to the works of `key`; the index's shared copy of the key.
-    fn link(&mut self, work: &Arc<str>, key: ObjectKey) -> Arc<ObjectKey> {
-        let shared = match self.by_object.get_key_value(&key) {
+    /// Adds `work` to the works of `key` (whose id is `id`); the index's shared copy of the id.
+    fn link(&mut self, work: &Arc<str>, key: &ObjectKey, id: String) -> ObjectId {
+        let shared = match self.by_object.get_key_value(id.as_str()) {
             Some((shared, _)) => shared.clone(),
             None => {
                 *self
                     .per_type
                     .entry((key.group.clone(), key.resource.clone()))
                     .or_default() += 1;
-                let shared = Arc::new(key);
+                let shared: ObjectId = Arc::from(id);
                 self.by_object.insert(shared.clone(), Vec::new());
                 shared
             }
@@ -90,27 +109,32 @@ impl ResourceIndex {
 
     /// Adds one object to those a work uses (kept until the next [`ResourceIndex::set_work`]).
     pub fn add(&mut self, work: &str, key: ObjectKey) {
+        let id = object_id(&key);
         let name = match self.by_work.get_key_value(work) {
-            Some((_, keys)) if keys.iter().any(|k| **k == key) => return,
+            Some((_, ids)) if ids.iter().any(|k| **k == *id) => return,
             Some((name, _)) => name.clone(),
             None => Arc::from(work),
         };
-        let shared = self.link(&name, key);
+        let shared = self.link(&name, &key, id);
         self.by_work.entry(name).or_default().push(shared);
     }
 
     /// Forgets a work.
     pub fn remove_work(&mut self, work: &str) {
-        for key in self.by_work.remove(work).unwrap_or_default() {
-            let Some(works) = self.by_object.get_mut(&*key) else {
+        for id in self.by_work.remove(work).unwrap_or_default() {
+            let Some(works) = self.by_object.get_mut(&*id) else {
                 continue;
             };
             if let Ok(at) = works.binary_search_by(|w| (**w).cmp(work)) {
                 works.remove(at);
             }
             if works.is_empty() {
-                self.by_object.remove(&*key);
-                let type_key = (key.group.clone(), key.resource.clone());
+                self.by_object.remove(&*id);
+                let mut parts = id.splitn(3, '/');
+                let type_key = (
+                    parts.next().unwrap_or_default().to_string(),
+                    parts.next().unwrap_or_default().to_string(),
+                );
                 if let Some(count) = self.per_type.get_mut(&type_key) {
                     *count -= 1;
                     if *count == 0 {
@@ -129,7 +153,7 @@ impl ResourceIndex {
     /// The works using an object.
     pub fn works_of(&self, key: &ObjectKey) -> Vec<String> {
         self.by_object
-            .get(key)
+            .get(object_id(key).as_str())
             .map(|w| w.iter().map(|w| w.to_string()).collect())
             .unwrap_or_default()
     }
@@ -139,10 +163,11 @@ impl ResourceIndex {
         if !self.type_in_use(group, resource) {
             return Vec::new();
         }
+        let prefix = type_prefix(group, resource);
         let works: BTreeSet<&str> = self
             .by_object
             .iter()
-            .filter(|(key, _)| key.group == group && key.resource == resource)
+            .filter(|(id, _)| id.starts_with(&prefix))
             .flat_map(|(_, works)| works.iter().map(|w| &**w))
             .collect();
         works.into_iter().map(str::to_string).collect()
@@ -551,6 +576,42 @@ mod tests {
         assert!(woken.iter().any(|w| w == "w1"), "woken: {woken:?}");
         assert_eq!(version_in(&store, "a"), None);
         task.abort();
+    }
+
+    #[test]
+    fn index_tells_types_and_namespaces_apart() {
+        let object = |group: &str, resource: &str, namespace: &str, name: &str| ObjectKey {
+            group: group.into(),
+            resource: resource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        };
+        let mut index = ResourceIndex::default();
+        index.set_work("core", vec![object("", "configmaps", "ns", "a")]);
+        index.set_work("other-group", vec![object("x.io", "configmaps", "ns", "a")]);
+        index.set_work("cluster", vec![object("", "configmaps", "", "a")]);
+        index.set_work("other-ns", vec![object("", "configmaps", "ns2", "a")]);
+        assert_eq!(index.object_count(), 4);
+        assert_eq!(
+            index.works_of(&object("", "configmaps", "ns", "a")),
+            ["core"]
+        );
+        assert_eq!(
+            index.works_of(&object("x.io", "configmaps", "ns", "a")),
+            ["other-group"]
+        );
+        assert_eq!(
+            index.works_of(&object("", "configmaps", "", "a")),
+            ["cluster"]
+        );
+        assert_eq!(
+            index.works_of_type("", "configmaps"),
+            ["cluster", "core", "other-ns"]
+        );
+        assert_eq!(index.works_of_type("x.io", "configmaps"), ["other-group"]);
+        index.remove_work("other-group");
+        assert!(!index.type_in_use("x.io", "configmaps"));
+        assert!(index.type_in_use("", "configmaps"));
     }
 
     #[test]

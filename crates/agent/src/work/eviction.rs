@@ -277,22 +277,20 @@ async fn scan(ctx: &Context) -> bool {
         return false;
     }
     let namespace = ctx.config.cluster_name.as_str();
-    let steps: Vec<_> = ctx
-        .applied
-        .all()
-        .into_iter()
-        .map(|amw| {
-            let key = ObjectRef::<StoredWork>::new(&amw.spec.manifest_work_name).within(namespace);
-            let hub = HubView {
-                has_work: ctx.work_store.get(&key).is_some(),
-                keeps_status: ctx.hub.keeps_status(),
-            };
-            let step = decide(&amw, hub, &ctx.config, Timestamp::now());
-            let missing =
-                step == EvictionStep::Start && names_a_missing_work(&amw, hub, &ctx.config);
-            (amw, step, missing)
-        })
-        .collect();
+    // Only the ones with something to do are kept: a pass over 100,000 works holds a handful.
+    let steps: Vec<_> = ctx.applied.scan(|amw| {
+        let key = ObjectRef::<StoredWork>::new(&amw.spec.manifest_work_name).within(namespace);
+        let hub = HubView {
+            has_work: ctx.work_store.get(&key).is_some(),
+            keeps_status: ctx.hub.keeps_status(),
+        };
+        let step = decide(&amw, hub, &ctx.config, Timestamp::now());
+        if matches!(step, EvictionStep::Nothing | EvictionStep::Wait) {
+            return None;
+        }
+        let missing = step == EvictionStep::Start && names_a_missing_work(&amw, hub, &ctx.config);
+        Some((amw, step, missing))
+    });
     let missing = steps.iter().filter(|(_, _, missing)| *missing).count();
     // The new answer may bring them; the next scan waits for it.
     let hold_marks = missing > 0 && ctx.hub.ask_again_for_missing_works(missing);

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""plot-scale.py OUT.svg TITLE LABEL=RSS.csv [LABEL=RSS.csv ...]
+"""plot-scale.py [--target=MIB] OUT.svg TITLE LABEL=RSS.csv [LABEL=RSS.csv ...]
 
 Draws the agent's VmRSS over a benchmark run, one line per CSV (the `<label>-rss.csv` that
 bench_agent writes: seconds, phase, pid, vm_rss_mib, rss_anon_mib, cpu_seconds), with the start
-of each phase marked on the first run's line. Plain SVG, no libraries: the same tool on every
+of each phase marked on the first run's line, and a dashed line at the memory target (--target,
+default 64 MiB, the target at 10,000 works; 400 at 100,000; 0 draws none). Plain SVG, no libraries: the same tool on every
 machine that runs the benchmark.
 """
 import csv
@@ -27,10 +28,19 @@ def read(path):
 
 
 def main():
-    if len(sys.argv) < 4:
+    args, target = [], 64
+    for arg in sys.argv[1:]:
+        if arg.startswith("--target="):
+            try:
+                target = int(arg.partition("=")[2])
+            except ValueError:
+                sys.exit(f"plot-scale.py: --target takes a whole number of MiB, not {arg}")
+        else:
+            args.append(arg)
+    if len(args) < 3:
         sys.exit(__doc__)
-    out, title, runs = sys.argv[1], sys.argv[2], []
-    for arg in sys.argv[3:]:
+    out, title, runs = args[0], args[1], []
+    for arg in args[2:]:
         label, _, path = arg.partition("=")
         rows = read(path)
         if rows:
@@ -39,7 +49,9 @@ def main():
         sys.exit("plot-scale.py: no samples")
     x_max = max(r[-1][0] for _, r in runs) or 1.0
     y_max = max(max(v for _, _, v in r) for _, r in runs)
-    y_max = (int(y_max / 20) + 1) * 20
+    y_max = max(y_max, target)
+    grid = 20 if y_max <= 200 else 100
+    y_max = (int(y_max / grid) + 1) * grid
     sx = lambda x: LEFT + (WIDTH - LEFT - RIGHT) * x / x_max
     sy = lambda y: HEIGHT - BOTTOM - (HEIGHT - TOP - BOTTOM) * y / y_max
     svg = [
@@ -48,7 +60,7 @@ def main():
         f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
         f'<text x="{WIDTH / 2}" y="20" text-anchor="middle" font-size="14">{escape(title)}</text>',
     ]
-    for y in range(0, y_max + 1, 20):
+    for y in range(0, y_max + 1, grid):
         svg.append(
             f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{sy(y):.1f}" y2="{sy(y):.1f}" stroke="#ddd"/>'
             f'<text x="{LEFT - 6}" y="{sy(y) + 4:.1f}" text-anchor="end">{y}</text>'
@@ -61,12 +73,13 @@ def main():
         f'<text x="14" y="{HEIGHT / 2}" transform="rotate(-90 14 {HEIGHT / 2})" '
         f'text-anchor="middle">VmRSS (MiB)</text>'
     )
-    # The 64 MiB target at 10,000 works.
-    svg.append(
-        f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{sy(64):.1f}" y2="{sy(64):.1f}" '
-        f'stroke="#888" stroke-dasharray="6 4"/>'
-        f'<text x="{WIDTH - RIGHT - 4}" y="{sy(64) - 4:.1f}" text-anchor="end" fill="#888">64 MiB</text>'
-    )
+    if target > 0:
+        svg.append(
+            f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{sy(target):.1f}" y2="{sy(target):.1f}" '
+            f'stroke="#888" stroke-dasharray="6 4"/>'
+            f'<text x="{WIDTH - RIGHT - 4}" y="{sy(target) - 4:.1f}" text-anchor="end" '
+            f'fill="#888">{target} MiB</text>'
+        )
     first_phase = None
     for i, (label, rows) in enumerate(runs):
         colour = COLOURS[i % len(COLOURS)]

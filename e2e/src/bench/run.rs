@@ -547,6 +547,23 @@ impl Bench {
             ));
         }
         phases.push(resync);
+
+        // Every remaining work deleted at once.
+        self.samples.phase("delete_all");
+        let (delete_all_seconds, deleted_all) = self.delete_all().await?;
+        self.settle(QUIET, SETTLE_TIMEOUT).await?;
+        let s7 = self.snapshot().await?;
+        let mut harness = Harness::default();
+        harness.hub.add("DELETE", MANIFESTWORKS, deleted_all);
+        phases.push(self.phase(
+            "delete_all",
+            format!(
+                "The {deleted_all} remaining works deleted at once, until the hub held none of them: {delete_all_seconds:.1} s (the agent removes a work's ConfigMaps and AppliedManifestWork before its finalizer)."
+            ),
+            (&s6, &s7),
+            ("work", deleted_all),
+            &harness,
+        ));
         self.stop_agent().await;
         let spoke_noise: u64 = phases.iter().map(|p| p.spoke_other.requests()).sum();
         notes.push(format!(
@@ -775,6 +792,59 @@ impl Bench {
             ));
         }
         Ok((samples, n as u64))
+    }
+
+    /// Deletes every work still on the hub at once; the seconds until the hub watch saw the
+    /// last of them gone, and how many there were.
+    async fn delete_all(&self) -> Result<(f64, u64), String> {
+        let names: Vec<String> = self
+            .watch
+            .seen()
+            .works
+            .iter()
+            .filter(|(_, w)| w.gone_at.is_none())
+            .map(|(name, _)| name.clone())
+            .collect();
+        let t0 = Instant::now();
+        futures::stream::iter(&names)
+            .map(|name| async move {
+                match self.works.delete(name, &DeleteParams::default()).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+                    Err(e) => Err(format!("deleting ManifestWork {name}: {e}")),
+                }
+            })
+            .buffer_unordered(CREATE_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        // 20 ms a work, at least the settle timeout: more works take longer.
+        let timeout = SETTLE_TIMEOUT.max(
+            Duration::from_millis(20)
+                .saturating_mul(u32::try_from(names.len()).unwrap_or(u32::MAX)),
+        );
+        let waited = self
+            .watch
+            .wait("every work to be gone", timeout, |s| {
+                let left = names
+                    .iter()
+                    .filter(|n| s.works.get(*n).and_then(|w| w.gone_at).is_none())
+                    .count();
+                if left == 0 {
+                    Ok(())
+                } else {
+                    Err(format!("{left} of {} still there", names.len()))
+                }
+            })
+            .await;
+        if let Err(e) = waited {
+            return Err(format!("{e} (agent log {})", self.agent_log().await));
+        }
+        let seconds = t0.elapsed().as_secs_f64();
+        self.progress(&format!(
+            "deleted all {} remaining works in {seconds:.1} s",
+            names.len()
+        ));
+        Ok((seconds, names.len() as u64))
     }
 
     /// Stops the agents, then removes every work and AppliedManifestWork of the run (finalizers

@@ -23,7 +23,7 @@ use super::mqtt_report::{
     ApplyFloor, Burst, Cleanup, Environment, Firsts, Flavor, Idle, MemorySample, Parameters,
     Report, Restart, TopUp, client_budget, counted_since, latencies, spoke_requests,
 };
-use super::run::{interrupted, utc_now};
+use super::run::{interrupted, scaled, utc_now};
 use super::samples::{self, Sampler};
 use super::stats::Summary;
 use super::system::{self, Machine};
@@ -88,12 +88,6 @@ pub struct Options {
     pub label: String,
     /// Where the report and the samples (`<label>-rss.csv`) go.
     pub out_dir: PathBuf,
-}
-
-/// `base`, or 20 ms a work when that is longer: settling, restarting and deleting take longer
-/// with more works, and a phase that runs out of time measures nothing.
-fn scaled(base: Duration, works: usize) -> Duration {
-    base.max(Duration::from_millis(20).saturating_mul(u32::try_from(works).unwrap_or(u32::MAX)))
 }
 
 /// How long `manifests` new manifests may take to be Applied and Available.

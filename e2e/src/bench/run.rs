@@ -186,6 +186,12 @@ pub async fn run(opts: Options) -> Result<Report, String> {
     result
 }
 
+/// `base`, or 20 ms a work when that is longer: settling, restarting and deleting take longer
+/// with more works, and a phase that runs out of time measures nothing.
+pub fn scaled(base: Duration, works: usize) -> Duration {
+    base.max(Duration::from_millis(20).saturating_mul(u32::try_from(works).unwrap_or(u32::MAX)))
+}
+
 /// Resolves on SIGINT or SIGTERM with the signal's name.
 pub async fn interrupted() -> &'static str {
     use tokio::signal::unix::{SignalKind, signal};
@@ -817,11 +823,7 @@ impl Bench {
             .buffer_unordered(CREATE_CONCURRENCY)
             .try_collect::<Vec<()>>()
             .await?;
-        // 20 ms a work, at least the settle timeout: more works take longer.
-        let timeout = SETTLE_TIMEOUT.max(
-            Duration::from_millis(20)
-                .saturating_mul(u32::try_from(names.len()).unwrap_or(u32::MAX)),
-        );
+        let timeout = scaled(SETTLE_TIMEOUT, names.len());
         let waited = self
             .watch
             .wait("every work to be gone", timeout, |s| {

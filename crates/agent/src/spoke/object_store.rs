@@ -1,7 +1,8 @@
 //! One resource type's watched objects as the agent keeps them (the applied objects of each
-//! watched type, and the AppliedManifestWorks): namespace and name → the object's packed JSON. kube-runtime's reflector store keys each object with its own copies of its type,
-//! name, namespace, UID and resourceVersion, and holds its `ObjectMeta` (some 360 bytes inline)
-//! beside them: about 700 bytes an object before its text. Here an object is its key's text and
+//! watched type, and the AppliedManifestWorks): namespace and name → the object's packed JSON.
+//! kube-runtime's reflector store keys each object with its own copies of its type, name,
+//! namespace, UID and resourceVersion, and holds its `ObjectMeta` (some 360 bytes inline) beside
+//! them: about 700 bytes an object before its text. Here an object is its key's text and
 //! its packed JSON. Events are taken as a reflector takes them: a (re-)list replaces the objects
 //! whole, when it is done.
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use agent::AgentConfig;
 use agent::hub::{Hub, MemoryHub};
-use k8s_openapi::api::core::v1::ConfigMap;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;

@@ -230,6 +230,11 @@ impl Agent {
     pub fn stop(&mut self) {
         self.process.stop();
     }
+
+    /// Kills the agent (SIGKILL): nothing of it gets the chance to tidy up, as in a crash.
+    pub fn kill(&mut self) {
+        self.process.kill();
+    }
 }
 
 /// The last `n` lines of a log.

@@ -261,6 +261,14 @@ impl Bench {
         }
     }
 
+    /// Kills the agent with SIGKILL, the restart the benchmark measures.
+    async fn kill_agent(&self) {
+        if let Some(mut agent) = self.agent.lock().await.take() {
+            self.samples.watch(None);
+            agent.kill();
+        }
+    }
+
     /// Fails with the log tail if the agent has died.
     async fn check_agent(&self) -> Result<(), String> {
         let mut guard = self.agent.lock().await;
@@ -493,7 +501,7 @@ impl Bench {
             &harness,
         ));
         let peak = self.memory().await.map(|(_, hwm)| hwm);
-        self.stop_agent().await;
+        self.kill_agent().await;
         let remaining = (o.works as u64).saturating_sub(deleted);
 
         // Restart, then an idle resync period.
@@ -512,7 +520,7 @@ impl Bench {
         phases.push(self.phase(
             "restart",
             format!(
-                "The agent restarted (with {} {}s) over {remaining} idle works, until it went idle.",
+                "The agent killed (SIGKILL) and started again (with {} {}s) over {remaining} idle works, until it went idle.",
                 o.flavor.sync_period_flag(),
                 o.resync_period.as_secs()
             ),

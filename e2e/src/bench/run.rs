@@ -254,19 +254,27 @@ impl Bench {
         Ok(())
     }
 
+    /// Stops the agent (SIGTERM, then SIGKILL if it lingers).
     async fn stop_agent(&self) {
-        if let Some(mut agent) = self.agent.lock().await.take() {
-            self.samples.watch(None);
+        if let Some(mut agent) = self.take_agent().await {
             agent.stop();
         }
     }
 
     /// Kills the agent with SIGKILL, the restart the benchmark measures.
     async fn kill_agent(&self) {
-        if let Some(mut agent) = self.agent.lock().await.take() {
-            self.samples.watch(None);
+        if let Some(mut agent) = self.take_agent().await {
             agent.kill();
         }
+    }
+
+    /// The running agent, no longer sampled.
+    async fn take_agent(&self) -> Option<Agent> {
+        let agent = self.agent.lock().await.take();
+        if agent.is_some() {
+            self.samples.watch(None);
+        }
+        agent
     }
 
     /// Fails with the log tail if the agent has died.
@@ -565,9 +573,8 @@ impl Bench {
         // Every remaining work deleted at once.
         self.samples.phase("delete_all");
         let deleted_all = self.delete_all().await?;
-        let s7 = if deleted_all.left == 0 {
+        if deleted_all.left == 0 {
             self.settle(QUIET, SETTLE_TIMEOUT).await?;
-            self.snapshot().await?
         } else {
             notes.push(format!(
                 "Deleting every work at once ran out of the harness's {:.0} s: {} of {} works were gone, {} still held by their finalizer. The phase's requests are those until then.",
@@ -576,8 +583,8 @@ impl Bench {
                 deleted_all.requested,
                 deleted_all.left
             ));
-            self.snapshot().await?
-        };
+        }
+        let s7 = self.snapshot().await?;
         let mut harness = Harness::default();
         harness
             .hub
@@ -819,8 +826,6 @@ impl Bench {
         Ok((samples, n as u64))
     }
 
-    /// Deletes every work still on the hub at once; the seconds until the hub watch saw the
-    /// last of them gone, and how many there were.
     /// Deletes every remaining work at once and waits until the hub holds none of them, or until
     /// the harness's time for it runs out: then what was gone by that time is the measure.
     async fn delete_all(&self) -> Result<DeletedAll, String> {
@@ -848,10 +853,7 @@ impl Bench {
         let waited = self
             .watch
             .wait("every work to be gone", timeout, |s| {
-                let left = names
-                    .iter()
-                    .filter(|n| s.works.get(*n).and_then(|w| w.gone_at).is_none())
-                    .count();
+                let left = still_there(s, &names);
                 if left == 0 {
                     Ok(())
                 } else {
@@ -867,11 +869,7 @@ impl Bench {
                     "WARNING: {e} (agent log {})",
                     self.agent_log().await
                 ));
-                let seen = self.watch.seen();
-                names
-                    .iter()
-                    .filter(|n| seen.works.get(*n).and_then(|w| w.gone_at).is_none())
-                    .count() as u64
+                still_there(&self.watch.seen(), &names) as u64
             }
         };
         let deleted = DeletedAll {
@@ -928,7 +926,14 @@ struct Harness {
     spoke: Counts,
 }
 
-/// Strips the finalizers of the named objects and deletes them (missing ones are fine).
+/// How many of `names` the hub watch has not seen gone.
+fn still_there(seen: &Seen, names: &[String]) -> usize {
+    names
+        .iter()
+        .filter(|n| seen.works.get(*n).and_then(|w| w.gone_at).is_none())
+        .count()
+}
+
 /// What deleting every remaining work at once came to.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct DeletedAll {
@@ -966,6 +971,7 @@ impl DeletedAll {
     }
 }
 
+/// Strips the finalizers of the named objects and deletes them (missing ones are fine).
 async fn remove_all(api: &Api<DynamicObject>, names: &[String]) {
     futures::stream::iter(names)
         .for_each_concurrent(CREATE_CONCURRENCY, |name| async move {

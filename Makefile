@@ -3,6 +3,8 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 RUN_DIR ?= $(CURDIR)/.run
+MDBOOK ?= mdbook
+MDBOOK_VERSION ?= 0.5.4
 
 .PHONY: help
 help: ## list targets
@@ -84,7 +86,7 @@ bench-fleet: ## 50 release agents on one hub: hub requests per work lifecycle an
 prop: ## property-based tests of hostile input at 100,000 cases each (PROPTEST_CASES overrides)
 	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test --release -p work-api --test prop_decoding -- --nocapture
 	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test --release -p conditions --test prop_cel -- --nocapture
-	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test --release -p work-agent --test prop_feedback -- --nocapture
+	PROPTEST_CASES=$${PROPTEST_CASES:-100000} $(CARGO) test --release -p agent --test prop_feedback -- --nocapture
 
 .PHONY: bench
 bench: ## micro-benchmarks (reports under target/criterion); the agent benchmark is `make bench-agent`
@@ -122,6 +124,20 @@ bench-scale-mqtt-10: ## behind MQTT at 1,000 works x 10 ConfigMaps, QPS 200: the
 .PHONY: bench-mqtt
 bench-mqtt: ## the agent behind MQTT: bursts, deletes, 1000 idle works, RSS (BENCH_MQTT_ARGS="--flavor maestro-go --agent-bin ..."); report in target/bench/
 	e2e/scripts/bench-mqtt.sh $(BENCH_MQTT_ARGS)
+
+.PHONY: docs
+docs: ## the manual (docs/) as a static site in target/book, with mdBook (`cargo install mdbook --locked --version $(MDBOOK_VERSION)`)
+	@command -v $(MDBOOK) >/dev/null || { echo "mdbook not found: cargo install mdbook --locked --version $(MDBOOK_VERSION)" >&2; exit 1; }
+	$(MDBOOK) build docs
+	@echo "the manual: target/book/index.html"
+
+.PHONY: docs-check
+docs-check: ## the manual's relative links, anchors and repository paths resolve (scripts/check-doc-links.py), and mdBook builds it without a warning
+	python3 scripts/check-doc-links.py
+	@command -v $(MDBOOK) >/dev/null || { echo "mdbook not found: cargo install mdbook --locked --version $(MDBOOK_VERSION)" >&2; exit 1; }
+	@log=$$(mktemp); rc=0; $(MDBOOK) build docs >"$$log" 2>&1 || rc=$$?; cat "$$log"; \
+	if [ "$$rc" != 0 ] || grep -qE '^ *(WARN|ERROR)' "$$log"; then rm -f "$$log"; echo "docs-check: mdBook failed or warned (above)" >&2; exit 1; fi; \
+	rm -f "$$log"; echo "docs-check: mdBook built the manual without a warning"
 
 .PHONY: demo
 demo: ## local control plane + agent + a ManifestWork that completes and is garbage collected

@@ -89,13 +89,14 @@ run_one() {
 
 update_docs() {
   local mode=$1 out=$2
-  python3 - "$ROOT/docs/reliability.md" "$mode" "$out/report.md" "$PROFILE" <<'PY'
+  python3 - "$ROOT/docs/reliability.md" "$mode" "$out/report.md" "$PROFILE" \
+    "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
 import datetime, re, sys
-doc, mode, report, profile = sys.argv[1:]
+doc, mode, report, profile, commit = sys.argv[1:]
 text = open(doc).read()
 body = open(report).read().strip()
 stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-block = f"<!-- chaos-{mode}:begin -->\nRun of {stamp}, {profile} agent build.\n\n{body}\n<!-- chaos-{mode}:end -->"
+block = f"<!-- chaos-{mode}:begin -->\nRun of {stamp}, {profile} agent build of {commit}.\n\n{body}\n<!-- chaos-{mode}:end -->"
 pattern = re.compile(rf"<!-- chaos-{mode}:begin -->.*?<!-- chaos-{mode}:end -->", re.S)
 if not pattern.search(text):
     sys.exit(f"{doc} has no chaos-{mode} markers")

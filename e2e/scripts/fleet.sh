@@ -29,12 +29,13 @@ export WORK_AGENT_RUN_DIR=$RUN_ROOT
 out=$RUN_ROOT/fleet-report.md
 "$TARGET_DIR/debug/fleet" --report "$out" "$@"
 if [ "${FLEET_UPDATE_DOCS:-0}" = 1 ]; then
-  python3 - "$ROOT/docs/performance.md" "$out" "$*" <<'PY'
+  python3 - "$ROOT/docs/performance.md" "$out" "$*" \
+    "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
 import datetime, re, sys
-doc, report, args = sys.argv[1:]
+doc, report, args, commit = sys.argv[1:]
 text = open(doc).read()
 stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-block = f"<!-- fleet:begin -->\nRun of {stamp}: `make bench-fleet{(' FLEET_ARGS=' + repr(args)) if args else ''}`.\n\n{open(report).read().strip()}\n<!-- fleet:end -->"
+block = f"<!-- fleet:begin -->\nRun of {stamp} at {commit}: `make bench-fleet{(' FLEET_ARGS=' + repr(args)) if args else ''}`.\n\n{open(report).read().strip()}\n<!-- fleet:end -->"
 pattern = re.compile(r"<!-- fleet:begin -->.*?<!-- fleet:end -->", re.S)
 if not pattern.search(text):
     sys.exit(f"{doc} has no fleet markers")

@@ -10,6 +10,11 @@
 //! event of the same work is there), one the broker took while no source listened is held and sent
 //! again once a source is back, one the source could not apply now is tried again after a growing
 //! delay, one the source called malformed is dropped and counted.
+//!
+//! Within the wire's ceiling ([`Ceiling`]): an event larger than the broker takes is refused when
+//! it is published, and checked again before it is sent (a reconnect may have brought a lower
+//! ceiling); one over it then is dropped and counted, and never reaches the transport, so the
+//! connection stays up.
 
 mod outbox;
 
@@ -20,11 +25,12 @@ use std::time::Duration;
 use tokio::sync::{Notify, mpsc, watch};
 
 use crate::Error;
+use crate::ceiling::{Ceiling, CeilingOrigin};
 use crate::codec::{Decoder, Incoming};
 use crate::event::CloudEvent;
 use crate::queue::{event_key, reconnect_backoff};
 use crate::tls::ReloadingClientCert;
-use crate::transport::{EventSender, Received, Transport};
+use crate::transport::{EventSender, Received, Sent, Transport};
 use outbox::Outbox;
 
 /// What a client needs besides its transport (`C`: the wire's parsed config file, which the
@@ -91,6 +97,18 @@ pub struct Stats {
     pub unheard: u64,
 }
 
+/// The wire's ceiling and what it kept off the wire, for metrics.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CeilingStats {
+    /// The largest event the wire takes now, in its own bytes (`usize::MAX`: no ceiling).
+    pub max_event_bytes: usize,
+    /// Where that figure comes from.
+    pub origin: CeilingOrigin,
+    /// Events dropped when they were to be sent, as over the ceiling then (a reconnect brought a
+    /// lower one); those refused when published are the publisher's errors, not counted here.
+    pub too_large: u64,
+}
+
 /// Called after every successful (re)subscribe with the client, e.g. to send the spec resync request.
 pub type SubscribedHook = Arc<dyn Fn(&Publisher) + Send + Sync>;
 
@@ -107,6 +125,8 @@ struct Shared {
     lost_session: Mutex<Option<(u64, String)>>,
     /// Refuses events the wire cannot carry, when they are queued.
     check: fn(&CloudEvent) -> Result<(), Error>,
+    /// The wire's ceiling, kept current by the transport.
+    ceiling: Arc<Ceiling>,
     source: String,
 }
 
@@ -126,10 +146,12 @@ pub struct Publisher {
 impl Publisher {
     /// Queues `event` for publishing. A status event replaces any queued, unsent status of the
     /// same work; events without `resourceid` (resync requests) queue on their own. An event the
-    /// wire cannot carry is refused here.
+    /// wire cannot carry is refused here, one over the wire's ceiling with
+    /// [`Error::EventTooLarge`].
     pub fn publish(&self, event: CloudEvent) -> Result<(), Error> {
         event.event_type()?;
         (self.shared.check)(&event)?;
+        self.shared.ceiling.fits(&event)?;
         let key = event_key(&event);
         self.shared.lock().push(key, event)?;
         self.shared.wake.notify_one();
@@ -139,6 +161,33 @@ impl Publisher {
     /// Readiness and counters now.
     pub fn stats(&self) -> Stats {
         self.shared.lock().stats.clone()
+    }
+
+    /// The largest event the wire takes now, in its own bytes (`usize::MAX`: no ceiling); it may
+    /// change at a reconnect.
+    pub fn ceiling(&self) -> usize {
+        self.shared.ceiling.limit()
+    }
+
+    /// How many bytes `event` takes on the wire, to compare with [`Publisher::ceiling`]: exact,
+    /// and computed without encoding the data.
+    pub fn wire_size(&self, event: &CloudEvent) -> usize {
+        self.shared.ceiling.wire_size(event)
+    }
+
+    /// Whether `event` is within the wire's ceiling now ([`Error::EventTooLarge`] when not).
+    pub fn fits(&self, event: &CloudEvent) -> Result<(), Error> {
+        self.shared.ceiling.fits(event)
+    }
+
+    /// The ceiling, where it comes from, and the events dropped as over it.
+    pub fn ceiling_stats(&self) -> CeilingStats {
+        let too_large = self.shared.lock().too_large;
+        CeilingStats {
+            max_event_bytes: self.shared.ceiling.limit(),
+            origin: self.shared.ceiling.origin(),
+            too_large,
+        }
     }
 
     /// Whether the event of `key` ([`event_key`]) published last is not yet taken by a source:
@@ -192,6 +241,7 @@ impl Client {
             lost: Notify::new(),
             lost_session: Mutex::new(None),
             check: T::check,
+            ceiling: transport.ceiling(),
             source: options.cloudevents_client_id.clone(),
         });
         let publisher = Publisher {
@@ -328,7 +378,13 @@ impl<S: EventSender> Connection<S> {
         self.shared().lock().stats.ready = true;
         let _ = self.current.send(Some((session, sender)));
         self.shared().wake.notify_one();
-        tracing::info!("{} connected and subscribed", self.name);
+        let ceiling = &self.shared().ceiling;
+        tracing::info!(
+            max_event_bytes = ceiling.limit(),
+            ceiling_origin = %ceiling.origin(),
+            "{} connected and subscribed",
+            self.name
+        );
         loop {
             let received = tokio::select! {
                 received = transport.next() => received,
@@ -437,6 +493,17 @@ async fn publish_loop<S: EventSender>(
             }
             continue;
         };
+        // Checked again at the last moment: a reconnect may have lowered the ceiling since the
+        // event was published, and an event over it would fail the connection (MQTT).
+        if let Err(e) = shared.ceiling.fits(&event) {
+            shared.lock().settle(
+                key,
+                Sent::TooLarge(e.to_string()),
+                tokio::time::Instant::now(),
+            );
+            drop(slot);
+            continue;
+        }
         let shared = shared.clone();
         tokio::spawn(async move {
             let outcome = sender.send(event).await;
@@ -457,5 +524,147 @@ async fn publish_loop<S: EventSender>(
             drop(slot);
             shared.wake.notify_one();
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{self, EventType};
+    use crate::{CloudEvent, ExtValue};
+
+    /// A wire whose connection comes up when the test lets it, whose ceiling the test sets, and
+    /// whose source takes everything sent.
+    #[derive(Clone)]
+    struct Gated(Arc<GatedWire>);
+
+    struct GatedWire {
+        ceiling: Arc<Ceiling>,
+        connections: tokio::sync::Semaphore,
+        sent: Mutex<Vec<CloudEvent>>,
+        arrived: Notify,
+    }
+
+    impl EventSender for Gated {
+        async fn send(&self, event: CloudEvent) -> Sent {
+            self.0
+                .sent
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(event);
+            self.0.arrived.notify_one();
+            Sent::Taken
+        }
+    }
+
+    impl Transport for Gated {
+        type Sender = Gated;
+
+        fn name(&self) -> &'static str {
+            "gated"
+        }
+
+        fn max_inflight(&self) -> usize {
+            4
+        }
+
+        fn ceiling(&self) -> Arc<Ceiling> {
+            self.0.ceiling.clone()
+        }
+
+        async fn connect(&mut self) -> Result<Gated, String> {
+            let permit = self
+                .0
+                .connections
+                .acquire()
+                .await
+                .map_err(|e| e.to_string())?;
+            permit.forget();
+            Ok(self.clone())
+        }
+
+        async fn next(&mut self) -> Result<Received, String> {
+            std::future::pending().await
+        }
+
+        async fn close(&mut self) {}
+    }
+
+    fn status(uid: &str, bytes: usize) -> CloudEvent {
+        let mut ev = CloudEvent::new(EventType::StatusUpdate, "agent")
+            .with_ext(types::EXT_RESOURCE_ID, ExtValue::String(uid.into()));
+        ev.data = Some(vec![b'x'; bytes]);
+        ev
+    }
+
+    /// Refused when published over the ceiling; dropped, counted and never sent when a
+    /// reconnect lowered the ceiling below an event already queued; the connection stays up
+    /// and the next event goes.
+    #[tokio::test]
+    async fn events_over_the_ceiling_never_reach_the_wire() {
+        let data_bytes = |e: &CloudEvent| e.data.as_ref().map_or(0, Vec::len);
+        let wire = Arc::new(GatedWire {
+            ceiling: Arc::new(Ceiling::new(
+                "gated",
+                1000,
+                CeilingOrigin::Config("maxPacketSize"),
+                data_bytes,
+            )),
+            connections: tokio::sync::Semaphore::new(0),
+            sent: Mutex::new(Vec::new()),
+            arrived: Notify::new(),
+        });
+        let options = ClientOptions::new((), "cluster1", "cluster1-work-agent");
+        let client = Client::start(Gated(wire.clone()), &options, Arc::new(|_: &Publisher| {}));
+        let publisher = &client.publisher;
+        assert_eq!(publisher.ceiling(), 1000);
+        assert_eq!(publisher.wire_size(&status("a", 800)), 800);
+
+        let refused = publisher
+            .publish(status("a", 1001))
+            .expect_err("over the ceiling");
+        assert!(
+            matches!(
+                refused,
+                Error::EventTooLarge {
+                    size: 1001,
+                    limit: 1000,
+                    ..
+                }
+            ),
+            "{refused}"
+        );
+        let big = status("a", 800);
+        let big_key = crate::queue::event_key(&big);
+        publisher.publish(big).expect("within the ceiling then");
+        publisher.publish(status("b", 10)).expect("small");
+
+        // The broker of the next connection takes less.
+        wire.ceiling.set(500, CeilingOrigin::Broker);
+        let arrived = wire.arrived.notified();
+        wire.connections.add_permits(1);
+        tokio::time::timeout(Duration::from_secs(5), arrived)
+            .await
+            .expect("the small event is sent");
+
+        let sent: Vec<String> = wire
+            .sent
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter_map(|e| e.ext_string(types::EXT_RESOURCE_ID))
+            .collect();
+        assert_eq!(sent, vec!["b".to_string()]);
+        assert!(!publisher.is_pending(&big_key), "dropped");
+        assert_eq!(
+            publisher.ceiling_stats(),
+            CeilingStats {
+                max_event_bytes: 500,
+                origin: CeilingOrigin::Broker,
+                too_large: 1,
+            }
+        );
+        let stats = publisher.stats();
+        assert_eq!((stats.reconnects, stats.dropped), (0, 0), "{stats:?}");
     }
 }

@@ -152,6 +152,29 @@ struct RawMqtt {
     client_cert_data: Option<String>,
     client_key_file: Option<String>,
     client_key_data: Option<String>,
+    /// Not sdk-go's: Go's YAML reader ignores keys it does not know, so a file with it still
+    /// works for OCM's and Maestro's agents.
+    max_packet_size: Option<u64>,
+}
+
+/// MQTT's largest packet: the largest Remaining Length (268,435,455), the fixed header aside.
+pub const MQTT_MAX_PACKET: usize = 268_435_455;
+/// gRPC servers' default limit on a received message (grpc-go's 4 MiB, which OCM's and Maestro's
+/// servers keep).
+pub const GRPC_DEFAULT_MAX_MESSAGE: usize = 4 * 1024 * 1024;
+/// Pub/Sub's limit on a publish request (Google's client library checks a message against it).
+pub const PUBSUB_MAX_MESSAGE: usize = 10_000_000;
+
+/// A size in bytes from `key`, at least 1 and at most `max`.
+fn byte_limit(key: &str, value: Option<u64>, max: usize) -> Result<Option<usize>, Error> {
+    value
+        .map(|v| {
+            usize::try_from(v)
+                .ok()
+                .filter(|v| (1..=max).contains(v))
+                .ok_or_else(|| Error::config(key, format!("{v} is not a size of 1 to {max} bytes")))
+        })
+        .transpose()
 }
 
 /// A validated MQTT config.
@@ -179,6 +202,9 @@ pub struct MqttConfig {
     pub topics: Topics,
     /// TLS material.
     pub certs: CertConfig,
+    /// `maxPacketSize`: the largest PUBLISH packet the agent sends, in bytes, for a broker that
+    /// does not say its limit in the CONNACK (the lower of the two counts when it does).
+    pub max_packet_size: Option<usize>,
 }
 
 yaml_config!(MqttConfig, RawMqtt, "mqtt config");
@@ -230,6 +256,7 @@ impl MqttConfig {
             sub_qos: qos("subQoS", raw.sub_qos)?,
             topics,
             certs,
+            max_packet_size: byte_limit("maxPacketSize", raw.max_packet_size, MQTT_MAX_PACKET)?,
         })
     }
 
@@ -276,6 +303,8 @@ struct RawGrpc {
     token_file: Option<String>,
     keep_alive_config: Option<RawKeepAlive>,
     server_healthiness_timeout: Option<String>,
+    /// Not sdk-go's (its client has no such key; Go's YAML reader ignores it).
+    max_send_message_size: Option<u64>,
 }
 
 /// A validated gRPC config.
@@ -291,6 +320,9 @@ pub struct GrpcConfig {
     pub keep_alive: KeepAlive,
     /// Reconnect after this long without a heartbeat.
     pub server_healthiness_timeout: Option<Duration>,
+    /// `maxSendMessageSize`: the largest encoded `Publish` request the agent sends, in bytes
+    /// (default [`GRPC_DEFAULT_MAX_MESSAGE`], what the server takes unless told otherwise).
+    pub max_send_message_size: Option<usize>,
 }
 
 yaml_config!(GrpcConfig, RawGrpc, "grpc config");
@@ -349,6 +381,11 @@ impl GrpcConfig {
             token,
             keep_alive,
             server_healthiness_timeout,
+            max_send_message_size: byte_limit(
+                "maxSendMessageSize",
+                raw.max_send_message_size,
+                u32::MAX as usize,
+            )?,
         })
     }
 
@@ -428,6 +465,8 @@ struct RawPubSub {
     receive_settings: Option<RawReceiveSettings>,
     #[serde(rename = "disableTLS")]
     disable_tls: Option<bool>,
+    /// Not sdk-go's (Go's YAML reader ignores it).
+    max_message_size: Option<u64>,
 }
 
 /// Pub/Sub's gRPC keepalive (`keepaliveSettings`); a zero `time` sends no pings (gRPC's
@@ -479,6 +518,9 @@ pub struct PubSubConfig {
     pub receive: ReceiveSettings,
     /// `disableTLS`: plain HTTP/2, for an emulator or a test server (needs `endpoint`).
     pub disable_tls: bool,
+    /// `maxMessageSize`: the largest encoded publish request the agent sends, in bytes (at most,
+    /// and by default, Pub/Sub's [`PUBSUB_MAX_MESSAGE`]).
+    pub max_message_size: Option<usize>,
 }
 
 /// sdk-go's `PubSubTopicPattern` and `PubSubSubscriptionPattern` for `project`.
@@ -602,6 +644,11 @@ impl PubSubConfig {
             keep_alive,
             receive,
             disable_tls,
+            max_message_size: byte_limit(
+                "maxMessageSize",
+                raw.max_message_size,
+                PUBSUB_MAX_MESSAGE,
+            )?,
         })
     }
 }
@@ -726,6 +773,75 @@ mod tests {
             let e = MqttConfig::parse(text).expect_err(text).to_string();
             assert!(e.contains(key), "{text:?}: {e}");
         }
+    }
+
+    /// The ceilings' keys are optional (old files lack them), sizes in bytes within the wire's
+    /// own limit; a bad one is an error naming the key.
+    #[test]
+    fn ceiling_keys() {
+        assert_eq!(
+            MqttConfig::parse(MAESTRO)
+                .expect("old file")
+                .max_packet_size,
+            None
+        );
+        let c = MqttConfig::parse(&format!(
+            "{MAESTRO}maxPacketSize: 131072
+"
+        ))
+        .expect("parses");
+        assert_eq!(c.max_packet_size, Some(131_072));
+        for bad in ["0", "268435456", "-1", "big"] {
+            let text = format!(
+                "{MAESTRO}maxPacketSize: {bad}
+"
+            );
+            let e = MqttConfig::parse(&text).expect_err(&text).to_string();
+            assert!(e.contains("maxPacketSize"), "{text:?}: {e}");
+        }
+        let grpc = "url: a:1
+";
+        assert_eq!(
+            GrpcConfig::parse(grpc)
+                .expect("old file")
+                .max_send_message_size,
+            None
+        );
+        let c = GrpcConfig::parse(&format!(
+            "{grpc}maxSendMessageSize: 1048576
+"
+        ))
+        .expect("parses");
+        assert_eq!(c.max_send_message_size, Some(1_048_576));
+        assert_grpc_refused(
+            &format!(
+                "{grpc}maxSendMessageSize: 0
+"
+            ),
+            "maxSendMessageSize",
+        );
+        assert_eq!(
+            PubSubConfig::parse(PUBSUB)
+                .expect("old file")
+                .max_message_size,
+            None
+        );
+        let c = PubSubConfig::parse(&format!(
+            "{PUBSUB}maxMessageSize: 1000000
+"
+        ))
+        .expect("parses");
+        assert_eq!(c.max_message_size, Some(1_000_000));
+        let e = PubSubConfig::parse(&format!(
+            "{PUBSUB}maxMessageSize: 10000001
+"
+        ))
+        .expect_err("over Pub/Sub's limit")
+        .to_string();
+        assert!(
+            e.contains("maxMessageSize") && e.contains("10000000"),
+            "{e}"
+        );
     }
 
     /// Asserts that `text` is refused as a gRPC config, saying `needle`.

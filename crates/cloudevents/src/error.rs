@@ -33,6 +33,26 @@ pub enum Error {
         /// The configured limit.
         limit: usize,
     },
+    /// An event is larger than its wire takes now: the broker's packet limit, a configured one,
+    /// or the protocol's. Sending it would fail the connection (MQTT) or be refused every time.
+    #[error(
+        "{event_type} event{} is {size} bytes on {wire}, over its ceiling of {limit} bytes ({origin})",
+        of_resource(.resource_id.as_deref())
+    )]
+    EventTooLarge {
+        /// The event's type.
+        event_type: String,
+        /// The event's `resourceid`, when it has one (resync requests have none).
+        resource_id: Option<String>,
+        /// Its size on the wire.
+        size: usize,
+        /// The wire's ceiling.
+        limit: usize,
+        /// The wire's name.
+        wire: &'static str,
+        /// Where the ceiling comes from.
+        origin: crate::ceiling::CeilingOrigin,
+    },
     /// The payload is not the JSON the event type calls for.
     #[error("malformed {what} payload: {source}")]
     Payload {
@@ -70,6 +90,12 @@ impl Error {
             reason: reason.to_string(),
         }
     }
+}
+
+/// " of resource <id>", or nothing for an event of no resource.
+fn of_resource(id: Option<&str>) -> String {
+    id.map(|id| format!(" of resource {id}"))
+        .unwrap_or_default()
 }
 
 /// An error and its sources on one line, each source once (for logs and start-up errors).

@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+pub mod ceiling;
 pub mod client;
 pub mod codec;
 pub mod config;

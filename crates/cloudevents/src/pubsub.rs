@@ -13,11 +13,18 @@
 //! acknowledged once the client has handed its event to the agent (sdk-go acks after its handler
 //! ran), so one that arrived while the agent was away or slow is delivered again, never lost.
 //!
+//! A publish stays within Pub/Sub's limits: the encoded publish request within 10 MB (or
+//! `maxMessageSize` of the config, when lower), at most 100 attributes, keys of at most 256
+//! bytes and values of at most 1,024. A work's `metadata` over that is sent reduced to what a
+//! source reads back (name, namespace, uid, resourceVersion, generation, and the creation and
+//! deletion timestamps when they fit); any other attribute over it refuses the event.
+//!
 //! Unlike MQTT and gRPC, Pub/Sub keeps what is published to a topic for every subscription, so
 //! nothing published while the agent was away is lost, and a spec resync request sent right
 //! after the subscriptions were checked cannot miss its answer: the subscribe hook runs as soon
 //! as both subscriptions exist.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,9 +38,11 @@ use tonic::Code;
 use tonic::transport::Channel;
 
 use crate::Error;
+use crate::ceiling::{Ceiling, CeilingOrigin, ReducedMetadataLog, fit_attribute_values};
 use crate::client::{ClientOptions, SubscribedHook};
-use crate::config::{KeepAlive, PubSubConfig};
+use crate::config::{KeepAlive, PUBSUB_MAX_MESSAGE, PubSubConfig};
 use crate::event::CloudEvent;
+use crate::grpc::binding::FIELD_KEY;
 use crate::grpc::transport::{Dialer, describe, failed};
 use crate::mqtt::{self, Message};
 use crate::transport::{EventSender, Received, Sent, Transport};
@@ -65,19 +74,77 @@ const DEFAULT_MAX_MESSAGES: i64 = 1000;
 const DEFAULT_MAX_BYTES: i64 = 1_000_000_000;
 /// Pulled messages waiting for the agent: few, so that they are not held past their deadline.
 const PULLED_BUFFER: usize = 16;
+/// Pub/Sub's limits on a message's attributes: how many, a key's bytes, a value's bytes.
+pub const MAX_ATTRIBUTES: usize = 100;
+/// The longest attribute key Pub/Sub takes, in bytes.
+pub const MAX_ATTRIBUTE_KEY: usize = 256;
+/// The longest attribute value Pub/Sub takes, in bytes.
+pub const MAX_ATTRIBUTE_VALUE: usize = 1024;
 
 /// A CloudEvent as sdk-go's `Encode` writes it into a Pub/Sub message.
 pub fn to_message(ev: &CloudEvent) -> pb::PubsubMessage {
-    let binary = mqtt::to_binary(ev);
-    let mut attributes: BTreeMap<String, String> = binary.user_properties.into_iter().collect();
-    if let Some(ct) = binary.content_type {
-        attributes.insert(CONTENT_TYPE.to_string(), ct);
-    }
     pb::PubsubMessage {
-        data: binary.payload,
-        attributes,
+        data: ev.data.clone().unwrap_or_default(),
+        attributes: attributes(ev),
         ..Default::default()
     }
+}
+
+/// The attributes of `ev`'s message: `ce-<name>` for each attribute, `Content-Type`.
+fn attributes(ev: &CloudEvent) -> BTreeMap<String, String> {
+    let mut attributes: BTreeMap<String, String> = mqtt::binding::binary_attributes(ev)
+        .into_iter()
+        .map(|(name, value)| {
+            (
+                format!("{}{name}", mqtt::binding::PREFIX),
+                value.into_owned(),
+            )
+        })
+        .collect();
+    if let Some(ct) = &ev.datacontenttype {
+        attributes.insert(CONTENT_TYPE.to_string(), ct.clone());
+    }
+    attributes
+}
+
+/// `ev` as it goes on Pub/Sub: a `metadata` attribute over Pub/Sub's value limit reduced; an
+/// event with too many attributes, too long a key, or any other value over the limit refused.
+pub fn wire_event(ev: &CloudEvent) -> Result<Cow<'_, CloudEvent>, Error> {
+    let names = mqtt::binding::binary_attributes(ev);
+    let count = names.len() + usize::from(ev.datacontenttype.is_some());
+    if count > MAX_ATTRIBUTES {
+        return Err(Error::Binding(format!(
+            "{count} attributes; Pub/Sub takes at most {MAX_ATTRIBUTES} in a message"
+        )));
+    }
+    if let Some((name, _)) = names
+        .iter()
+        .find(|(name, _)| mqtt::binding::PREFIX.len() + name.len() > MAX_ATTRIBUTE_KEY)
+    {
+        return Err(Error::bad_attr(
+            name.as_ref(),
+            format!("Pub/Sub takes attribute keys of at most {MAX_ATTRIBUTE_KEY} bytes"),
+        ));
+    }
+    fit_attribute_values(ev, MAX_ATTRIBUTE_VALUE, "Pub/Sub")
+}
+
+/// The size of the encoded publish request of `ev` on `topic`, which Pub/Sub holds to 10 MB
+/// (Google's client library checks a message against the same figure), computed without
+/// copying the data. `ev` as it goes ([`wire_event`]).
+fn request_size(ev: &CloudEvent, topic: &str) -> usize {
+    use prost::Message as _;
+    let without_data = pb::PubsubMessage {
+        attributes: attributes(ev),
+        ..Default::default()
+    };
+    // Empty data, like an empty topic, is not written at all (proto3).
+    let field = |len: usize| match len {
+        0 => 0,
+        n => FIELD_KEY + prost::length_delimiter_len(n) + n,
+    };
+    let message = without_data.encoded_len() + field(ev.data.as_ref().map_or(0, Vec::len));
+    field(topic.len()) + FIELD_KEY + prost::length_delimiter_len(message) + message
 }
 
 /// A CloudEvent from a Pub/Sub message as sdk-go's `Decode` reads it: `ce-` attributes (empty
@@ -286,6 +353,8 @@ pub struct PubSubTransport {
     max_message: usize,
     account: Option<Arc<ServiceAccount>>,
     session: Option<Session>,
+    /// The largest publish request.
+    ceiling: Arc<Ceiling>,
 }
 
 /// The first request of every stream.
@@ -331,8 +400,10 @@ impl Drop for Session {
 pub struct PubSubSender {
     channel: Channel,
     topics: Arc<(String, String)>,
+    /// The largest publish request (the ceiling's, which does not change on this wire).
     max_message: usize,
     account: Option<Arc<ServiceAccount>>,
+    reduced: Arc<ReducedMetadataLog>,
 }
 
 impl PubSubTransport {
@@ -386,13 +457,32 @@ impl PubSubTransport {
             .unwrap_or(DEFAULT_ACK_DEADLINE)
             .max(receive.min_duration_per_ack_extension.unwrap_or_default())
             .clamp(Duration::from_secs(10), Duration::from_secs(600));
+        let topics = Arc::new((
+            cfg.topics.agent_events.clone(),
+            cfg.topics.agent_broadcast.clone(),
+        ));
+        let (limit, origin) = match cfg.max_message_size {
+            Some(max) => (max, CeilingOrigin::Config("maxMessageSize")),
+            None => (
+                PUBSUB_MAX_MESSAGE,
+                CeilingOrigin::Default("Pub/Sub's publish request limit"),
+            ),
+        };
+        let measured = topics.clone();
+        let ceiling = Arc::new(Ceiling::new(
+            "Pub/Sub",
+            limit,
+            origin,
+            move |e: &CloudEvent| {
+                // An event refused by `check` is measured as it is.
+                let e = wire_event(e).unwrap_or(Cow::Borrowed(e));
+                request_size(&e, topic_of(&e, &measured.0, &measured.1))
+            },
+        ));
         Ok(Self {
             dialer: Dialer::new("endpoint", &address, &keep_alive, tls)?,
             address,
-            topics: Arc::new((
-                cfg.topics.agent_events.clone(),
-                cfg.topics.agent_broadcast.clone(),
-            )),
+            topics,
             subscriptions: [
                 cfg.subscriptions.source_events.clone(),
                 cfg.subscriptions.source_broadcast.clone(),
@@ -408,6 +498,7 @@ impl PubSubTransport {
             max_message: MIN_MESSAGE_SIZE.max(opts.max_payload.saturating_mul(2)),
             account,
             session: None,
+            ceiling,
         })
     }
 
@@ -533,6 +624,15 @@ impl Transport for PubSubTransport {
         MAX_INFLIGHT
     }
 
+    /// Too many attributes, too long a key, or a value over the limit that cannot be reduced.
+    fn check(event: &CloudEvent) -> Result<(), Error> {
+        wire_event(event).map(drop)
+    }
+
+    fn ceiling(&self) -> Arc<Ceiling> {
+        self.ceiling.clone()
+    }
+
     async fn connect(&mut self) -> Result<PubSubSender, String> {
         self.session = None;
         let channel = self
@@ -574,8 +674,9 @@ impl Transport for PubSubTransport {
         Ok(PubSubSender {
             channel,
             topics: self.topics.clone(),
-            max_message: self.max_message,
+            max_message: self.ceiling.limit(),
             account: self.account.clone(),
+            reduced: Arc::default(),
         })
     }
 
@@ -615,12 +716,19 @@ impl Transport for PubSubTransport {
 
 impl EventSender for PubSubSender {
     async fn send(&self, event: CloudEvent) -> Sent {
-        let topic = topic_of(&event, &self.topics.0, &self.topics.1).to_string();
+        let fitted = match wire_event(&event) {
+            Ok(fitted) => fitted,
+            Err(e) => return Sent::Malformed(e.to_string()),
+        };
+        if let Cow::Owned(sent) = &fitted {
+            self.reduced.note(&event, sent, "Pub/Sub");
+        }
+        let topic = topic_of(&fitted, &self.topics.0, &self.topics.1).to_string();
         let request = match authorized(
             self.account.as_deref(),
             pb::PublishRequest {
                 topic,
-                messages: vec![to_message(&event)],
+                messages: vec![to_message(&fitted)],
             },
         ) {
             Ok(r) => r,
@@ -746,6 +854,116 @@ mod tests {
             ("ce-specversion", "0.3"),
         ]);
         assert!(from_message(b"{}", &wrong).is_err());
+    }
+
+    /// A status event whose `metadata` is the work's ObjectMeta with `annotation` bytes of
+    /// annotation.
+    fn status_with_metadata(annotation: usize) -> CloudEvent {
+        let metadata = serde_json::json!({
+            "name": "w1",
+            "namespace": "cluster1",
+            "uid": "4717d8e0",
+            "resourceVersion": "12",
+            "generation": 3,
+            "labels": {"cloudevents.open-cluster-management.io/originalsource": "maestro"},
+            "annotations": {"note": "x".repeat(annotation)},
+        });
+        status().with_ext("metadata", ExtValue::String(metadata.to_string()))
+    }
+
+    /// The measure is prost's length of the publish request the sender makes, for statuses with
+    /// and without (reduced) metadata, with data across the length prefix's byte counts, and
+    /// resync requests on the broadcast topic.
+    #[test]
+    fn the_measure_is_the_encoded_publish_request() {
+        let mut events = vec![
+            status(),
+            status_with_metadata(10),
+            status_with_metadata(2_000),
+            crate::codec::encode_spec_resync_request(vec![], "cluster1", "a").expect("encodes"),
+        ];
+        for n in [0, 1, 127, 128, 16_384, 2_097_152] {
+            let mut ev = status();
+            ev.data = Some(vec![b'x'; n]);
+            events.push(ev);
+        }
+        let mut no_data = status();
+        no_data.data = None;
+        events.push(no_data);
+        let (agent_events, broadcast) = (
+            "projects/p/topics/agentevents",
+            "projects/p/topics/agentbroadcast",
+        );
+        for ev in &events {
+            let fitted = wire_event(ev).expect("fits");
+            let topic = topic_of(&fitted, agent_events, broadcast);
+            let request = pb::PublishRequest {
+                topic: topic.to_string(),
+                messages: vec![to_message(&fitted)],
+            };
+            assert_eq!(
+                request_size(&fitted, topic),
+                prost::Message::encoded_len(&request),
+                "{} with {:?} bytes of data",
+                ev.type_,
+                ev.data.as_ref().map(Vec::len)
+            );
+        }
+    }
+
+    #[test]
+    fn metadata_over_the_value_limit_goes_reduced() {
+        let ev = status_with_metadata(2_000);
+        let fitted = wire_event(&ev).expect("fits reduced");
+        let message = to_message(&fitted);
+        let metadata = &message.attributes["ce-metadata"];
+        assert!(metadata.len() <= MAX_ATTRIBUTE_VALUE, "{}", metadata.len());
+        let metadata: serde_json::Value = serde_json::from_str(metadata).expect("JSON");
+        assert_eq!(
+            metadata,
+            serde_json::json!({
+                "name": "w1",
+                "namespace": "cluster1",
+                "uid": "4717d8e0",
+                "resourceVersion": "12",
+                "generation": 3,
+            })
+        );
+        assert!(
+            message
+                .attributes
+                .values()
+                .all(|v| v.len() <= MAX_ATTRIBUTE_VALUE)
+        );
+        // Within the limit it goes as it is.
+        let small = status_with_metadata(10);
+        assert_eq!(
+            to_message(&wire_event(&small).expect("fits")),
+            to_message(&small)
+        );
+    }
+
+    #[test]
+    fn attributes_pubsub_cannot_take_refuse_the_event() {
+        let long_value = status().with_ext("logtracing", ExtValue::String("{}".repeat(600)));
+        let e = PubSubTransport::check(&long_value)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("logtracing") && e.contains("1024"), "{e}");
+        let long_key = status().with_ext(&"k".repeat(254), ExtValue::String("v".into()));
+        let e = PubSubTransport::check(&long_key)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("256"), "{e}");
+        let mut many = status();
+        for i in 0..100 {
+            many = many.with_ext(&format!("x{i}"), ExtValue::Bool(true));
+        }
+        let e = PubSubTransport::check(&many)
+            .expect_err("refused")
+            .to_string();
+        assert!(e.contains("at most 100"), "{e}");
+        assert!(PubSubTransport::check(&status_with_metadata(2_000)).is_ok());
     }
 
     #[test]

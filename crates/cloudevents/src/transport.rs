@@ -8,6 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use crate::Error;
+use crate::ceiling::Ceiling;
 use crate::event::CloudEvent;
 use crate::tls::ReloadingClientCert;
 
@@ -38,6 +39,9 @@ pub enum Sent {
     Malformed(String),
     /// The connection failed on the way: queued again, and the connection is made anew.
     Lost(String),
+    /// Over the wire's ceiling now (why): dropped and counted, as sending it would fail the
+    /// connection or be refused every time. The connection stays up.
+    TooLarge(String),
 }
 
 /// Sends events on one connection; cheap to clone, one clone per event on its way.
@@ -63,6 +67,12 @@ pub trait Transport: Send + 'static {
         Self: Sized,
     {
         Ok(())
+    }
+
+    /// The wire's ceiling, which the transport keeps current (an MQTT broker names its own at
+    /// each connect); the client refuses events over it. Called once, when the client starts.
+    fn ceiling(&self) -> Arc<Ceiling> {
+        Arc::new(Ceiling::unlimited())
     }
 
     /// The client certificate the connection presents, when it is read again from files (the

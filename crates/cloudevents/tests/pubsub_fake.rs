@@ -223,6 +223,58 @@ async fn spec_in_status_out_through_the_fake() {
     assert_eq!(stats.rejected, 1, "{stats:?}");
 }
 
+/// A status whose `metadata` is over Pub/Sub's 1,024 bytes an attribute value arrives with it
+/// reduced to what a source reads back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_over_the_attribute_limit_arrives_reduced() {
+    let addr = fake();
+    let ch = channel(&addr).await;
+    let cluster = format!("m{}", std::process::id());
+    create_subscriptions(&ch, &cluster).await;
+    let agent = cloudevents::pubsub::start(&agent_options(&addr, &cluster), Arc::new(|_| {}))
+        .expect("starts");
+    let source_id = format!("{cluster}-work-agent");
+    let metadata = serde_json::json!({
+        "name": "big-meta",
+        "namespace": cluster,
+        "uid": "big-meta",
+        "resourceVersion": "3",
+        "generation": 2,
+        "labels": {"cloudevents.open-cluster-management.io/originalsource": "maestro"},
+        "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "x".repeat(3000)},
+    });
+    let status = work_api::ManifestWorkStatus::default();
+    let report = StatusReport {
+        uid: "big-meta",
+        generation: 2,
+        cluster: &cluster,
+        original_source: "maestro",
+        metadata: Some(metadata),
+        status: &status,
+    };
+    let ev =
+        codec::encode_status(&report, EventType::StatusUpdate, &source_id, 9).expect("encodes");
+    agent.publisher.publish(ev).expect("queues");
+    let got = next_event(&ch, "agentevents-maestro", |ev| {
+        ev.ext_string(types::EXT_RESOURCE_ID).as_deref() == Some("big-meta")
+    })
+    .await;
+    let sent = got.ext_string(types::EXT_METADATA).expect("metadata");
+    assert!(sent.len() <= 1024, "{} bytes", sent.len());
+    let sent: serde_json::Value = serde_json::from_str(&sent).expect("JSON");
+    assert_eq!(
+        sent,
+        serde_json::json!({
+            "name": "big-meta",
+            "namespace": cluster,
+            "uid": "big-meta",
+            "resourceVersion": "3",
+            "generation": 2,
+        })
+    );
+    assert_eq!(agent.publisher.ceiling(), 10_000_000);
+}
+
 #[tokio::test]
 async fn a_missing_subscription_is_named() {
     let addr = fake();

@@ -58,7 +58,9 @@ pub struct Broker {
 /// The broker's limits that decide what reaches a slow or large client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// `max_packet_size`: the largest MQTT packet the broker takes or sends (0: no limit).
+    /// `max_packet_size`: the largest MQTT packet the broker takes or sends, and says in its
+    /// CONNACK (0: no limit, and none said; mosquitto refuses `max_packet_size 0`, so the line
+    /// is left out).
     pub max_packet_bytes: u32,
     /// `max_queued_messages`: QoS 1 messages kept per client beyond those in flight; the rest are
     /// dropped (mosquitto's default is 1,000; 0: no limit).
@@ -169,6 +171,13 @@ impl Broker {
         stop_child(&mut self.child);
     }
 
+    /// Restarts the broker as [`Broker::restart`] with other `limits` (a broker that takes
+    /// smaller packets after a reconnect).
+    pub fn restart_with(&mut self, limits: Limits) -> Result<(), Error> {
+        self.limits = limits;
+        self.restart()
+    }
+
     /// (Re)starts the broker on the same port and waits until it accepts connections.
     pub fn restart(&mut self) -> Result<(), Error> {
         self.stop();
@@ -177,12 +186,16 @@ impl Broker {
         // `log_dest file` buffers, and tests read the log while the broker runs.
         let mut text = format!(
             "listener {port} 127.0.0.1\nallow_anonymous true\npersistence false\n\
-             max_packet_size {packet}\nmax_queued_messages {queued}\n\
-             log_dest stderr\nlog_type all\n",
+             max_queued_messages {queued}\nlog_dest stderr\nlog_type all\n",
             port = self.port,
-            packet = self.limits.max_packet_bytes,
             queued = self.limits.max_queued_messages,
         );
+        if self.limits.max_packet_bytes > 0 {
+            text.push_str(&format!(
+                "max_packet_size {}\n",
+                self.limits.max_packet_bytes
+            ));
+        }
         if self.tls {
             text.push_str(&format!(
                 "cafile {}\ncertfile {}\nkeyfile {}\nrequire_certificate true\n\

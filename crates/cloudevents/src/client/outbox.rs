@@ -11,6 +11,7 @@ use crate::Error;
 use crate::event::CloudEvent;
 use crate::queue::{LatestQueue, Unheard, goes_after};
 use crate::transport::Sent;
+use crate::types;
 
 use super::Stats;
 
@@ -42,6 +43,8 @@ pub(super) struct Outbox {
     capacity: usize,
     /// Counters for metrics and probes.
     pub(super) stats: Stats,
+    /// Events dropped as over the wire's ceiling when they were to be sent.
+    pub(super) too_large: u64,
 }
 
 /// What a settled send asks of the client besides the bookkeeping.
@@ -65,6 +68,7 @@ impl Outbox {
             nobody_listens: false,
             capacity,
             stats: Stats::default(),
+            too_large: 0,
         }
     }
 
@@ -207,6 +211,16 @@ impl Outbox {
                     "the source refused the event as malformed; dropped"
                 );
             }
+            Sent::TooLarge(why) => {
+                self.refusals.remove(&key);
+                self.too_large += 1;
+                tracing::warn!(
+                    event_type = %event.type_,
+                    resource_id = event.ext_string(types::EXT_RESOURCE_ID).as_deref().unwrap_or(""),
+                    error = %why,
+                    "the event is over the wire's ceiling; dropped"
+                );
+            }
             Sent::Lost(why) => {
                 self.queue.requeue(key, event);
                 settled.lost = Some(why);
@@ -334,6 +348,19 @@ mod tests {
         out.settle(a.clone(), Sent::Malformed("bad".into()), now);
         assert!(!out.is_pending(&a));
         assert_eq!(out.stats.dropped, 1);
+    }
+
+    #[test]
+    fn an_event_over_the_ceiling_is_dropped_and_counted_apart() {
+        let now = Instant::now();
+        let mut out = Outbox::new(10);
+        let a = push(&mut out, status("a", 1));
+        out.next(now);
+        let settled = out.settle(a.clone(), Sent::TooLarge("over".into()), now);
+        assert_eq!(settled, Settled::default(), "the connection stays up");
+        assert!(!out.is_pending(&a));
+        assert_eq!((out.too_large, out.stats.dropped), (1, 0));
+        assert_eq!(out.stats.queue_depth, 0);
     }
 
     #[test]

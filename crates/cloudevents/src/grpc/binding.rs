@@ -37,6 +37,28 @@ fn timestamp(t: &DateTime<Utc>) -> Attr {
 
 /// The protobuf form of `ev`; an integer extension outside `i32` is [`Error::BadAttribute`].
 pub fn to_proto(ev: &CloudEvent) -> Result<proto::CloudEvent, Error> {
+    Ok(proto::CloudEvent {
+        data: ev.data.clone().map(Data::BinaryData),
+        ..without_data(ev)?
+    })
+}
+
+/// The bytes a protobuf field of number below 16 takes for its number and wire type.
+pub(crate) const FIELD_KEY: usize = 1;
+
+/// The size of the encoded `PublishRequest` of `ev`, which a gRPC server holds to its receive
+/// limit (4 MiB unless told otherwise), computed without copying the data.
+pub fn publish_request_size(ev: &CloudEvent) -> Result<usize, Error> {
+    // `binary_data` is set whenever the event has data, even empty data (a oneof).
+    let data = ev.data.as_ref().map_or(0, |d| {
+        FIELD_KEY + prost::length_delimiter_len(d.len()) + d.len()
+    });
+    let event = prost::Message::encoded_len(&without_data(ev)?) + data;
+    Ok(FIELD_KEY + prost::length_delimiter_len(event) + event)
+}
+
+/// [`to_proto`] without the data.
+fn without_data(ev: &CloudEvent) -> Result<proto::CloudEvent, Error> {
     let mut attributes = BTreeMap::new();
     if let Some(ct) = &ev.datacontenttype {
         attributes.insert(CONTENT_TYPE.to_string(), string(ct));
@@ -70,7 +92,7 @@ pub fn to_proto(ev: &CloudEvent) -> Result<proto::CloudEvent, Error> {
         spec_version: SPEC_VERSION.to_string(),
         r#type: ev.type_.clone(),
         attributes,
-        data: ev.data.clone().map(Data::BinaryData),
+        data: None,
     })
 }
 
@@ -467,5 +489,69 @@ mod tests {
             from_proto(&pb).expect("reads").data.as_deref(),
             Some(&b"{}"[..])
         );
+    }
+
+    /// The measure is prost's length of the whole `PublishRequest`, for status events (with and
+    /// without metadata and data) and resync requests, across the length prefix's byte counts.
+    #[test]
+    fn the_measure_is_the_encoded_publish_request() {
+        let status = work_api::ManifestWorkStatus::default();
+        let report = |metadata| crate::codec::StatusReport {
+            uid: "6b8e0a52-5d3e-4c1e-9d8a-0f0e3c1b2a44",
+            generation: 7,
+            cluster: "cluster1",
+            original_source: "maestro",
+            metadata,
+            status: &status,
+        };
+        let mut events = Vec::new();
+        for metadata in [
+            None,
+            Some(serde_json::json!({"name": "w1", "labels": {"a": "b"}})),
+        ] {
+            for data in [
+                None,
+                Some(0),
+                Some(1),
+                Some(100),
+                Some(20_000),
+                Some(3_000_000),
+            ] {
+                let mut ev = crate::codec::encode_status(
+                    &report(metadata.clone()),
+                    EventType::StatusUpdate,
+                    "cluster1-work-agent",
+                    2_125_174_315_350_495_232,
+                )
+                .expect("encodes");
+                ev.data = data.map(|n| vec![b'x'; n]);
+                events.push(ev);
+            }
+        }
+        for works in [0, 3_000] {
+            let versions = (0..works)
+                .map(|i| crate::codec::ResourceVersion {
+                    resource_id: format!("00000000-0000-0000-0000-{i:012}"),
+                    resource_version: 1,
+                })
+                .collect();
+            events.push(
+                crate::codec::encode_spec_resync_request(versions, "cluster1", "c1-work-agent")
+                    .expect("encodes"),
+            );
+        }
+        for ev in &events {
+            let request = proto::PublishRequest {
+                event: Some(to_proto(ev).expect("encodes")),
+            };
+            assert_eq!(
+                publish_request_size(ev).expect("measures"),
+                request.encoded_len(),
+                "{} with {:?} bytes of data",
+                ev.type_,
+                ev.data.as_ref().map(Vec::len)
+            );
+            assert_eq!(request.encode_to_vec().len(), request.encoded_len());
+        }
     }
 }

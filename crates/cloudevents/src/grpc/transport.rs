@@ -9,6 +9,10 @@
 //! delivered but not applied: the client tries it again (the source's handler may fail for a
 //! moment, e.g. a conflict on its API server), unless the source called it malformed
 //! (`InvalidArgument`).
+//!
+//! A `Publish` request stays within the server's receive limit: `maxSendMessageSize` of the
+//! config, else gRPC's default 4 MiB, which OCM's and Maestro's servers keep. One the server
+//! still calls too large is dropped, as sending it again cannot help.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -27,8 +31,9 @@ use tonic::{Code, Request, Status};
 use tonic_prost::ProstCodec;
 
 use crate::Error;
+use crate::ceiling::{Ceiling, CeilingOrigin};
 use crate::client::ClientOptions;
-use crate::config::{GrpcConfig, KeepAlive, Pem};
+use crate::config::{GRPC_DEFAULT_MAX_MESSAGE, GrpcConfig, KeepAlive, Pem};
 use crate::error::one_line;
 use crate::event::CloudEvent;
 use crate::grpc::binding;
@@ -188,6 +193,8 @@ pub struct GrpcTransport {
     health: Option<Duration>,
     client_cert: Option<Arc<ReloadingClientCert>>,
     session: Option<Session>,
+    /// The largest `Publish` request.
+    ceiling: Arc<Ceiling>,
 }
 
 /// One subscription's stream and what is due on it.
@@ -215,6 +222,7 @@ struct Session {
 pub struct GrpcSender {
     channel: Channel,
     bearer: Bearer,
+    /// The largest `Publish` request (the ceiling's, which does not change on this wire).
     max_message: usize,
 }
 
@@ -233,6 +241,18 @@ impl GrpcTransport {
         } else {
             (None, None)
         };
+        let (limit, origin) = match cfg.max_send_message_size {
+            Some(max) => (max, CeilingOrigin::Config("maxSendMessageSize")),
+            None => (
+                GRPC_DEFAULT_MAX_MESSAGE,
+                CeilingOrigin::Default("gRPC's default message limit"),
+            ),
+        };
+        // An event this wire cannot carry at all (a 64-bit integer) is refused by `check`
+        // before it is measured.
+        let ceiling = Arc::new(Ceiling::new("gRPC", limit, origin, |e: &CloudEvent| {
+            binding::publish_request_size(e).unwrap_or(usize::MAX)
+        }));
         Ok(Self {
             dialer: Dialer::new("url", &cfg.url, &cfg.keep_alive, tls)?,
             bearer: bearer(cfg.token.as_ref())?,
@@ -242,6 +262,7 @@ impl GrpcTransport {
             health: cfg.server_healthiness_timeout,
             client_cert,
             session: None,
+            ceiling,
         })
     }
 
@@ -313,6 +334,10 @@ impl Transport for GrpcTransport {
         binding::to_proto(event).map(drop)
     }
 
+    fn ceiling(&self) -> Arc<Ceiling> {
+        self.ceiling.clone()
+    }
+
     fn client_cert(&self) -> Option<Arc<ReloadingClientCert>> {
         self.client_cert.clone()
     }
@@ -336,7 +361,7 @@ impl Transport for GrpcTransport {
         Ok(GrpcSender {
             channel,
             bearer: self.bearer.clone(),
-            max_message: self.max_message,
+            max_message: self.ceiling.limit(),
         })
     }
 
@@ -429,6 +454,10 @@ fn connection_failure(code: Code) -> bool {
 pub(crate) fn failed(status: &Status) -> Sent {
     let why = describe(status);
     match status.code() {
+        // grpc-go's answer to a message over its receive limit: sending it again cannot help.
+        Code::ResourceExhausted if status.message().contains("larger than max") => {
+            Sent::TooLarge(why)
+        }
         code if connection_failure(code) => Sent::Lost(why),
         Code::InvalidArgument => Sent::Malformed(why),
         _ => Sent::Refused(why),

@@ -2,6 +2,7 @@
 //! and every other attribute in a `ce-<name>` user property (Go's form, not the binding spec's
 //! bare names); structured mode is one `application/cloudevents+json` document.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use base64::Engine;
@@ -27,29 +28,43 @@ pub struct Message {
 
 /// Binary mode, what the agent sends.
 pub fn to_binary(ev: &CloudEvent) -> Message {
-    let mut props = vec![
-        (format!("{PREFIX}specversion"), SPEC_VERSION.to_string()),
-        (format!("{PREFIX}id"), ev.id.clone()),
-        (format!("{PREFIX}source"), ev.source.clone()),
-        (format!("{PREFIX}type"), ev.type_.clone()),
-    ];
-    if let Some(t) = &ev.time {
-        props.push((format!("{PREFIX}time"), format_time(t)));
-    }
-    if let Some(s) = &ev.dataschema {
-        props.push((format!("{PREFIX}dataschema"), s.clone()));
-    }
-    if let Some(s) = &ev.subject {
-        props.push((format!("{PREFIX}subject"), s.clone()));
-    }
-    for (k, v) in &ev.extensions {
-        props.push((format!("{PREFIX}{k}"), v.to_canonical()));
-    }
     Message {
         content_type: ev.datacontenttype.clone(),
-        user_properties: props,
+        user_properties: binary_attributes(ev)
+            .into_iter()
+            .map(|(name, value)| (format!("{PREFIX}{name}"), value.into_owned()))
+            .collect(),
         payload: ev.data.clone().unwrap_or_default(),
     }
+}
+
+/// Every attribute but `datacontenttype` as binary mode writes it, in its order: the name
+/// (without [`PREFIX`]) and the canonical value. Measuring an event on a wire reads these
+/// instead of encoding it.
+pub fn binary_attributes(ev: &CloudEvent) -> Vec<(Cow<'_, str>, Cow<'_, str>)> {
+    let mut attributes: Vec<(Cow<'_, str>, Cow<'_, str>)> = vec![
+        ("specversion".into(), SPEC_VERSION.into()),
+        ("id".into(), ev.id.as_str().into()),
+        ("source".into(), ev.source.as_str().into()),
+        ("type".into(), ev.type_.as_str().into()),
+    ];
+    if let Some(t) = &ev.time {
+        attributes.push(("time".into(), format_time(t).into()));
+    }
+    if let Some(s) = &ev.dataschema {
+        attributes.push(("dataschema".into(), s.as_str().into()));
+    }
+    if let Some(s) = &ev.subject {
+        attributes.push(("subject".into(), s.as_str().into()));
+    }
+    for (k, v) in &ev.extensions {
+        let value = match v {
+            ExtValue::String(s) => Cow::Borrowed(s.as_str()),
+            other => Cow::Owned(other.to_canonical()),
+        };
+        attributes.push((k.as_str().into(), value));
+    }
+    attributes
 }
 
 /// Structured mode: the event as one JSON document; JSON data is inlined, other data is base64.

@@ -3,10 +3,17 @@
 //! publish an event as one PUBLISH whose PUBACK says what became of it. The client
 //! ([`crate::client::Client`]) does the rest.
 //!
+//! Every PUBLISH stays within the broker's Maximum Packet Size, which rumqttc would otherwise
+//! answer by failing the connection (`OutgoingPacketTooLarge`) and the client by sending the
+//! event again on the next one, forever: the transport's [`Ceiling`] takes the broker's figure
+//! from each CONNACK (else `maxPacketSize` of the config, else MQTT's largest packet) and
+//! measures an event as the whole packet rumqttc writes for it.
+//!
 //! With a clean start the broker and rumqttc both forget unacknowledged publishes when the
 //! connection ends, so a send that has no PUBACK by then counts as lost (the client queues it
 //! again). A PUBACK with reason 0x10 (no matching subscribers) means the source was away.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -20,8 +27,9 @@ use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use tokio::sync::oneshot;
 
 use crate::Error;
+use crate::ceiling::{Ceiling, CeilingOrigin, ReducedMetadataLog, fit_attribute_values};
 use crate::client::ClientOptions;
-use crate::config::{MqttConfig, mqtt_client_id};
+use crate::config::{MQTT_MAX_PACKET, MqttConfig, mqtt_client_id};
 use crate::error::one_line;
 use crate::event::CloudEvent;
 use crate::mqtt::{self, Message, Topics};
@@ -40,6 +48,10 @@ pub const MAX_INFLIGHT: u16 = 256;
 /// Room in rumqttc's request channel: every send the client may have on its way, the
 /// subscriptions and a DISCONNECT, so that queuing a request never has to wait.
 const REQUESTS: usize = MAX_INFLIGHT as usize + 64;
+
+/// The longest string MQTT carries (a two-byte length): the longest attribute value. rumqttc
+/// would write a longer one with a wrong length, which the broker calls malformed.
+const MAX_STRING: usize = u16::MAX as usize;
 
 /// How long a DISCONNECT for a rotation may take before the socket is dropped anyway.
 const DISCONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -82,6 +94,10 @@ pub struct MqttTransport {
     announce: bool,
     /// A connection is up (a DISCONNECT can be sent on it).
     up: bool,
+    /// The largest PUBLISH, set from each CONNACK.
+    ceiling: Arc<Ceiling>,
+    /// `maxPacketSize` of the config.
+    configured_max: Option<usize>,
 }
 
 /// Publishes on the current MQTT connection.
@@ -89,9 +105,96 @@ pub struct MqttTransport {
 pub struct MqttSender {
     client: AsyncClient,
     pending: Arc<Pending>,
-    topics: Topics,
-    cluster: String,
+    shape: Arc<PublishShape>,
+    ceiling: Arc<Ceiling>,
+    reduced: Arc<ReducedMetadataLog>,
+}
+
+/// What besides the event decides its PUBLISH packet: the topic and the QoS.
+struct PublishShape {
+    /// `agentEvents` for the cluster: statuses, and resync requests to one source.
+    events_topic: String,
+    /// Where a spec resync request to all sources goes.
+    resync_all_topic: String,
     qos: QoS,
+}
+
+impl PublishShape {
+    /// The topic `event` goes to (upstream's `AgentPubTopic`).
+    fn topic(&self, event: &CloudEvent) -> &str {
+        match (
+            event.event_type(),
+            event.ext_string(types::EXT_ORIGINAL_SOURCE).as_deref(),
+        ) {
+            (Ok(EventType::SpecResyncRequest), Some("") | None) => &self.resync_all_topic,
+            _ => &self.events_topic,
+        }
+    }
+
+    /// The size of `event`'s PUBLISH packet, once fitted to MQTT ([`wire_event`]).
+    fn packet_size(&self, event: &CloudEvent) -> usize {
+        let event = wire_event(event).unwrap_or(Cow::Borrowed(event));
+        packet_size(&event, self.topic(&event), self.qos)
+    }
+}
+
+/// `event` as it goes in a PUBLISH: a `metadata` extension longer than an MQTT string reduced;
+/// any other attribute that long refuses it.
+fn wire_event(event: &CloudEvent) -> Result<Cow<'_, CloudEvent>, Error> {
+    fit_attribute_values(event, MAX_STRING, "MQTT")
+}
+
+/// The bytes of MQTT's Variable Byte Integer of `n` (rumqttc's `len_len`).
+fn variable_int_len(n: usize) -> usize {
+    match n {
+        0..=127 => 1,
+        128..=16_383 => 2,
+        16_384..=2_097_151 => 3,
+        _ => 4,
+    }
+}
+
+/// The size of the PUBLISH packet rumqttc writes for `event` in binary mode on `topic` at `qos`
+/// (`Publish::size` once the packet has its id), computed without copying the data: the fixed
+/// header, the topic, the packet id, the properties (Content Type and one user property per
+/// attribute) and the payload.
+fn packet_size(event: &CloudEvent, topic: &str, qos: QoS) -> usize {
+    // A string: its two-byte length and its bytes; a property: an identifier byte too.
+    let string = |s: usize| 2 + s;
+    let content_type = event
+        .datacontenttype
+        .as_ref()
+        .map_or(0, |ct| 1 + string(ct.len()));
+    let user_properties: usize = mqtt::binding::binary_attributes(event)
+        .iter()
+        .map(|(name, value)| {
+            1 + string(mqtt::binding::PREFIX.len() + name.len()) + string(value.len())
+        })
+        .sum();
+    let properties = content_type + user_properties;
+    let packet_id = if qos == QoS::AtMostOnce { 0 } else { 2 };
+    let remaining = string(topic.len())
+        + packet_id
+        + variable_int_len(properties)
+        + properties
+        + event.data.as_ref().map_or(0, Vec::len);
+    1 + variable_int_len(remaining) + remaining
+}
+
+/// The ceiling a connection has: the lower of the broker's Maximum Packet Size (`broker`) and
+/// the config's `maxPacketSize` (`configured`), either when the other is absent, MQTT's largest
+/// packet when both are.
+fn ceiling_of(broker: Option<u32>, configured: Option<usize>) -> (usize, CeilingOrigin) {
+    let broker = broker.map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+    match (broker, configured) {
+        (Some(b), Some(c)) if c < b => (c, CeilingOrigin::Config("maxPacketSize")),
+        (Some(b), _) => (b, CeilingOrigin::Broker),
+        (None, Some(c)) => (c, CeilingOrigin::Config("maxPacketSize")),
+        (None, None) => (
+            MQTT_MAX_PACKET,
+            CeilingOrigin::Default("MQTT's largest packet"),
+        ),
+    }
 }
 
 fn qos(q: u8) -> QoS {
@@ -138,12 +241,25 @@ impl MqttTransport {
         }
         let (client, eventloop) = AsyncClient::new(mo, REQUESTS);
         let pending = Arc::new(Pending::default());
+        let shape = Arc::new(PublishShape {
+            events_topic: cfg.topics.agent_publish(&opts.cluster),
+            resync_all_topic: cfg.topics.agent_resync_all(&opts.cluster),
+            qos: qos(cfg.pub_qos),
+        });
+        let (limit, origin) = ceiling_of(None, cfg.max_packet_size);
+        let measure = shape.clone();
+        let ceiling = Arc::new(Ceiling::new(
+            "MQTT",
+            limit,
+            origin,
+            move |e: &CloudEvent| measure.packet_size(e),
+        ));
         let sender = MqttSender {
             client: client.clone(),
             pending: pending.clone(),
-            topics: cfg.topics.clone(),
-            cluster: opts.cluster.clone(),
-            qos: qos(cfg.pub_qos),
+            shape,
+            ceiling: ceiling.clone(),
+            reduced: Arc::default(),
         };
         Ok(Self {
             eventloop,
@@ -156,6 +272,8 @@ impl MqttTransport {
             early: VecDeque::new(),
             announce: false,
             up: false,
+            ceiling,
+            configured_max: cfg.max_packet_size,
         })
     }
 
@@ -232,6 +350,15 @@ impl Transport for MqttTransport {
         usize::from(MAX_INFLIGHT)
     }
 
+    /// An attribute longer than an MQTT string (the work's metadata aside, which is reduced).
+    fn check(event: &CloudEvent) -> Result<(), Error> {
+        wire_event(event).map(drop)
+    }
+
+    fn ceiling(&self) -> Arc<Ceiling> {
+        self.ceiling.clone()
+    }
+
     fn client_cert(&self) -> Option<Arc<ReloadingClientCert>> {
         self.client_cert.clone()
     }
@@ -248,7 +375,13 @@ impl Transport for MqttTransport {
                 }
             };
             match event {
-                Event::Incoming(Packet::ConnAck(_)) => {
+                Event::Incoming(Packet::ConnAck(ack)) => {
+                    // Before any publish goes out on this connection (rumqttc hands over the
+                    // CONNACK before it takes a request): rumqttc holds every PUBLISH to the
+                    // broker's figure from now on.
+                    let broker = ack.properties.as_ref().and_then(|p| p.max_packet_size);
+                    let (limit, origin) = ceiling_of(broker, self.configured_max);
+                    self.ceiling.set(limit, origin);
                     self.up = true;
                     let refused = self.subscriptions.iter().find_map(|t| {
                         let e = self.client.try_subscribe(t.clone(), self.sub_qos).err()?;
@@ -336,16 +469,20 @@ impl Transport for MqttTransport {
 
 impl EventSender for MqttSender {
     async fn send(&self, event: CloudEvent) -> Sent {
-        let topic = match (
-            event.event_type(),
-            event.ext_string(types::EXT_ORIGINAL_SOURCE).as_deref(),
-        ) {
-            (Ok(EventType::SpecResyncRequest), Some("") | None) => {
-                self.topics.agent_resync_all(&self.cluster)
-            }
-            _ => self.topics.agent_publish(&self.cluster),
+        let fitted = match wire_event(&event) {
+            Ok(fitted) => fitted,
+            Err(e) => return Sent::Malformed(e.to_string()),
         };
-        let msg = mqtt::to_binary(&event);
+        if let Cow::Owned(sent) = &fitted {
+            self.reduced.note(&event, sent, "MQTT");
+        }
+        // The client checked it before, against the ceiling then; the broker of this connection
+        // may take less.
+        if let Err(e) = self.ceiling.fits(&fitted) {
+            return Sent::TooLarge(e.to_string());
+        }
+        let topic = self.shape.topic(&fitted).to_string();
+        let msg = mqtt::to_binary(&fitted);
         let props = PublishProperties {
             content_type: msg.content_type,
             user_properties: msg.user_properties,
@@ -354,15 +491,185 @@ impl EventSender for MqttSender {
         let (tx, rx) = oneshot::channel();
         {
             let mut acks = self.pending.lock();
-            if let Err(e) =
-                self.client
-                    .try_publish_with_properties(topic, self.qos, false, msg.payload, props)
-            {
+            if let Err(e) = self.client.try_publish_with_properties(
+                topic,
+                self.shape.qos,
+                false,
+                msg.payload,
+                props,
+            ) {
                 return Sent::Lost(format!("the publish could not be queued: {e}"));
             }
             acks.awaiting_pkid.push_back(tx);
         }
         rx.await
             .unwrap_or_else(|_| Sent::Lost("the connection ended before the PUBACK".into()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{self, ResourceVersion, StatusReport};
+    use crate::event::ExtValue;
+
+    /// The shape of a transport with `topics` for `cluster1` at `qos`.
+    fn shape(topics: &Topics, qos: QoS) -> PublishShape {
+        PublishShape {
+            events_topic: topics.agent_publish("cluster1"),
+            resync_all_topic: topics.agent_resync_all("cluster1"),
+            qos,
+        }
+    }
+
+    /// The PUBLISH rumqttc makes of `event` (as [`MqttSender::send`] asks for it, with the packet
+    /// id its state gives it): `Publish::size`, and the bytes it writes.
+    fn rumqttc_sizes(event: &CloudEvent, topic: &str, qos: QoS) -> (usize, usize) {
+        let msg = mqtt::to_binary(event);
+        let props = PublishProperties {
+            content_type: msg.content_type,
+            user_properties: msg.user_properties,
+            ..Default::default()
+        };
+        let mut publish = Publish::new(topic, qos, msg.payload, Some(props));
+        if qos != QoS::AtMostOnce {
+            publish.pkid = 1;
+        }
+        let mut written = bytes::BytesMut::new();
+        publish.write(&mut written).expect("encodes");
+        (publish.size(), written.len())
+    }
+
+    fn status(metadata: Option<serde_json::Value>, data_bytes: usize) -> CloudEvent {
+        let status = work_api::ManifestWorkStatus::default();
+        let report = StatusReport {
+            uid: "6b8e0a52-5d3e-4c1e-9d8a-0f0e3c1b2a44",
+            generation: 7,
+            cluster: "cluster1",
+            original_source: "maestro",
+            metadata,
+            status: &status,
+        };
+        let mut ev = codec::encode_status(
+            &report,
+            EventType::StatusUpdate,
+            "cluster1-work-agent",
+            2_125_174_315_350_495_232,
+        )
+        .expect("encodes");
+        ev.data = Some(vec![b'x'; data_bytes]);
+        ev
+    }
+
+    fn resync_request(works: usize) -> CloudEvent {
+        let versions = (0..works)
+            .map(|i| ResourceVersion {
+                resource_id: format!("00000000-0000-0000-0000-{i:012}"),
+                resource_version: 1,
+            })
+            .collect();
+        codec::encode_spec_resync_request(versions, "cluster1", "cluster1-work-agent")
+            .expect("encodes")
+    }
+
+    #[test]
+    fn the_measure_is_the_packet_rumqttc_writes() {
+        let maestro = Topics {
+            source_events: "sources/maestro/consumers/cluster1/sourceevents".into(),
+            agent_events: "sources/maestro/consumers/cluster1/agentevents".into(),
+            ..Default::default()
+        };
+        let broadcast = Topics {
+            source_events: "sources/+/clusters/+/sourceevents".into(),
+            agent_events: "sources/+/clusters/+/agentevents".into(),
+            source_broadcast: Some("sources/+/sourcebroadcast".into()),
+            agent_broadcast: Some("clusters/+/agentbroadcast".into()),
+        };
+        let metadata =
+            serde_json::json!({"name": "w1", "namespace": "cluster1", "labels": {"a": "b"}});
+        // Sizes either side of each of the Remaining Length's byte counts, and a resync request
+        // at 3,000 works (222 KB).
+        let mut events: Vec<CloudEvent> =
+            [0, 1, 60, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152]
+                .into_iter()
+                .flat_map(|n| [status(None, n), status(Some(metadata.clone()), n)])
+                .collect();
+        events.extend([resync_request(0), resync_request(3_000)]);
+        let mut for_one_source = resync_request(2);
+        for_one_source.extensions.insert(
+            types::EXT_ORIGINAL_SOURCE.into(),
+            ExtValue::String("maestro".into()),
+        );
+        events.push(for_one_source);
+        for topics in [&maestro, &broadcast] {
+            for qos in [QoS::AtMostOnce, QoS::AtLeastOnce, QoS::ExactlyOnce] {
+                let shape = shape(topics, qos);
+                for ev in &events {
+                    let topic = shape.topic(ev);
+                    let (size, written) = rumqttc_sizes(ev, topic, qos);
+                    assert_eq!(size, written);
+                    assert_eq!(
+                        shape.packet_size(ev),
+                        size,
+                        "{} on {topic} at {qos:?}",
+                        ev.type_
+                    );
+                }
+            }
+        }
+        let shape = shape(&broadcast, QoS::AtLeastOnce);
+        assert_eq!(shape.topic(&resync_request(1)), "clusters/+/agentbroadcast");
+        assert_eq!(
+            shape.topic(&status(None, 1)),
+            "sources/+/clusters/cluster1/agentevents"
+        );
+        assert!(shape.packet_size(&resync_request(3_000)) > 131_072);
+    }
+
+    #[test]
+    fn metadata_longer_than_an_mqtt_string_is_reduced_and_measured_so() {
+        let long = serde_json::json!({
+            "name": "w1",
+            "namespace": "cluster1",
+            "annotations": {"a": "x".repeat(70_000)},
+        });
+        let ev = status(Some(long), 10);
+        let fitted = wire_event(&ev).expect("fits reduced");
+        assert_eq!(
+            fitted.ext_string(types::EXT_METADATA).as_deref(),
+            Some(r#"{"name":"w1","namespace":"cluster1"}"#)
+        );
+        let topics = Topics {
+            source_events: "sources/maestro/consumers/cluster1/sourceevents".into(),
+            agent_events: "sources/maestro/consumers/cluster1/agentevents".into(),
+            ..Default::default()
+        };
+        let shape = shape(&topics, QoS::AtLeastOnce);
+        let (size, _) = rumqttc_sizes(&fitted, shape.topic(&fitted), QoS::AtLeastOnce);
+        assert_eq!(shape.packet_size(&ev), size);
+        let refused = ev.with_ext(types::EXT_LOG_TRACING, ExtValue::String("t".repeat(70_000)));
+        assert!(MqttTransport::check(&refused).is_err());
+    }
+
+    #[test]
+    fn the_broker_the_config_or_the_protocol_sets_the_ceiling() {
+        assert_eq!(
+            ceiling_of(Some(131_072), None),
+            (131_072, CeilingOrigin::Broker)
+        );
+        assert_eq!(
+            ceiling_of(None, Some(65_536)),
+            (65_536, CeilingOrigin::Config("maxPacketSize"))
+        );
+        assert_eq!(
+            ceiling_of(Some(131_072), Some(65_536)),
+            (65_536, CeilingOrigin::Config("maxPacketSize")),
+            "the lower counts"
+        );
+        assert_eq!(
+            ceiling_of(Some(131_072), Some(524_288)),
+            (131_072, CeilingOrigin::Broker)
+        );
+        assert_eq!(ceiling_of(None, None).0, 268_435_455);
     }
 }

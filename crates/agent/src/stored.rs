@@ -71,6 +71,12 @@ impl<K: DeserializeOwned + Resource> Stored<K> {
         })
     }
 
+    /// Bytes of the packed text: what the object weighs in memory, and about how its size on a
+    /// wire compares with another's.
+    pub fn packed_len(&self) -> usize {
+        self.json.len()
+    }
+
     /// Whether `other`'s labels differ from these (by digest: two label maps that differ collide
     /// with a chance of one in 2^64).
     pub fn labels_differ(&self, other: &Self) -> bool {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::grpc_source::{GrpcSource, GrpcSourceOptions};
 use crate::maestro::Maestro;
-use crate::mosquitto::{self, Broker};
+use crate::mosquitto::{self, Broker, Limits};
 use crate::mqtt_source::MqttSource;
 use crate::pubsub_source::{self, PubSubSource};
 
@@ -90,9 +90,20 @@ impl BrokerSource {
         name: &str,
         grpc: GrpcSourceOptions,
     ) -> Result<Self, String> {
+        Self::start_limited(transport, name, grpc, Limits::default()).await
+    }
+
+    /// Starts the source as [`BrokerSource::start`], on MQTT behind a mosquitto with `limits`.
+    pub async fn start_limited(
+        transport: Transport,
+        name: &str,
+        grpc: GrpcSourceOptions,
+        limits: Limits,
+    ) -> Result<Self, String> {
         match transport {
             Transport::Mqtt => {
-                let broker = Broker::start(name).map_err(|e| format!("mosquitto: {e}"))?;
+                let broker =
+                    Broker::start_with(name, limits).map_err(|e| format!("mosquitto: {e}"))?;
                 let source = MqttSource::connect(&broker.address(), SOURCE_ID)
                     .await
                     .map_err(|e| format!("the MQTT source: {e}"))?;

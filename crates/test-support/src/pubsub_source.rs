@@ -35,6 +35,8 @@ pub use crate::maestro::Error;
 use crate::maestro::{Maestro, ResyncAnswer, Wire};
 use crate::mqtt_source::check_name;
 
+/// Calls retried while a restarted fake server's channel connects anew (100 ms apart).
+const CONNECT_RETRIES: u32 = 50;
 /// The environment variable with the path of the built fake server.
 pub const FAKE_BIN_ENV: &str = "PUBSUB_FAKE_BIN";
 /// The project of the fake's topics and subscriptions (Maestro's test project).
@@ -264,9 +266,29 @@ impl PubSubSource {
                 ack_deadline_seconds: 10,
                 ..Default::default()
             };
-            client.create_subscription(request).await.map_err(|s| {
-                Error::PubSub(format!("create subscription {name}-{consumer}: {s}"))
-            })?;
+            // The channel's connection to a server stopped a moment ago fails the first call
+            // (a broken pipe); the channel connects anew on the next.
+            let mut attempts = 0;
+            loop {
+                match client.create_subscription(request.clone()).await {
+                    Ok(_) => break,
+                    Err(s)
+                        if attempts < CONNECT_RETRIES
+                            && matches!(
+                                s.code(),
+                                tonic::Code::Unknown | tonic::Code::Unavailable
+                            ) =>
+                    {
+                        attempts += 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    }
+                    Err(s) => {
+                        return Err(Error::PubSub(format!(
+                            "create subscription {name}-{consumer}: {s}"
+                        )));
+                    }
+                }
+            }
         }
         Ok(())
     }

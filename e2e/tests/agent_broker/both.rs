@@ -676,3 +676,109 @@ fn marks_seen(
     });
     seen
 }
+
+/// Behind a wire whose ceiling cannot carry a request listing every work, a reconnect still
+/// learns what changed: the request lists what fits (never over the ceiling), the source sends
+/// back the works left out, and a work the source lost while the agent was away — one it does not
+/// send back — is noticed at the end of the answer, counted, asked about, and deleted on the
+/// source's answer.
+pub async fn a_resync_behind_a_small_ceiling_fits_and_heals_a_work_the_source_lost(t: Transport) {
+    const CEILING: u32 = 4096;
+    const WORKS: usize = 80;
+    let mut env = BrokerEnv::start_with_ceiling(t, "ceiling", CEILING).await;
+    // Heavier works are listed first, so the lightest — the one the source will lose — is left
+    // out of the request.
+    let heavy: Vec<String> = (0..WORKS)
+        .map(|i| {
+            let noise = incompressible(i as u64, 256);
+            env.create(bundle(&env.ns, &format!("h{i}"), json!({"noise": noise})))
+        })
+        .collect();
+    let lost = env.create(bundle(&env.ns, "lost", json!({"v": "1"})));
+    for id in heavy.iter().chain([&lost]) {
+        env.wait_applied(id).await;
+    }
+    env.wait_data("lost", "v", "1").await;
+    let requests_before = env.source().counters().spec_resync_requests;
+
+    // The source loses a work, and the wire goes away and comes back: the agent's next request
+    // cannot list all 81 works.
+    assert!(env.source().forget(&lost), "the source held the work");
+    env.hub.stop_hub().await;
+    env.hub.start_hub().await.expect("the hub back");
+
+    env.wait_gone("lost").await;
+    // Settled: nothing left unconfirmed (on Pub/Sub, which keeps no order, works of the answer
+    // that came after its marker may have been asked about too, and confirmed).
+    wait_for("the desync settled", TIMEOUT, || async {
+        let metrics = env.metrics().await;
+        (metric(&metrics, "work_agent_source_unconfirmed_works ") == Some(0)).then_some(metrics)
+    })
+    .await;
+    let metrics = env.metrics().await;
+    assert!(
+        metric(
+            &metrics,
+            "work_agent_source_desync_total{kind=\"unconfirmed\"}"
+        )
+        .unwrap_or(0)
+            >= 1,
+        "the lost work counted as unconfirmed:\n{metrics}"
+    );
+    assert_eq!(
+        metric(
+            &metrics,
+            "work_agent_source_desync_healed_total{outcome=\"deleted\"}"
+        ),
+        Some(1),
+        "healed by the source's deletion, and nothing else deleted:\n{metrics}"
+    );
+    assert!(
+        metric(&metrics, "work_agent_source_desync_questions_total").unwrap_or(0) >= 1,
+        "the agent asked about it:\n{metrics}"
+    );
+    assert!(
+        env.log().contains(&format!("uid={lost}"))
+            || env.log().contains(&format!("\"uid\":\"{lost}\"")),
+        "the log names the work's id"
+    );
+    // Every other work is still there.
+    for i in 0..WORKS {
+        let name = format!("h{i}");
+        let kept = env.configmaps().get_opt(&name).await.ok().flatten();
+        assert!(kept.is_some(), "ConfigMap {name} kept");
+    }
+
+    // What the wire carried: every request the source got since fits the ceiling, and one of
+    // them left works out (listed fewer than the agent held).
+    let requests: Vec<usize> = env
+        .source()
+        .events()
+        .iter()
+        .filter(|e| e.event_type().ok() == Some(EventType::SpecResyncRequest))
+        .map(|e| e.data.as_ref().map_or(0, Vec::len))
+        .collect();
+    assert!(
+        requests.len() as u64 > requests_before,
+        "a request after the restart: {requests:?}"
+    );
+    assert!(
+        requests.iter().all(|&bytes| bytes <= CEILING as usize),
+        "every request within {CEILING} bytes: {requests:?}"
+    );
+    env.stop_agent();
+}
+
+/// `len` hex digits that no compressor shortens much (a linear congruential sequence from
+/// `seed`), so that a work's stored size follows its data.
+fn incompressible(seed: u64, len: usize) -> String {
+    let mut x = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+    (0..len)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            char::from_digit(((x >> 60) & 0xf) as u32, 16).unwrap_or('0')
+        })
+        .collect()
+}

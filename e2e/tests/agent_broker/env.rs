@@ -11,12 +11,18 @@ use serde_json::{Value, json};
 use test_support::broker_source::{BrokerSource, Transport};
 use test_support::grpc_source::{GrpcSource, GrpcSourceOptions};
 use test_support::maestro::{Maestro, StatusOutcome};
+use test_support::mosquitto::Limits;
 use test_support::mqtt_source::MqttSource;
 use test_support::{AgentProcess, TestCluster, free_port, unique_name, wait_for};
 
 use crate::agent_common::{
     TIMEOUT, configmap, http_get, tail, wait_configmap_data, wait_configmap_gone,
 };
+
+/// The gRPC config file's key for the largest message the agent sends.
+const GRPC_CEILING_KEY: &str = "maxSendMessageSize";
+/// The Pub/Sub config file's key for the largest message the agent sends.
+const PUBSUB_CEILING_KEY: &str = "maxMessageSize";
 
 /// Heartbeats of the gRPC source: often enough for a 3 s healthiness timeout.
 const HEARTBEAT_INTERVAL: Duration = Duration::from_millis(500);
@@ -41,12 +47,44 @@ impl BrokerEnv {
 
     /// A source on `transport` and an agent whose config file has the `extra` lines.
     pub async fn start_with(transport: Transport, prefix: &str, extra: &str) -> Self {
+        Self::start_limited(transport, prefix, extra, Limits::default()).await
+    }
+
+    /// A source on `transport` whose wire takes events of at most `ceiling` bytes: on MQTT the
+    /// broker's `max_packet_size` (its CONNACK tells the agent), elsewhere the agent's config
+    /// key for it.
+    pub async fn start_with_ceiling(transport: Transport, prefix: &str, ceiling: u32) -> Self {
+        match transport {
+            Transport::Mqtt => {
+                let limits = Limits {
+                    max_packet_bytes: ceiling,
+                    ..Limits::default()
+                };
+                Self::start_limited(transport, prefix, "", limits).await
+            }
+            Transport::Grpc => {
+                let extra = format!("{GRPC_CEILING_KEY}: {ceiling}\n");
+                Self::start_with(transport, prefix, &extra).await
+            }
+            Transport::PubSub => {
+                let extra = format!("{PUBSUB_CEILING_KEY}: {ceiling}\n");
+                Self::start_with(transport, prefix, &extra).await
+            }
+        }
+    }
+
+    async fn start_limited(
+        transport: Transport,
+        prefix: &str,
+        extra: &str,
+        limits: Limits,
+    ) -> Self {
         let prefix = format!("{transport}-{prefix}");
         let options = GrpcSourceOptions {
             heartbeat_interval: HEARTBEAT_INTERVAL,
             ..Default::default()
         };
-        let hub = BrokerSource::start(transport, &prefix, options)
+        let hub = BrokerSource::start_limited(transport, &prefix, options, limits)
             .await
             .unwrap_or_else(|e| panic!("the test source: {e}"));
         let spoke = TestCluster::spoke().await;

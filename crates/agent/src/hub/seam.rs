@@ -143,4 +143,11 @@ pub trait Hub: Send + Sync + 'static {
     fn keeps_status(&self) -> bool {
         true
     }
+
+    /// The most bytes of status JSON the hub carries for `work` now, when the hub itself is the
+    /// limit (a broker's packet ceiling less the status event's envelope); `None` when only the
+    /// API server's object limit applies (`work::status_size`).
+    fn status_room(&self, _work: &ManifestWork) -> Option<usize> {
+        None
+    }
 }

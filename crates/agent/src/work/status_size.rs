@@ -1,14 +1,16 @@
-//! Keeping a ManifestWork status within what an API server stores. A work with hundreds of
-//! manifests and dozens of rule conditions each makes a status of several MB; kube-apiserver
-//! refuses to send more than 2 MiB to etcd. Such a status is reduced before it is written: the
+//! Keeping a ManifestWork status within what the hub stores or the broker carries. A work with
+//! hundreds of manifests and dozens of rule conditions each makes a status of several MB;
+//! kube-apiserver refuses to send more than 2 MiB to etcd, and a broker's packet ceiling (128 KB
+//! on AWS IoT Core) is lower still. Such a status is reduced before it is written: the
 //! work-level conditions and each manifest's own conditions (`Applied`, `Available`,
-//! `StatusFeedbackSynced`, `Deleting`, `Complete`) stay, rule-made manifest conditions are kept
-//! in spec order while they fit the byte budget and dropped after, and the work's `Applied`
-//! turns False with reason `StatusTooLarge` and a message naming how many were dropped.
+//! `StatusFeedbackSynced`, `Deleting`, `Complete`) stay; feedback values go first and rule-made
+//! manifest conditions after them (each kept in spec order while it fits the byte budget); and
+//! the work's `Applied` turns False with reason `StatusTooLarge` and a message naming how many of
+//! each were left out.
 
 use conditions::{Condition, ConditionUpdate, Status};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use work_api::{ManifestWorkStatus, condition_types};
+use work_api::{FeedbackValue, ManifestWorkStatus, condition_types};
 
 /// Largest status, in bytes of JSON, the agent writes.
 pub const STATUS_BUDGET: usize = 1 << 20;
@@ -51,7 +53,9 @@ pub fn fit_status(
     }
     let mut reduced = status;
     let mut rule_made: Vec<Vec<Condition>> = Vec::new();
+    let mut feedback: Vec<Vec<FeedbackValue>> = Vec::new();
     let mut total = 0usize;
+    let mut total_values = 0usize;
     if let Some(resources) = reduced.resource_status.as_mut() {
         for manifest in &mut resources.manifests {
             let (kept, dropped): (Vec<Condition>, Vec<Condition>) =
@@ -61,11 +65,20 @@ pub fn fit_status(
             manifest.conditions = kept;
             total += dropped.len();
             rule_made.push(dropped);
+            let values = manifest
+                .status_feedback
+                .as_mut()
+                .map(|f| std::mem::take(&mut f.values))
+                .unwrap_or_default();
+            total_values += values.len();
+            feedback.push(values);
         }
     }
-    // Refill in spec order while the rule-made conditions fit.
+    // Refill in spec order while they fit: the rule-made conditions first, then the feedback
+    // values (a dashboard reads them again at the next sync; a condition may gate a rollout).
     let mut room = budget.saturating_sub(json_len(&reduced) + NOTE_ROOM);
     let mut dropped = 0usize;
+    let mut dropped_values = 0usize;
     if let Some(resources) = reduced.resource_status.as_mut() {
         for (manifest, conditions) in resources.manifests.iter_mut().zip(rule_made) {
             for condition in conditions {
@@ -78,13 +91,30 @@ pub fn fit_status(
                 }
             }
         }
+        for (manifest, values) in resources.manifests.iter_mut().zip(feedback) {
+            for value in values {
+                let size = json_len(&value) + 1;
+                match manifest.status_feedback.as_mut() {
+                    Some(kept) if dropped == 0 && dropped_values == 0 && size <= room => {
+                        room -= size;
+                        kept.values.push(value);
+                    }
+                    _ => dropped_values += 1,
+                }
+            }
+        }
+    }
+    if dropped == 0 && dropped_values == 0 {
+        // What was taken out fit back in (the budget only looked short with the room kept for
+        // the note): nothing is left out.
+        return reduced;
     }
     let note = ConditionUpdate {
         type_: condition_types::APPLIED.to_string(),
         status: Status::False,
         reason: STATUS_TOO_LARGE.to_string(),
         message: format!(
-            "the status is over the {} KiB the agent writes for this work: {dropped} of {total} rule-made manifest conditions were left out (each manifest keeps Applied, Available and Complete)",
+            "the status is over the {} KiB the agent writes for this work: {dropped_values} of {total_values} feedback values and {dropped} of {total} rule-made manifest conditions were left out (each manifest keeps Applied, Available and Complete)",
             budget / 1024
         ),
     };
@@ -236,6 +266,69 @@ mod tests {
         // Kept in spec order: a manifest keeps rule conditions only if every earlier one did.
         let counts: Vec<usize> = manifests.iter().map(|m| m.conditions.len()).collect();
         assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+    }
+
+    #[test]
+    fn feedback_values_go_before_rule_conditions() {
+        let mut status = big_status(4, 2);
+        if let Some(resources) = status.resource_status.as_mut() {
+            for m in &mut resources.manifests {
+                m.status_feedback = Some(
+                    serde_json::from_value(json!({"values": (0..20).map(|v| json!({
+                        "name": format!("value{v}"),
+                        "fieldValue": {"type": "String", "string": "v".repeat(100)},
+                    })).collect::<Vec<_>>()}))
+                    .expect("feedback"),
+                );
+            }
+        }
+        let full = json_len(&status);
+        let without_values = {
+            let mut s = status.clone();
+            if let Some(r) = s.resource_status.as_mut() {
+                for m in &mut r.manifests {
+                    m.status_feedback = Some(Default::default());
+                }
+            }
+            json_len(&s)
+        };
+        // Room for every condition and the note, and for some of the values only.
+        let budget = without_values + NOTE_ROOM + (full - without_values) / 2;
+        let fitted = fit_status(status, None, budget, Some(1), now("2026-01-02T00:00:00Z"));
+        assert!(
+            json_len(&fitted) <= budget,
+            "{} > {budget}",
+            json_len(&fitted)
+        );
+        let manifests = &fitted
+            .resource_status
+            .as_ref()
+            .expect("manifests")
+            .manifests;
+        assert!(
+            manifests.iter().all(|m| m.conditions.len() == 5),
+            "every rule condition kept"
+        );
+        let values: Vec<usize> = manifests
+            .iter()
+            .map(|m| m.status_feedback.as_ref().map_or(0, |f| f.values.len()))
+            .collect();
+        let kept: usize = values.iter().sum();
+        assert!(
+            kept > 0 && kept < 80,
+            "some values kept, in spec order: {values:?}"
+        );
+        assert!(values.windows(2).all(|w| w[0] >= w[1]), "{values:?}");
+        let note = applied(&fitted);
+        assert_eq!(note.reason, STATUS_TOO_LARGE);
+        assert!(
+            note.message.contains(&format!(
+                "{} of 80 feedback values and 0 of 8 rule-made",
+                80 - kept
+            )),
+            "{}",
+            note.message
+        );
     }
 
     #[test]

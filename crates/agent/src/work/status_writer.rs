@@ -107,7 +107,8 @@ impl StatusWriter {
             .remove(name);
     }
 
-    /// The status budget for a work: from its size, or lower after a refusal.
+    /// The status budget for a work: from its size and what the hub carries, or lower after a
+    /// refusal.
     fn budget(&self, name: &str, work: &ManifestWork) -> usize {
         let refused = self
             .refused_budgets
@@ -115,7 +116,10 @@ impl StatusWriter {
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
             .copied();
-        let budget = budget_for(work);
+        let budget = self
+            .hub
+            .status_room(work)
+            .map_or(budget_for(work), |room| room.min(budget_for(work)));
         refused.map_or(budget, |r| r.min(budget))
     }
 

@@ -94,6 +94,13 @@ impl ResyncAnswer {
         }
     }
 
+    /// The answer is known to be complete (its end marker came back): in at once.
+    pub fn complete(&mut self) {
+        if self.requested.is_some() {
+            self.answered = true;
+        }
+    }
+
     /// Whether the answer is in at `now`; once it is, it stays in until the next request.
     pub fn is_in(&mut self, now: Instant) -> bool {
         if !self.answered {

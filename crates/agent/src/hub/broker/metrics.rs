@@ -3,7 +3,7 @@
 //! read from the transport's own statistics at each scrape, so the transport needs no metrics
 //! library.
 
-use cloudevents::client::Stats;
+use cloudevents::client::{CeilingStats, Stats};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -12,8 +12,10 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// Where the collector reads the transport's statistics.
-pub type StatsSource = std::sync::Arc<dyn Fn() -> Stats + Send + Sync>;
+use super::desync::DesyncCounts;
+
+/// Where the collector reads the transport's statistics and its ceiling.
+pub type StatsSource = std::sync::Arc<dyn Fn() -> (Stats, CeilingStats) + Send + Sync>;
 
 /// Upstream's resync-duration buckets (seconds).
 const RESYNC_BUCKETS: [f64; 7] = [0.1, 0.2, 0.5, 1.0, 2.0, 10.0, 30.0];
@@ -65,7 +67,7 @@ fn counters(
 
 impl Collector for TransportCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let stats = (self.stats)();
+        let (stats, ceiling) = (self.stats)();
         let source = [("source", self.client_id.clone())];
         counters(
             &mut encoder,
@@ -117,6 +119,23 @@ impl Collector for TransportCollector {
             None,
             depth.metric_type(),
         )?)?;
+        let too_large = ConstCounter::new(ceiling.too_large);
+        too_large.encode(encoder.encode_descriptor(
+            "cloudevents_publish_too_large",
+            "Events dropped before sending as over the wire's ceiling (a reconnect brought a lower one); logged with their type and id.",
+            None,
+            too_large.metric_type(),
+        )?)?;
+        if ceiling.max_event_bytes != usize::MAX {
+            let max = ConstGauge::new(i64::try_from(ceiling.max_event_bytes).unwrap_or(i64::MAX));
+            let mut family = encoder.encode_descriptor(
+                "cloudevents_max_event_bytes",
+                "The largest event the wire takes now, in its own bytes (an MQTT packet, a gRPC or Pub/Sub publish request), and where the figure comes from.",
+                None,
+                max.metric_type(),
+            )?;
+            max.encode(family.encode_family(&[("origin", ceiling.origin.to_string())])?)?;
+        }
         let ready = ConstGauge::new(i64::from(stats.ready));
         ready.encode(encoder.encode_descriptor(
             "cloudevents_subscribed",
@@ -156,6 +175,66 @@ pub fn status_resync_histogram() -> Histogram {
     Histogram::new(RESYNC_BUCKETS)
 }
 
+/// Where the collector reads the desync counts and how many works are unconfirmed now.
+pub type DesyncSource = std::sync::Arc<dyn Fn() -> (DesyncCounts, usize) + Send + Sync>;
+
+/// Desync between the source and the agent ([`super::desync`]), read at scrape time.
+pub struct DesyncCollector {
+    /// The counts' source.
+    pub counts: DesyncSource,
+}
+
+impl std::fmt::Debug for DesyncCollector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DesyncCollector").finish()
+    }
+}
+
+impl Collector for DesyncCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let (counts, unconfirmed) = (self.counts)();
+        let mut family = encoder.encode_descriptor(
+            "work_agent_source_desync",
+            "Works on which the source and the agent disagreed: unconfirmed (held here, not confirmed by the source's answer) or resent_after_deletion (sent again by the source after the agent deleted it).",
+            None,
+            ConstCounter::new(0u64).metric_type(),
+        )?;
+        for (kind, value) in [
+            ("unconfirmed", counts.unconfirmed),
+            ("resent_after_deletion", counts.resent_after_deletion),
+        ] {
+            ConstCounter::new(value).encode(family.encode_family(&[("kind", kind)])?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "work_agent_source_desync_healed",
+            "Unconfirmed works settled by the source's answer to the agent's question: deleted (the source no longer held them) or confirmed (it did).",
+            None,
+            ConstCounter::new(0u64).metric_type(),
+        )?;
+        for (outcome, value) in [
+            ("deleted", counts.healed_deleted),
+            ("confirmed", counts.healed_confirmed),
+        ] {
+            ConstCounter::new(value).encode(family.encode_family(&[("outcome", outcome)])?)?;
+        }
+        let asked = ConstCounter::new(counts.asked);
+        asked.encode(encoder.encode_descriptor(
+            "work_agent_source_desync_questions",
+            "Spec resync requests sent to ask the source about unconfirmed works.",
+            None,
+            asked.metric_type(),
+        )?)?;
+        let now = ConstGauge::new(i64::try_from(unconfirmed).unwrap_or(i64::MAX));
+        now.encode(encoder.encode_descriptor(
+            "work_agent_source_unconfirmed_works",
+            "Works held here that the source's last answer did not confirm, asked about again.",
+            None,
+            now.metric_type(),
+        )?)?;
+        Ok(())
+    }
+}
+
 /// Registers the transport's metrics and the status resync histogram.
 pub fn register(
     registry: &mut Registry,
@@ -163,7 +242,9 @@ pub fn register(
     client_id: &str,
     status_resync: Histogram,
     processed: Processed,
+    desync: DesyncSource,
 ) {
+    registry.register_collector(Box::new(DesyncCollector { counts: desync }));
     registry.register_collector(Box::new(TransportCollector {
         stats,
         client_id: client_id.to_string(),
@@ -222,10 +303,27 @@ mod tests {
         let processed = Processed::default();
         register(
             &mut registry,
-            Arc::new(move || stats.clone()),
+            Arc::new(move || {
+                let ceiling = CeilingStats {
+                    max_event_bytes: 131_072,
+                    origin: cloudevents::ceiling::CeilingOrigin::Broker,
+                    too_large: 2,
+                };
+                (stats.clone(), ceiling)
+            }),
             "c1-work-agent",
             histogram.clone(),
             processed.clone(),
+            Arc::new(|| {
+                let counts = DesyncCounts {
+                    unconfirmed: 3,
+                    resent_after_deletion: 1,
+                    asked: 2,
+                    healed_deleted: 2,
+                    healed_confirmed: 0,
+                };
+                (counts, 1)
+            }),
         );
         histogram.observe(0.01);
         let conflict: Result<(), kube::Error> = Err(crate::hub::local_works::api_error(
@@ -260,6 +358,17 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("cloudevents_publish_queue_depth 4"), "{text}");
+        for line in [
+            r#"work_agent_source_desync_total{kind="unconfirmed"} 3"#,
+            r#"work_agent_source_desync_total{kind="resent_after_deletion"} 1"#,
+            r#"work_agent_source_desync_healed_total{outcome="deleted"} 2"#,
+            "work_agent_source_desync_questions_total 2",
+            "work_agent_source_unconfirmed_works 1",
+            "cloudevents_publish_too_large_total 2",
+            r#"cloudevents_max_event_bytes{origin="the broker's Maximum Packet Size"} 131072"#,
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
         assert!(text.contains("cloudevents_subscribed 1"), "{text}");
         assert!(
             text.contains("cloudevents_publish_unheard_total 7"),

@@ -11,11 +11,16 @@
 //!   work's `Deleted` status is published at once and the copy forgotten.
 //! - A TTL deletion marks the copy deleted: the agent cleans up as for a delete from the source
 //!   and publishes `Deleted`; the source then removes the work.
-//! - After every (re)subscribe the agent asks for a spec resync with the versions it holds; a
-//!   status resync request is answered with the statuses the source lacks.
+//! - After every (re)subscribe the agent asks for a spec resync with the versions it holds, as
+//!   many as the broker's ceiling has room for ([`listing`]); a status resync request is
+//!   answered with the statuses the source lacks.
+//! - Works the source's answer did not confirm, and works it sends again after the agent deleted
+//!   them, are counted and asked about ([`desync`]).
 //! - Hub Events have no equivalent in the protocol: they are logged.
 
 pub mod answer;
+pub mod desync;
+pub mod listing;
 pub mod metrics;
 pub mod spec;
 pub mod status;
@@ -26,7 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use cloudevents::EventType;
-use cloudevents::client::{Client, ClientOptions, Publisher};
+use cloudevents::client::{CeilingStats, Client, ClientOptions, Publisher, Stats};
 use cloudevents::codec::{self, Incoming, ResourceStatusHashList, SpecUpdate};
 use cloudevents::queue::event_key;
 use cloudevents::snowflake::Snowflake;
@@ -181,6 +186,8 @@ struct Inner {
     /// Whether the source's answer to the latest spec resync request is in, and what was asked
     /// again since the latest subscribe.
     resync_answer: Mutex<answer::ResyncAnswer>,
+    /// Works the source did not confirm, and the answer awaited about them.
+    desync: Mutex<desync::Desync>,
 }
 
 /// Why a spec resync request is sent.
@@ -192,6 +199,8 @@ enum Request {
     Again,
     /// Deletions the agent made wait for the source to show it heard them ([`told`]).
     Confirm,
+    /// Works the source's last answer did not confirm ([`desync`]).
+    Desync,
 }
 
 impl Request {
@@ -201,6 +210,7 @@ impl Request {
             Self::Subscribe => "subscribed; spec resync requested",
             Self::Again => "spec resync requested again",
             Self::Confirm => "spec resync requested to confirm deletions",
+            Self::Desync => "spec resync requested to ask about works the source did not confirm",
         }
     }
 }
@@ -209,6 +219,20 @@ impl Request {
 #[derive(Clone)]
 pub struct BrokerHub {
     inner: Arc<Inner>,
+}
+
+/// Room kept for the wire's length fields, which grow with the payload (MQTT's remaining
+/// length, protobuf's varints).
+const LENGTH_FIELDS_ROOM: usize = 16;
+
+/// Bytes of list entries a spec resync request has room for on the wire now.
+fn listing_room(outbox: &Publisher, cluster: &str, client_id: &str) -> usize {
+    let Ok(empty) = codec::encode_spec_resync_request(Vec::new(), cluster, client_id) else {
+        return usize::MAX;
+    };
+    outbox
+        .ceiling()
+        .saturating_sub(outbox.wire_size(&empty) + LENGTH_FIELDS_ROOM)
 }
 
 /// 503 with `message`: the status could not be handed to the transport; the agent retries.
@@ -234,6 +258,7 @@ impl BrokerHub {
                 processed: metrics::Processed::default(),
                 client: Mutex::new(None),
                 resync_answer: Mutex::default(),
+                desync: Mutex::default(),
             }),
         }
     }
@@ -299,9 +324,16 @@ impl BrokerHub {
         )
         .map_err(|e| unavailable(format!("the status of {name} cannot be encoded: {e}")))?;
         let key = event_key(&event);
-        self.outbox()?
-            .publish(event)
-            .map_err(|e| unavailable(format!("the status of {name} cannot be queued: {e}")))?;
+        self.outbox()?.publish(event).map_err(|e| match e {
+            // As an API server refuses an object over its limit: the status writer reduces the
+            // status and writes again.
+            cloudevents::Error::EventTooLarge { .. } => api_error(
+                413,
+                "RequestEntityTooLarge",
+                format!("the status of {name} does not fit the broker: {e}"),
+            ),
+            e => unavailable(format!("the status of {name} cannot be queued: {e}")),
+        })?;
         Ok(key)
     }
 
@@ -309,6 +341,7 @@ impl BrokerHub {
     /// as heard only once the source shows it no longer has the work ([`told`]).
     fn publish_deleted(&self, work: &ManifestWork, confirm: bool) -> Result<(), kube::Error> {
         if let Some(uid) = work.metadata.uid.as_deref() {
+            self.desync().forget(uid);
             self.inner
                 .deleted
                 .lock()
@@ -346,19 +379,37 @@ impl BrokerHub {
             .remove(uid)
     }
 
-    /// Sends a spec resync request: the versions the agent holds, and at version 0 the works
-    /// whose deletion it asks the source to confirm ([`told`]).
+    fn desync(&self) -> std::sync::MutexGuard<'_, desync::Desync> {
+        self.inner
+            .desync
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends a spec resync request: at version 0 the works whose deletion it asks the source to
+    /// confirm ([`told`]), the works the source did not confirm ([`desync`]), and the versions
+    /// it holds, as many as the broker's ceiling has room for ([`listing`]).
     fn request_spec_resync(&self, outbox: &Publisher, request: Request) {
         self.inner
             .deleted
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .clear_unversioned();
-        let mut versions = {
+        let unconfirmed: HashSet<String> = self.desync().unconfirmed().map(String::from).collect();
+        let (asked_again, rest) = {
             let locked = self.inner.works.lock();
-            status::resource_versions(locked.works().values().map(|w| w.metadata.as_ref()))
+            locked
+                .works()
+                .values()
+                .filter_map(|w| {
+                    Some(listing::Candidate {
+                        version: status::resource_version(w.metadata.as_ref())?,
+                        weight: w.packed_len(),
+                    })
+                })
+                .partition::<Vec<_>, _>(|c| unconfirmed.contains(&c.version.resource_id))
         };
-        let count = versions.len();
+        let count = asked_again.len() + rest.len();
         let confirming = self
             .inner
             .told
@@ -366,19 +417,36 @@ impl BrokerHub {
             .unwrap_or_else(PoisonError::into_inner)
             .ask();
         let asked = confirming.len();
-        versions.extend(confirming);
+        let room = listing_room(outbox, &self.inner.cluster, &self.inner.client_id);
+        let listing = listing::list(confirming, asked_again, rest, room, || {
+            uuid::Uuid::new_v4().to_string()
+        });
+        let now = Instant::now();
         self.inner
             .resync_answer
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .requested(Instant::now(), request != Request::Subscribe);
+            .requested(now, request != Request::Subscribe);
+        self.desync()
+            .requested(&listing, request == Request::Desync, now);
+        let listed = listing.versions.len() - usize::from(listing.marker.is_some());
         match codec::encode_spec_resync_request(
-            versions,
+            listing.versions,
             &self.inner.cluster,
             &self.inner.client_id,
         )
         .and_then(|ev| outbox.publish(ev))
         {
+            Ok(()) if listing.marker.is_some() => tracing::info!(
+                works = count,
+                listed,
+                left_out = listing.left_out.len(),
+                deletions_to_confirm = asked,
+                confirmations_left_out = listing.confirmations_left_out,
+                room_bytes = room,
+                "{}; the broker's ceiling leaves works out (the source sends them back)",
+                request.describe()
+            ),
             Ok(()) => tracing::info!(
                 works = count,
                 deletions_to_confirm = asked,
@@ -386,6 +454,77 @@ impl BrokerHub {
                 request.describe()
             ),
             Err(e) => tracing::error!(error = %e, "the spec resync request could not be sent"),
+        }
+    }
+
+    /// The end marker of a request's answer came back ([`listing`]): the answer is in, and
+    /// settled once the source has been quiet for a moment ([`desync::SETTLE_QUIET`]).
+    fn marker_back(&self) {
+        self.inner
+            .resync_answer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .complete();
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.settle_answer(true);
+            return;
+        };
+        let hub = self.clone();
+        // One task per answer, ended by the settling or by the longest wait.
+        runtime.spawn(async move {
+            let deadline = Instant::now() + answer::LONGEST_WAIT;
+            loop {
+                tokio::time::sleep(desync::SETTLE_QUIET).await;
+                if hub.settle_answer(Instant::now() >= deadline) {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// Settles the answer whose marker came back, when the source has been quiet (at once with
+    /// `now`): the works it left out that did not come back are unconfirmed, and asked about.
+    /// True when nothing is left to settle.
+    fn settle_answer(&self, now: bool) -> bool {
+        let at = if now {
+            Instant::now() + desync::SETTLE_QUIET
+        } else {
+            Instant::now()
+        };
+        let settled = {
+            let locked = self.inner.works.lock();
+            let held = |uid: &str| locked.name_of_uid(uid).is_some();
+            let mut desync = self.desync();
+            if !desync.settling() {
+                return true;
+            }
+            match desync.settle(held, at) {
+                Some(settled) => settled,
+                None => return false,
+            }
+        };
+        for uid in &settled.confirmed {
+            tracing::info!(uid = %uid, "desync healed: the source confirmed a work it had not sent back");
+        }
+        for uid in &settled.unconfirmed {
+            tracing::warn!(uid = %uid, "desync: the source's answer did not confirm a work held here; asking the source about it");
+        }
+        tracing::debug!(
+            unconfirmed = settled.unconfirmed.len(),
+            confirmed = settled.confirmed.len(),
+            "the source's answer to the spec resync request is settled"
+        );
+        self.ask_about_unconfirmed();
+        true
+    }
+
+    /// Sends a request about the unconfirmed works when one is due.
+    fn ask_about_unconfirmed(&self) {
+        let Some(outbox) = self.inner.outbox.get() else {
+            return;
+        };
+        if self.desync().should_ask(Instant::now()) {
+            self.request_spec_resync(outbox, Request::Desync);
         }
     }
 
@@ -409,6 +548,19 @@ impl BrokerHub {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .event(Instant::now());
+        let is_marker = {
+            let mut desync = self.desync();
+            desync.heard(
+                &update.uid,
+                update.deletion_timestamp.is_some(),
+                Instant::now(),
+            );
+            desync.marker_back(&update.uid)
+        };
+        if is_marker {
+            self.marker_back();
+            return;
+        }
         let mut locked = self.inner.works.lock();
         // Found by UID without a search: a work named by its UID (as Maestro names them) by that
         // name, any other through the copy's index.
@@ -436,7 +588,9 @@ impl BrokerHub {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             if deleted.is_late(update) {
-                tracing::debug!(work = %update.name, generation = update.generation, "late spec event of a work deleted here; ignored");
+                drop(deleted);
+                self.desync().resent_after_deletion();
+                tracing::info!(work = %update.name, uid = %update.uid, generation = update.generation, "desync: the source sent again a work deleted here; ignored");
                 return;
             }
             // The work is back (created again, or news from the source): not deleted any more.
@@ -528,6 +682,27 @@ impl Hub for BrokerHub {
     /// No: a source's spec events carry no status, and a restarted agent starts with none.
     fn keeps_status(&self) -> bool {
         false
+    }
+
+    /// The broker's ceiling less the envelope of the work's status event (its attributes, the
+    /// work's metadata among them).
+    fn status_room(&self, work: &ManifestWork) -> Option<usize> {
+        let outbox = self.inner.outbox.get()?;
+        let ceiling = outbox.ceiling();
+        if ceiling == usize::MAX {
+            return None;
+        }
+        let mut bare = work.clone();
+        bare.status = Some(ManifestWorkStatus::default());
+        let envelope = status::status_event(
+            &bare,
+            EventType::StatusUpdate,
+            &self.inner.client_id,
+            self.inner.sequence.next_id(),
+        )
+        .map(|event| outbox.wire_size(&event))
+        .ok()?;
+        Some(ceiling.saturating_sub(envelope + LENGTH_FIELDS_ROOM))
     }
 
     fn get_work<'a>(&'a self, name: &'a str) -> HubResult<'a, Option<ManifestWork>> {
@@ -715,18 +890,24 @@ impl Hub for BrokerHub {
         };
         if ask {
             self.request_spec_resync(outbox, Request::Confirm);
+        } else if answer_in {
+            self.ask_about_unconfirmed();
         }
         DeletionsHeard { heard, unheard }
     }
 
     fn register_metrics(&self, registry: &mut Registry) {
         let hub = self.clone();
-        let stats: metrics::StatsSource = Arc::new(move || {
-            hub.inner
-                .outbox
-                .get()
-                .map(|o| o.stats())
-                .unwrap_or_default()
+        let stats: metrics::StatsSource = Arc::new(move || match hub.inner.outbox.get() {
+            Some(o) => (o.stats(), o.ceiling_stats()),
+            None => (
+                Stats::default(),
+                CeilingStats {
+                    max_event_bytes: usize::MAX,
+                    origin: cloudevents::ceiling::CeilingOrigin::Unlimited,
+                    too_large: 0,
+                },
+            ),
         });
         metrics::register(
             registry,
@@ -734,6 +915,13 @@ impl Hub for BrokerHub {
             &self.inner.client_id,
             self.inner.status_resync.clone(),
             self.inner.processed.clone(),
+            {
+                let hub = self.clone();
+                Arc::new(move || {
+                    let desync = hub.desync();
+                    (desync.counts(), desync.unconfirmed_now())
+                })
+            },
         );
     }
 }
@@ -749,6 +937,7 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use k8s_openapi::jiff::Timestamp;
     use kube::runtime::watcher;
+    use std::collections::BTreeMap;
     use work_api::MANIFEST_WORK_FINALIZER;
 
     /// A source that takes what it is sent and keeps it; while it holds, what it is sent stays
@@ -761,6 +950,8 @@ mod tests {
         arrived: std::sync::atomic::AtomicUsize,
         hold: std::sync::atomic::AtomicBool,
         heard: tokio::sync::Notify,
+        /// The wire's ceiling in bytes; 0: none.
+        ceiling: usize,
     }
 
     /// The recorder as a transport (and its own sender).
@@ -794,6 +985,20 @@ mod tests {
 
         fn max_inflight(&self) -> usize {
             8
+        }
+
+        fn ceiling(&self) -> Arc<cloudevents::ceiling::Ceiling> {
+            match self.0.ceiling {
+                0 => Arc::new(cloudevents::ceiling::Ceiling::unlimited()),
+                limit => Arc::new(cloudevents::ceiling::Ceiling::new(
+                    "recording",
+                    limit,
+                    cloudevents::ceiling::CeilingOrigin::Config("test"),
+                    |event: &CloudEvent| {
+                        RECORDING_ENVELOPE + event.data.as_ref().map_or(0, Vec::len)
+                    },
+                )),
+            }
         }
 
         async fn connect(&mut self) -> Result<Recording, String> {
@@ -906,8 +1111,36 @@ mod tests {
         Source,
         mpsc::Sender<Result<Incoming, cloudevents::Error>>,
     ) {
+        hub_on(Recording::default(), capacity)
+    }
+
+    /// What the recording wire counts besides an event's data.
+    const RECORDING_ENVELOPE: usize = 200;
+
+    /// A hub on a recording client whose wire takes events of `ceiling` bytes at most.
+    fn hub_with_ceiling(
+        ceiling: usize,
+    ) -> (
+        BrokerHub,
+        Source,
+        mpsc::Sender<Result<Incoming, cloudevents::Error>>,
+    ) {
+        let recorder = Recorder {
+            ceiling,
+            ..Recorder::default()
+        };
+        hub_on(Recording(Arc::new(recorder)), 100)
+    }
+
+    fn hub_on(
+        recording: Recording,
+        capacity: usize,
+    ) -> (
+        BrokerHub,
+        Source,
+        mpsc::Sender<Result<Incoming, cloudevents::Error>>,
+    ) {
         let hub = BrokerHub::new("cluster1", "cluster1-work-agent");
-        let recording = Recording::default();
         let mut options = ClientOptions::new((), "cluster1", "cluster1-work-agent");
         options.queue_capacity = capacity;
         let client = Client::start(recording.clone(), &options, Arc::new(|_: &Publisher| {}));
@@ -1389,5 +1622,143 @@ mod tests {
             outbox.taken().await.is_empty(),
             "the source has a's status; b was not asked for"
         );
+    }
+
+    /// The ids a spec resync request lists, in order.
+    fn listed(request: &CloudEvent) -> Vec<String> {
+        let list: codec::ResourceVersionList =
+            serde_json::from_slice(request.data.as_deref().unwrap_or_default()).expect("list");
+        list.resource_versions
+            .into_iter()
+            .map(|v| v.resource_id)
+            .collect()
+    }
+
+    /// The source's deletion of an id it does not hold (no data), as its answer carries it.
+    fn not_held(uid: &str) -> SpecUpdate {
+        let mut update = create(uid, 0);
+        update.event_type = EventType::SpecResyncResponse;
+        update.spec = None;
+        update.deletion_timestamp = Some(chrono::Utc::now());
+        update
+    }
+
+    /// Waits (5 s at most) until `done`.
+    async fn eventually(what: &str, done: impl Fn() -> bool) {
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while !done() {
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await;
+        assert!(waited.is_ok(), "{what}");
+    }
+
+    /// Answers `request` as sdk-go's source client does, holding `held` (id → version): every
+    /// held work the request does not list or lists older, then a deletion for every listed id
+    /// not held, in the request's order.
+    fn answer(hub: &BrokerHub, request: &CloudEvent, held: &BTreeMap<String, i64>) {
+        let list: codec::ResourceVersionList =
+            serde_json::from_slice(request.data.as_deref().unwrap_or_default()).expect("list");
+        let listed: BTreeMap<&str, i64> = list
+            .resource_versions
+            .iter()
+            .map(|v| (v.resource_id.as_str(), v.resource_version))
+            .collect();
+        for (uid, version) in held {
+            if listed.get(uid.as_str()).is_none_or(|l| version > l) {
+                let mut resent = create(uid, *version);
+                resent.event_type = EventType::SpecResyncResponse;
+                hub.apply_spec(&resent);
+            }
+        }
+        for v in &list.resource_versions {
+            if !held.contains_key(&v.resource_id) {
+                hub.apply_spec(&not_held(&v.resource_id));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_request_over_the_ceiling_lists_what_fits_and_asks_about_a_work_the_answer_lacks() {
+        const CEILING: usize = 700;
+        let (hub, source, _tx) = hub_with_ceiling(CEILING);
+        let mut held: BTreeMap<String, i64> = (0..20).map(|i| (format!("u{i:02}"), 2)).collect();
+        for uid in held.keys() {
+            hub.apply_spec(&create(uid, 2));
+        }
+        hub.request_spec_resync(&source.publisher, Request::Subscribe);
+        let sent = source.taken().await;
+        let request = &sent[0];
+        assert!(
+            RECORDING_ENVELOPE + request.data.as_ref().map_or(0, Vec::len) <= CEILING,
+            "within the ceiling"
+        );
+        let ids = listed(request);
+        let marker = ids.last().cloned().expect("a marker");
+        assert!(
+            !held.contains_key(&marker),
+            "the marker is no work: {marker}"
+        );
+        let left_out: Vec<String> = held.keys().filter(|u| !ids.contains(u)).cloned().collect();
+        assert!(left_out.len() > 1, "works left out: {ids:?}");
+
+        // The source lost one of the works left out; it answers without it.
+        let lost = left_out[0].clone();
+        held.remove(&lost);
+        answer(&hub, request, &held);
+        eventually("the lost work found unconfirmed", || {
+            hub.desync().counts().unconfirmed == 1
+        })
+        .await;
+        assert!(
+            hub.works()
+                .iter()
+                .any(|w| w.metadata.uid.as_deref() == Some(lost.as_str())),
+            "nothing deleted on the inference"
+        );
+
+        // Asked at once, the lost work listed first and a marker last.
+        let question = source.taken().await;
+        let question = question.first().expect("a question");
+        let ids = listed(question);
+        assert_eq!(ids.first(), Some(&lost));
+        assert_eq!(hub.desync().counts().asked, 1);
+
+        // The source does not hold it: its deletion heals the desync.
+        answer(&hub, question, &held);
+        eventually("the question settled", || !hub.desync().settling()).await;
+        let counts = hub.desync().counts();
+        assert_eq!(
+            (
+                counts.unconfirmed,
+                counts.healed_deleted,
+                hub.desync().unconfirmed_now()
+            ),
+            (1, 1, 0)
+        );
+        assert!(hub.works_listed(), "the marker ends the answer");
+        let gone = hub
+            .works()
+            .into_iter()
+            .find(|w| w.metadata.uid.as_deref() == Some(lost.as_str()))
+            .expect("being deleted");
+        assert!(gone.metadata.deletion_timestamp.is_some());
+        assert!(
+            source.taken().await.is_empty(),
+            "no further question once settled"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_that_fits_lists_every_work_without_a_marker() {
+        let (hub, source, _tx) = hub_with_ceiling(100_000);
+        for i in 0..20 {
+            hub.apply_spec(&create(&format!("u{i:02}"), 1));
+        }
+        hub.request_spec_resync(&source.publisher, Request::Subscribe);
+        let ids = listed(&source.taken().await[0]);
+        assert_eq!(ids.len(), 20);
+        assert!(ids.iter().all(|id| id.starts_with('u')));
     }
 }

@@ -120,19 +120,19 @@ impl<'a> ListedHashes<'a> {
     }
 }
 
+/// The (UID, generation) pair a spec resync request lists for a work; none without a UID.
+pub fn resource_version(meta: &ObjectMeta) -> Option<ResourceVersion> {
+    Some(ResourceVersion {
+        resource_id: meta.uid.clone()?,
+        resource_version: meta.generation.unwrap_or(0),
+    })
+}
+
 /// The (UID, generation) pairs a spec resync request lists, from the works' metadata.
 pub fn resource_versions<'a>(
     works: impl IntoIterator<Item = &'a ObjectMeta>,
 ) -> Vec<ResourceVersion> {
-    works
-        .into_iter()
-        .filter_map(|meta| {
-            Some(ResourceVersion {
-                resource_id: meta.uid.clone()?,
-                resource_version: meta.generation.unwrap_or(0),
-            })
-        })
-        .collect()
+    works.into_iter().filter_map(resource_version).collect()
 }
 
 #[cfg(test)]

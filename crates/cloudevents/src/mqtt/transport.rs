@@ -63,6 +63,8 @@ struct Acks {
     awaiting_pkid: VecDeque<oneshot::Sender<Sent>>,
     /// Sent, waiting for their PUBACK.
     inflight: HashMap<u16, oneshot::Sender<Sent>>,
+    /// Counts the connections that ended: a sender of an earlier one publishes nothing.
+    connection: u64,
 }
 
 /// Shared by the transport and its senders.
@@ -108,6 +110,8 @@ pub struct MqttSender {
     shape: Arc<PublishShape>,
     ceiling: Arc<Ceiling>,
     reduced: Arc<ReducedMetadataLog>,
+    /// The connection it was made for ([`Acks::connection`]).
+    connection: u64,
 }
 
 /// What besides the event decides its PUBLISH packet: the topic and the QoS.
@@ -260,6 +264,7 @@ impl MqttTransport {
             shape,
             ceiling: ceiling.clone(),
             reduced: Arc::default(),
+            connection: 0,
         };
         Ok(Self {
             eventloop,
@@ -318,6 +323,7 @@ impl MqttTransport {
         self.eventloop.clean();
         acks.awaiting_pkid.clear();
         acks.inflight.clear();
+        acks.connection = acks.connection.wrapping_add(1);
     }
 }
 
@@ -409,7 +415,10 @@ impl Transport for MqttTransport {
                     *due = due.saturating_sub(1);
                     if *due == 0 {
                         self.announce = true;
-                        return Ok(self.sender.clone());
+                        return Ok(MqttSender {
+                            connection: self.pending.lock().connection,
+                            ..self.sender.clone()
+                        });
                     }
                 }
                 other => {
@@ -476,8 +485,8 @@ impl EventSender for MqttSender {
         if let Cow::Owned(sent) = &fitted {
             self.reduced.note(&event, sent, "MQTT");
         }
-        // The client checked it before, against the ceiling then; the broker of this connection
-        // may take less.
+        // The client checked it before, against the ceiling then; this connection's broker may
+        // take less.
         if let Err(e) = self.ceiling.fits(&fitted) {
             return Sent::TooLarge(e.to_string());
         }
@@ -491,6 +500,11 @@ impl EventSender for MqttSender {
         let (tx, rx) = oneshot::channel();
         {
             let mut acks = self.pending.lock();
+            // A send that outlived its connection: rumqttc would write it on the next one,
+            // past the ceiling checks (its broker may take less); the client queues it again.
+            if acks.connection != self.connection {
+                return Sent::Lost("the connection ended before the publish".into());
+            }
             if let Err(e) = self.client.try_publish_with_properties(
                 topic,
                 self.shape.qos,
@@ -510,8 +524,8 @@ impl EventSender for MqttSender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{self, ResourceVersion, StatusReport};
     use crate::event::ExtValue;
+    use crate::test_events::{self, resync_request};
 
     /// The shape of a transport with `topics` for `cluster1` at `qos`.
     fn shape(topics: &Topics, qos: QoS) -> PublishShape {
@@ -541,35 +555,7 @@ mod tests {
     }
 
     fn status(metadata: Option<serde_json::Value>, data_bytes: usize) -> CloudEvent {
-        let status = work_api::ManifestWorkStatus::default();
-        let report = StatusReport {
-            uid: "6b8e0a52-5d3e-4c1e-9d8a-0f0e3c1b2a44",
-            generation: 7,
-            cluster: "cluster1",
-            original_source: "maestro",
-            metadata,
-            status: &status,
-        };
-        let mut ev = codec::encode_status(
-            &report,
-            EventType::StatusUpdate,
-            "cluster1-work-agent",
-            2_125_174_315_350_495_232,
-        )
-        .expect("encodes");
-        ev.data = Some(vec![b'x'; data_bytes]);
-        ev
-    }
-
-    fn resync_request(works: usize) -> CloudEvent {
-        let versions = (0..works)
-            .map(|i| ResourceVersion {
-                resource_id: format!("00000000-0000-0000-0000-{i:012}"),
-                resource_version: 1,
-            })
-            .collect();
-        codec::encode_spec_resync_request(versions, "cluster1", "cluster1-work-agent")
-            .expect("encodes")
+        test_events::status(metadata, Some(data_bytes))
     }
 
     #[test]

@@ -503,6 +503,7 @@ mod tests {
                 Some(0),
                 Some(1),
                 Some(100),
+                Some(1_000),
                 Some(20_000),
                 Some(3_000_000),
             ] {

@@ -558,13 +558,18 @@ mod tests {
         test_events::status(metadata, Some(data_bytes))
     }
 
-    #[test]
-    fn the_measure_is_the_packet_rumqttc_writes() {
-        let maestro = Topics {
+    /// The topics of Maestro's agent chart for `cluster1`.
+    fn maestro_topics() -> Topics {
+        Topics {
             source_events: "sources/maestro/consumers/cluster1/sourceevents".into(),
             agent_events: "sources/maestro/consumers/cluster1/agentevents".into(),
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn the_measure_is_the_packet_rumqttc_writes() {
+        let maestro = maestro_topics();
         let broadcast = Topics {
             source_events: "sources/+/clusters/+/sourceevents".into(),
             agent_events: "sources/+/clusters/+/agentevents".into(),
@@ -573,13 +578,10 @@ mod tests {
         };
         let metadata =
             serde_json::json!({"name": "w1", "namespace": "cluster1", "labels": {"a": "b"}});
-        // Sizes either side of each of the Remaining Length's byte counts, and a resync request
-        // at 3,000 works (222 KB).
-        let mut events: Vec<CloudEvent> =
-            [0, 1, 60, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152]
-                .into_iter()
-                .flat_map(|n| [status(None, n), status(Some(metadata.clone()), n)])
-                .collect();
+        let mut events: Vec<CloudEvent> = [0, 1, 100, 20_000, 3_000_000]
+            .into_iter()
+            .flat_map(|n| [status(None, n), status(Some(metadata.clone()), n)])
+            .collect();
         events.extend([resync_request(0), resync_request(3_000)]);
         let mut for_one_source = resync_request(2);
         for_one_source.extensions.insert(
@@ -612,6 +614,47 @@ mod tests {
         assert!(shape.packet_size(&resync_request(3_000)) > 131_072);
     }
 
+    /// Where the Remaining Length, or the properties' length, grows a byte: every size around
+    /// each of those steps, where an off-by-one would hide.
+    #[test]
+    fn the_measure_is_exact_where_the_length_prefixes_grow() {
+        let topics = maestro_topics();
+        let shape = shape(&topics, QoS::AtLeastOnce);
+        let check = |ev: &CloudEvent| {
+            let (size, _) = rumqttc_sizes(ev, shape.topic(ev), QoS::AtLeastOnce);
+            assert_eq!(
+                shape.packet_size(ev),
+                size,
+                "{:?} bytes of data",
+                ev.data.as_ref().map(Vec::len)
+            );
+        };
+        // Without data the Remaining Length is under 16,384, so it takes two bytes.
+        let (empty, _) = rumqttc_sizes(&status(None, 0), &shape.events_topic, QoS::AtLeastOnce);
+        let overhead = empty - 3;
+        assert!((128..16_384).contains(&overhead), "{overhead}");
+        for step in [16_384, 2_097_152] {
+            for remaining in step - 3..step + 3 {
+                check(&status(None, remaining - overhead));
+            }
+        }
+        // A metadata value across the properties' step from two bytes of length to three: one
+        // more byte of it makes the packet two bytes larger there.
+        let sizes: Vec<usize> = (15_500..16_500)
+            .map(|annotation| {
+                let metadata =
+                    serde_json::json!({"name": "w1", "annotations": {"a": "x".repeat(annotation)}});
+                let ev = status(Some(metadata), 0);
+                check(&ev);
+                shape.packet_size(&ev)
+            })
+            .collect();
+        assert!(
+            sizes.windows(2).any(|w| w[1] - w[0] == 2),
+            "the step is crossed"
+        );
+    }
+
     #[test]
     fn metadata_longer_than_an_mqtt_string_is_reduced_and_measured_so() {
         let long = serde_json::json!({
@@ -625,11 +668,7 @@ mod tests {
             fitted.ext_string(types::EXT_METADATA).as_deref(),
             Some(r#"{"name":"w1","namespace":"cluster1"}"#)
         );
-        let topics = Topics {
-            source_events: "sources/maestro/consumers/cluster1/sourceevents".into(),
-            agent_events: "sources/maestro/consumers/cluster1/agentevents".into(),
-            ..Default::default()
-        };
+        let topics = maestro_topics();
         let shape = shape(&topics, QoS::AtLeastOnce);
         let (size, _) = rumqttc_sizes(&fitted, shape.topic(&fitted), QoS::AtLeastOnce);
         assert_eq!(shape.packet_size(&ev), size);

@@ -779,67 +779,26 @@ mod tests {
     /// own limit; a bad one is an error naming the key.
     #[test]
     fn ceiling_keys() {
-        assert_eq!(
-            MqttConfig::parse(MAESTRO)
-                .expect("old file")
-                .max_packet_size,
-            None
-        );
-        let c = MqttConfig::parse(&format!(
-            "{MAESTRO}maxPacketSize: 131072
-"
-        ))
-        .expect("parses");
+        let mqtt = |extra: &str| MqttConfig::parse(&format!("{MAESTRO}{extra}"));
+        assert_eq!(mqtt("").expect("old file").max_packet_size, None);
+        let c = mqtt("maxPacketSize: 131072\n").expect("parses");
         assert_eq!(c.max_packet_size, Some(131_072));
         for bad in ["0", "268435456", "-1", "big"] {
-            let text = format!(
-                "{MAESTRO}maxPacketSize: {bad}
-"
-            );
-            let e = MqttConfig::parse(&text).expect_err(&text).to_string();
-            assert!(e.contains("maxPacketSize"), "{text:?}: {e}");
+            let e = mqtt(&format!("maxPacketSize: {bad}\n")).expect_err(bad);
+            assert!(e.to_string().contains("maxPacketSize"), "{bad}: {e}");
         }
-        let grpc = "url: a:1
-";
-        assert_eq!(
-            GrpcConfig::parse(grpc)
-                .expect("old file")
-                .max_send_message_size,
-            None
-        );
-        let c = GrpcConfig::parse(&format!(
-            "{grpc}maxSendMessageSize: 1048576
-"
-        ))
-        .expect("parses");
+        let grpc = |extra: &str| GrpcConfig::parse(&format!("url: a:1\n{extra}"));
+        assert_eq!(grpc("").expect("old file").max_send_message_size, None);
+        let c = grpc("maxSendMessageSize: 1048576\n").expect("parses");
         assert_eq!(c.max_send_message_size, Some(1_048_576));
-        assert_grpc_refused(
-            &format!(
-                "{grpc}maxSendMessageSize: 0
-"
-            ),
-            "maxSendMessageSize",
-        );
-        assert_eq!(
-            PubSubConfig::parse(PUBSUB)
-                .expect("old file")
-                .max_message_size,
-            None
-        );
-        let c = PubSubConfig::parse(&format!(
-            "{PUBSUB}maxMessageSize: 1000000
-"
-        ))
-        .expect("parses");
+        assert_grpc_refused("url: a:1\nmaxSendMessageSize: 0\n", "maxSendMessageSize");
+        let pubsub = |extra: &str| PubSubConfig::parse(&format!("{PUBSUB}{extra}"));
+        assert_eq!(pubsub("").expect("old file").max_message_size, None);
+        let c = pubsub("maxMessageSize: 1000000\n").expect("parses");
         assert_eq!(c.max_message_size, Some(1_000_000));
-        let e = PubSubConfig::parse(&format!(
-            "{PUBSUB}maxMessageSize: 10000001
-"
-        ))
-        .expect_err("over Pub/Sub's limit")
-        .to_string();
+        let e = pubsub("maxMessageSize: 10000001\n").expect_err("over Pub/Sub's limit");
         assert!(
-            e.contains("maxMessageSize") && e.contains("10000000"),
+            e.to_string().contains("maxMessageSize") && e.to_string().contains("10000000"),
             "{e}"
         );
     }

@@ -17,6 +17,8 @@ pub mod mqtt;
 pub mod pubsub;
 pub mod queue;
 pub mod snowflake;
+#[cfg(test)]
+mod test_events;
 pub mod tls;
 pub mod transport;
 pub mod types;

@@ -495,51 +495,22 @@ mod tests {
     /// without metadata and data) and resync requests, across the length prefix's byte counts.
     #[test]
     fn the_measure_is_the_encoded_publish_request() {
-        let status = work_api::ManifestWorkStatus::default();
-        let report = |metadata| crate::codec::StatusReport {
-            uid: "6b8e0a52-5d3e-4c1e-9d8a-0f0e3c1b2a44",
-            generation: 7,
-            cluster: "cluster1",
-            original_source: "maestro",
-            metadata,
-            status: &status,
-        };
+        let metadata = serde_json::json!({"name": "w1", "labels": {"a": "b"}});
         let mut events = Vec::new();
-        for metadata in [
-            None,
-            Some(serde_json::json!({"name": "w1", "labels": {"a": "b"}})),
-        ] {
+        for metadata in [None, Some(metadata)] {
             for data in [
                 None,
                 Some(0),
                 Some(1),
                 Some(100),
+                Some(1_000),
                 Some(20_000),
                 Some(3_000_000),
             ] {
-                let mut ev = crate::codec::encode_status(
-                    &report(metadata.clone()),
-                    EventType::StatusUpdate,
-                    "cluster1-work-agent",
-                    2_125_174_315_350_495_232,
-                )
-                .expect("encodes");
-                ev.data = data.map(|n| vec![b'x'; n]);
-                events.push(ev);
+                events.push(crate::test_events::status(metadata.clone(), data));
             }
         }
-        for works in [0, 3_000] {
-            let versions = (0..works)
-                .map(|i| crate::codec::ResourceVersion {
-                    resource_id: format!("00000000-0000-0000-0000-{i:012}"),
-                    resource_version: 1,
-                })
-                .collect();
-            events.push(
-                crate::codec::encode_spec_resync_request(versions, "cluster1", "c1-work-agent")
-                    .expect("encodes"),
-            );
-        }
+        events.extend([0, 3_000].map(crate::test_events::resync_request));
         for ev in &events {
             let request = proto::PublishRequest {
                 event: Some(to_proto(ev).expect("encodes")),

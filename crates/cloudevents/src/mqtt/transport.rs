@@ -63,6 +63,8 @@ struct Acks {
     awaiting_pkid: VecDeque<oneshot::Sender<Sent>>,
     /// Sent, waiting for their PUBACK.
     inflight: HashMap<u16, oneshot::Sender<Sent>>,
+    /// Counts the connections that ended: a sender of an earlier one publishes nothing.
+    connection: u64,
 }
 
 /// Shared by the transport and its senders.
@@ -108,6 +110,8 @@ pub struct MqttSender {
     shape: Arc<PublishShape>,
     ceiling: Arc<Ceiling>,
     reduced: Arc<ReducedMetadataLog>,
+    /// The connection it was made for ([`Acks::connection`]).
+    connection: u64,
 }
 
 /// What besides the event decides its PUBLISH packet: the topic and the QoS.
@@ -260,6 +264,7 @@ impl MqttTransport {
             shape,
             ceiling: ceiling.clone(),
             reduced: Arc::default(),
+            connection: 0,
         };
         Ok(Self {
             eventloop,
@@ -318,6 +323,7 @@ impl MqttTransport {
         self.eventloop.clean();
         acks.awaiting_pkid.clear();
         acks.inflight.clear();
+        acks.connection = acks.connection.wrapping_add(1);
     }
 }
 
@@ -409,7 +415,10 @@ impl Transport for MqttTransport {
                     *due = due.saturating_sub(1);
                     if *due == 0 {
                         self.announce = true;
-                        return Ok(self.sender.clone());
+                        return Ok(MqttSender {
+                            connection: self.pending.lock().connection,
+                            ..self.sender.clone()
+                        });
                     }
                 }
                 other => {
@@ -476,8 +485,8 @@ impl EventSender for MqttSender {
         if let Cow::Owned(sent) = &fitted {
             self.reduced.note(&event, sent, "MQTT");
         }
-        // The client checked it before, against the ceiling then; the broker of this connection
-        // may take less.
+        // The client checked it before, against the ceiling then; this connection's broker may
+        // take less.
         if let Err(e) = self.ceiling.fits(&fitted) {
             return Sent::TooLarge(e.to_string());
         }
@@ -491,6 +500,11 @@ impl EventSender for MqttSender {
         let (tx, rx) = oneshot::channel();
         {
             let mut acks = self.pending.lock();
+            // A send that outlived its connection: rumqttc would write it on the next one,
+            // past the ceiling checks (its broker may take less); the client queues it again.
+            if acks.connection != self.connection {
+                return Sent::Lost("the connection ended before the publish".into());
+            }
             if let Err(e) = self.client.try_publish_with_properties(
                 topic,
                 self.shape.qos,
@@ -510,8 +524,8 @@ impl EventSender for MqttSender {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{self, ResourceVersion, StatusReport};
     use crate::event::ExtValue;
+    use crate::test_events::{self, resync_request};
 
     /// The shape of a transport with `topics` for `cluster1` at `qos`.
     fn shape(topics: &Topics, qos: QoS) -> PublishShape {
@@ -541,44 +555,21 @@ mod tests {
     }
 
     fn status(metadata: Option<serde_json::Value>, data_bytes: usize) -> CloudEvent {
-        let status = work_api::ManifestWorkStatus::default();
-        let report = StatusReport {
-            uid: "6b8e0a52-5d3e-4c1e-9d8a-0f0e3c1b2a44",
-            generation: 7,
-            cluster: "cluster1",
-            original_source: "maestro",
-            metadata,
-            status: &status,
-        };
-        let mut ev = codec::encode_status(
-            &report,
-            EventType::StatusUpdate,
-            "cluster1-work-agent",
-            2_125_174_315_350_495_232,
-        )
-        .expect("encodes");
-        ev.data = Some(vec![b'x'; data_bytes]);
-        ev
+        test_events::status(metadata, Some(data_bytes))
     }
 
-    fn resync_request(works: usize) -> CloudEvent {
-        let versions = (0..works)
-            .map(|i| ResourceVersion {
-                resource_id: format!("00000000-0000-0000-0000-{i:012}"),
-                resource_version: 1,
-            })
-            .collect();
-        codec::encode_spec_resync_request(versions, "cluster1", "cluster1-work-agent")
-            .expect("encodes")
+    /// The topics of Maestro's agent chart for `cluster1`.
+    fn maestro_topics() -> Topics {
+        Topics {
+            source_events: "sources/maestro/consumers/cluster1/sourceevents".into(),
+            agent_events: "sources/maestro/consumers/cluster1/agentevents".into(),
+            ..Default::default()
+        }
     }
 
     #[test]
     fn the_measure_is_the_packet_rumqttc_writes() {
-        let maestro = Topics {
-            source_events: "sources/maestro/consumers/cluster1/sourceevents".into(),
-            agent_events: "sources/maestro/consumers/cluster1/agentevents".into(),
-            ..Default::default()
-        };
+        let maestro = maestro_topics();
         let broadcast = Topics {
             source_events: "sources/+/clusters/+/sourceevents".into(),
             agent_events: "sources/+/clusters/+/agentevents".into(),
@@ -587,13 +578,10 @@ mod tests {
         };
         let metadata =
             serde_json::json!({"name": "w1", "namespace": "cluster1", "labels": {"a": "b"}});
-        // Sizes either side of each of the Remaining Length's byte counts, and a resync request
-        // at 3,000 works (222 KB).
-        let mut events: Vec<CloudEvent> =
-            [0, 1, 60, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152]
-                .into_iter()
-                .flat_map(|n| [status(None, n), status(Some(metadata.clone()), n)])
-                .collect();
+        let mut events: Vec<CloudEvent> = [0, 1, 100, 20_000, 3_000_000]
+            .into_iter()
+            .flat_map(|n| [status(None, n), status(Some(metadata.clone()), n)])
+            .collect();
         events.extend([resync_request(0), resync_request(3_000)]);
         let mut for_one_source = resync_request(2);
         for_one_source.extensions.insert(
@@ -626,6 +614,47 @@ mod tests {
         assert!(shape.packet_size(&resync_request(3_000)) > 131_072);
     }
 
+    /// Where the Remaining Length, or the properties' length, grows a byte: every size around
+    /// each of those steps, where an off-by-one would hide.
+    #[test]
+    fn the_measure_is_exact_where_the_length_prefixes_grow() {
+        let topics = maestro_topics();
+        let shape = shape(&topics, QoS::AtLeastOnce);
+        let check = |ev: &CloudEvent| {
+            let (size, _) = rumqttc_sizes(ev, shape.topic(ev), QoS::AtLeastOnce);
+            assert_eq!(
+                shape.packet_size(ev),
+                size,
+                "{:?} bytes of data",
+                ev.data.as_ref().map(Vec::len)
+            );
+        };
+        // Without data the Remaining Length is under 16,384, so it takes two bytes.
+        let (empty, _) = rumqttc_sizes(&status(None, 0), &shape.events_topic, QoS::AtLeastOnce);
+        let overhead = empty - 3;
+        assert!((128..16_384).contains(&overhead), "{overhead}");
+        for step in [16_384, 2_097_152] {
+            for remaining in step - 3..step + 3 {
+                check(&status(None, remaining - overhead));
+            }
+        }
+        // A metadata value across the properties' step from two bytes of length to three: one
+        // more byte of it makes the packet two bytes larger there.
+        let sizes: Vec<usize> = (15_500..16_500)
+            .map(|annotation| {
+                let metadata =
+                    serde_json::json!({"name": "w1", "annotations": {"a": "x".repeat(annotation)}});
+                let ev = status(Some(metadata), 0);
+                check(&ev);
+                shape.packet_size(&ev)
+            })
+            .collect();
+        assert!(
+            sizes.windows(2).any(|w| w[1] - w[0] == 2),
+            "the step is crossed"
+        );
+    }
+
     #[test]
     fn metadata_longer_than_an_mqtt_string_is_reduced_and_measured_so() {
         let long = serde_json::json!({
@@ -639,11 +668,7 @@ mod tests {
             fitted.ext_string(types::EXT_METADATA).as_deref(),
             Some(r#"{"name":"w1","namespace":"cluster1"}"#)
         );
-        let topics = Topics {
-            source_events: "sources/maestro/consumers/cluster1/sourceevents".into(),
-            agent_events: "sources/maestro/consumers/cluster1/agentevents".into(),
-            ..Default::default()
-        };
+        let topics = maestro_topics();
         let shape = shape(&topics, QoS::AtLeastOnce);
         let (size, _) = rumqttc_sizes(&fitted, shape.topic(&fitted), QoS::AtLeastOnce);
         assert_eq!(shape.packet_size(&ev), size);

@@ -20,6 +20,7 @@ use crate::work::outcome::{Feedback, Live, ManifestOutcome, not_evaluated_becaus
 use crate::work::status::ManifestDesired;
 use crate::{spoke::executor, spoke::feedback};
 use applier::manifests::{self, ManifestId, ManifestSettings};
+use applier::record;
 
 /// What applying a work's manifests found.
 pub struct WorkOutcome {
@@ -96,6 +97,23 @@ impl Target {
     }
 }
 
+/// The resources the work would own once applied (without UIDs: they may not exist yet).
+pub async fn owned_resources(
+    work: &ManifestWork,
+    ctx: &Context,
+) -> Vec<AppliedManifestResourceMeta> {
+    let scope = WorkScope::new(work, &AppliedManifestWork::default(), ctx);
+    let mut out = Vec::new();
+    for (idx, manifest) in work.spec.workload.manifests.iter().enumerate() {
+        if let Ok(target) = scope.target(idx, &manifest.0).await
+            && target.owned()
+        {
+            out.push(target.applied_meta(""));
+        }
+    }
+    out
+}
+
 /// The resources the work would own once applied that `applied_work` does not record yet (without
 /// UIDs: they may not exist yet). Recorded before the apply, they are listed whenever they exist.
 pub async fn unrecorded(
@@ -103,21 +121,19 @@ pub async fn unrecorded(
     applied_work: &AppliedManifestWork,
     ctx: &Context,
 ) -> Vec<AppliedManifestResourceMeta> {
-    let scope = WorkScope::new(work, applied_work, ctx);
-    let mut out = Vec::new();
-    for (idx, manifest) in work.spec.workload.manifests.iter().enumerate() {
-        let Ok(target) = scope.target(idx, &manifest.0).await else {
-            continue;
-        };
-        if target.owned()
-            && scope
-                .carry_over(&target.id, Some(&target.resolved.plural))
-                .is_empty()
-        {
-            out.push(target.applied_meta(""));
-        }
-    }
-    out
+    let recorded = record::recorded(applied_work);
+    owned_resources(work, ctx)
+        .await
+        .into_iter()
+        .filter(|r| {
+            !recorded.iter().any(|p| {
+                p.group == r.group
+                    && p.resource == r.resource
+                    && p.namespace == r.namespace
+                    && p.name == r.name
+            })
+        })
+        .collect()
 }
 
 /// Applies every manifest (in apply order) that is not already complete, and collects its
@@ -162,11 +178,7 @@ impl<'a> WorkScope<'a> {
         WorkScope {
             work,
             name: work.name_any(),
-            previously: applied_work
-                .status
-                .as_ref()
-                .map(|s| s.applied_resources.clone())
-                .unwrap_or_default(),
+            previously: record::recorded(applied_work),
             owner: applier::owner_reference(applied_work),
             labels: BTreeMap::from([(
                 applier::AGENT_LABEL.to_string(),

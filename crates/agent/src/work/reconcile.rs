@@ -31,6 +31,10 @@ use applier::{manifests, record};
 /// Delay before retrying a manifest whose apply failed for a reason that may pass by itself.
 const TRANSIENT_RETRY: Duration = Duration::from_secs(5);
 
+/// Delay before looking again for the kind of a CustomResourceDefinition that is Established but
+/// not in discovery yet (the API server adds it within moments, and no event says when).
+const DISCOVERY_RETRY: Duration = Duration::from_millis(100);
+
 /// Reconciles one stored ManifestWork: decodes it (a work that does not decode is logged with
 /// its name and waits for its next change), then [`reconcile`].
 pub async fn reconcile_stored(stored: Arc<StoredWork>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -281,6 +285,7 @@ async fn apply_and_report(
         pruning: !not_pruned.is_empty(),
         transient_failure: outcome.transient_failure,
         has_readonly: outcome.has_readonly,
+        awaiting_discovery: outcome.awaiting_discovery,
     };
     Ok(retry.action(&name, generation, ctx))
 }
@@ -291,6 +296,7 @@ struct Retry<'a> {
     pruning: bool,
     transient_failure: bool,
     has_readonly: bool,
+    awaiting_discovery: bool,
 }
 
 impl Retry<'_> {
@@ -314,6 +320,9 @@ impl Retry<'_> {
         }
         if self.has_readonly {
             sooner(ctx.config.readonly_resync);
+        }
+        if self.awaiting_discovery {
+            sooner(DISCOVERY_RETRY);
         }
         next.map_or_else(Action::await_change, Action::requeue)
     }

@@ -351,9 +351,16 @@ async fn each_resource_is_recorded_before_it_is_created() {
         "validatingadmissionpolicybindings",
     );
     let policy = format!("{}-recorded-first", env.ns);
-    let recorded = "has(params.status) && has(params.status.appliedResources) && \
+    // Listed in appliedResources, or (nothing written since the create) in the list the
+    // AppliedManifestWork was created with.
+    let recorded = "(has(params.status) && has(params.status.appliedResources) && \
         params.status.appliedResources.exists(r, r.resource == 'configmaps' && \
-        r.namespace == object.metadata.namespace && r.name == object.metadata.name)";
+        r.namespace == object.metadata.namespace && r.name == object.metadata.name)) || \
+        (has(params.metadata.annotations) && \
+        'work.open-cluster-management.io/resources-at-creation' in params.metadata.annotations && \
+        params.metadata.annotations['work.open-cluster-management.io/resources-at-creation']\
+        .split('\\n').exists(l, l == '/v1/configmaps/' + object.metadata.namespace + '/' + \
+        object.metadata.name))";
     let object = |v: serde_json::Value| -> kube::api::DynamicObject {
         serde_json::from_value(v).expect("object")
     };

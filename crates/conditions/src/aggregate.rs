@@ -32,12 +32,29 @@ fn applied(manifests: &[&[Condition]]) -> ConditionUpdate {
         .iter()
         .filter(|m| find(m, APPLIED).is_some_and(|c| status_of(c) == Status::False))
         .count();
+    let waiting: Vec<&Condition> = manifests
+        .iter()
+        .filter_map(|m| find(m, APPLIED))
+        .filter(|c| c.reason == reasons::WAITING_FOR_DEPENDENCY)
+        .collect();
     if failed > 0 {
         ConditionUpdate::new(
             APPLIED,
             Status::False,
             reasons::APPLIED_MANIFEST_WORK_FAILED,
             "Failed to apply manifest work",
+        )
+    } else if let Some(first) = waiting.first() {
+        ConditionUpdate::new(
+            APPLIED,
+            Status::Unknown,
+            reasons::APPLIED_MANIFEST_WORK_WAITING,
+            crate::cap_message(format!(
+                "{} of {} manifests wait for what they depend on: {}",
+                waiting.len(),
+                manifests.len(),
+                first.message
+            )),
         )
     } else {
         ConditionUpdate::new(
@@ -180,6 +197,37 @@ mod tests {
             (applied.status, applied.reason.as_str()),
             (Status::False, "AppliedManifestWorkFailed")
         );
+    }
+
+    #[test]
+    fn applied_unknown_while_manifests_wait_and_nothing_failed() {
+        let a = [applied_ok(), avail("True")];
+        let [applied, available] = crate::waiting_conditions(
+            "Waiting for CustomResourceDefinition widgets.example.com (manifest 3) to be Established",
+        );
+        let as_condition =
+            |u: &ConditionUpdate| c(&u.type_, u.status.as_str(), &u.reason, &u.message);
+        let w = [as_condition(&applied), as_condition(&available)];
+        let out = aggregate_work_conditions(&[&a, &w]);
+        let applied = get(&out, "Applied");
+        assert_eq!(
+            (
+                applied.status,
+                applied.reason.as_str(),
+                applied.message.as_str()
+            ),
+            (
+                Status::Unknown,
+                "AppliedManifestWorkWaiting",
+                "1 of 2 manifests wait for what they depend on: Waiting for \
+                 CustomResourceDefinition widgets.example.com (manifest 3) to be Established"
+            )
+        );
+        assert_eq!(get(&out, "Available").status, Status::Unknown);
+        // A failure wins over waiting.
+        let f = [c("Applied", "False", "AppliedManifestFailed", "x")];
+        let out = aggregate_work_conditions(&[&f, &w]);
+        assert_eq!(get(&out, "Applied").status, Status::False);
     }
 
     #[test]

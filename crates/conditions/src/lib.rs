@@ -122,7 +122,7 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 pub use limits::Limits;
 pub use manifest::{
     Availability, applied_condition, available_condition, feedback_condition,
-    ignore_fields_failed_condition, no_feedback_condition,
+    ignore_fields_failed_condition, no_feedback_condition, waiting_conditions,
 };
 pub use merge::{merge_conditions, merge_work_conditions, replace_conditions};
 pub use not_evaluated::not_evaluated_conditions;
@@ -236,6 +236,11 @@ pub mod reasons {
     pub const CONDITION_RULE_NOT_EVALUATED: &str = "ConditionRuleNotEvaluated";
     /// The object's status is stale (observedGeneration != generation).
     pub const CONDITION_RULE_STALE_STATUS: &str = "ConditionRuleStaleStatus";
+    /// `Applied` and `Available` Unknown on a manifest that waits for another manifest of its
+    /// work (its CRD Established, its Namespace Active, its APIService Available).
+    pub const WAITING_FOR_DEPENDENCY: &str = "WaitingForDependency";
+    /// `Applied` Unknown on a work: no manifest failed, some wait for what they depend on.
+    pub const APPLIED_MANIFEST_WORK_WAITING: &str = "AppliedManifestWorkWaiting";
     /// `Applied` True on a work.
     pub const APPLIED_MANIFEST_WORK_COMPLETE: &str = "AppliedManifestWorkComplete";
     /// `Applied` False on a work.

@@ -35,6 +35,26 @@ pub fn applied_condition(result: Result<(), &str>) -> ConditionUpdate {
     }
 }
 
+/// `Applied` and `Available` of a manifest that is not applied yet because it waits for another
+/// manifest of its work: both Unknown `WaitingForDependency`, the message saying what it waits for.
+pub fn waiting_conditions(waits_for: &str) -> [ConditionUpdate; 2] {
+    let message = cap_message(waits_for.to_string());
+    [
+        ConditionUpdate::new(
+            APPLIED,
+            Status::Unknown,
+            reasons::WAITING_FOR_DEPENDENCY,
+            message.clone(),
+        ),
+        ConditionUpdate::new(
+            AVAILABLE,
+            Status::Unknown,
+            reasons::WAITING_FOR_DEPENDENCY,
+            message,
+        ),
+    ]
+}
+
 /// `Applied` False `AppliedManifestSSAIgnoreFieldError` "Failed to process ignoreFields: <error>":
 /// the manifest's `ignoreFields` cannot be used (an invalid path or jq expression).
 pub fn ignore_fields_failed_condition(error: &str) -> ConditionUpdate {

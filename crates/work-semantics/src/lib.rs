@@ -2,11 +2,14 @@
 //! needs it: the applier that writes manifests, the agent that reports on them and the authoring
 //! tools that check them before they ship. A manifest's identity ([`ManifestId`]), which
 //! `manifestConfigs` entry applies to it, sticky completion, orphaning and pruning
-//! ([`manifests`]). No I/O.
+//! ([`manifests`]); what a work's AppliedManifestWork records ([`record`]);
+//! what each manifest needs of the others before it is applied ([`readiness`]). No I/O.
 
 #![warn(missing_docs)]
 
 mod identity;
 pub mod manifests;
+pub mod readiness;
+pub mod record;
 
 pub use identity::{InvalidManifest, ManifestId};

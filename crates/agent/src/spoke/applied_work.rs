@@ -23,6 +23,7 @@ use crate::packed::PackedJson;
 use crate::spoke::live_object::{LiveObject, SharedResource};
 use crate::spoke::object_store::ObjectStore;
 use crate::{finalizer_patch, params};
+use applier::record;
 
 /// Where a work's AppliedManifestWork stands.
 #[derive(Debug)]
@@ -151,12 +152,15 @@ impl AppliedWorks {
 
     /// The work's AppliedManifestWork, created with its finalizer when missing.
     /// Its labels are the work's, and its spec names this agent (an AppliedManifestWork left by
-    /// an agent with another ID is taken over).
+    /// an agent with another ID is taken over). A new one is created recording what `initial`
+    /// gives (awaited only then): the resources the work is about to own, so no write of the
+    /// record needs to precede their creates (see [`applier::record`]).
     pub async fn ensure(
         &self,
         config: &AgentConfig,
         work_name: &str,
         labels: &BTreeMap<String, String>,
+        initial: impl Future<Output = Vec<AppliedManifestResourceMeta>>,
     ) -> Result<AppliedState, kube::Error> {
         let name = config.applied_name(work_name);
         let spec = AppliedManifestWorkSpec {
@@ -195,10 +199,14 @@ impl AppliedWorks {
                 }
             }
             None => {
+                let annotations = record::annotation_text(&initial.await)
+                    .filter(|text| !text.is_empty())
+                    .map(|text| BTreeMap::from([(record::ANNOTATION.to_string(), text)]));
                 let amw = AppliedManifestWork {
                     metadata: ObjectMeta {
                         name: Some(name.clone()),
                         labels: (!labels.is_empty()).then(|| labels.clone()),
+                        annotations,
                         finalizers: Some(vec![APPLIED_MANIFEST_WORK_FINALIZER.to_string()]),
                         ..Default::default()
                     },
@@ -226,7 +234,9 @@ impl AppliedWorks {
         }
     }
 
-    /// Records the resources the work owns now; the written AppliedManifestWork.
+    /// Records the resources the work owns now; the written AppliedManifestWork. An empty list
+    /// also drops the list the AppliedManifestWork was created with, which an empty status
+    /// would otherwise leave standing as the record.
     pub async fn write_resources(
         &self,
         applied: &AppliedManifestWork,
@@ -234,10 +244,27 @@ impl AppliedWorks {
     ) -> Result<AppliedManifestWork, kube::Error> {
         let name = applied.name_any();
         let patch = json!({ "status": { "appliedResources": resources } });
-        let written = self
+        let mut written = self
             .api
             .patch_status(&name, &params::patch(), &Patch::Merge(&patch))
             .await?;
+        let created_with = written
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(record::ANNOTATION));
+        if resources.is_empty() && created_with {
+            let patch = json!({
+                "metadata": {
+                    "uid": written.metadata.uid,
+                    "annotations": {record::ANNOTATION: null},
+                },
+            });
+            written = self
+                .api
+                .patch(&name, &params::patch(), &Patch::Merge(&patch))
+                .await?;
+        }
         self.latest.record(&name, written.clone());
         Ok(written)
     }

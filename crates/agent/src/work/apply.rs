@@ -20,6 +20,8 @@ use crate::work::outcome::{Feedback, Live, ManifestOutcome, not_evaluated_becaus
 use crate::work::status::ManifestDesired;
 use crate::{spoke::executor, spoke::feedback};
 use applier::manifests::{self, ManifestId, ManifestSettings};
+use applier::readiness::{self, Need};
+use applier::record;
 
 /// What applying a work's manifests found.
 pub struct WorkOutcome {
@@ -35,6 +37,9 @@ pub struct WorkOutcome {
     pub transient_failure: bool,
     /// Why manifests are blocked (not applied, absent or unreadable), one line each.
     pub failures: Vec<String>,
+    /// Whether a custom resource waits for the API server to serve its kind, its
+    /// CustomResourceDefinition being Established (discovery follows within moments).
+    pub awaiting_discovery: bool,
 }
 
 /// Everything about one manifest a reconcile needs besides its outcome.
@@ -45,6 +50,33 @@ struct ManifestResult {
     readonly: bool,
     transient: bool,
     failure: Option<String>,
+    /// What the manifests depending on this one see of it.
+    as_dependency: AsDependency,
+    /// Whether its kind is not served (discovery does not know it).
+    unknown_kind: bool,
+}
+
+/// What the manifests that depend on a manifest see of it after its turn.
+#[derive(Clone, Debug, Default)]
+enum AsDependency {
+    /// Not applied, its object not there, or nothing depends on it.
+    #[default]
+    NotThere,
+    /// Applied, with its live object.
+    Live(Value),
+    /// Complete (sticky, never applied again): whatever needed it had it.
+    Kept,
+}
+
+impl AsDependency {
+    /// Whether what a dependant needs of this manifest holds.
+    fn meets(&self, need: Need) -> bool {
+        match self {
+            AsDependency::NotThere => false,
+            AsDependency::Live(object) => readiness::is_ready(need, object),
+            AsDependency::Kept => true,
+        }
+    }
 }
 
 /// What a work's manifests share while being applied.
@@ -96,23 +128,42 @@ impl Target {
     }
 }
 
-/// The resources the work would own once applied that `applied_work` does not record yet (without
-/// UIDs: they may not exist yet). Recorded before the apply, they are listed whenever they exist.
-pub async fn unrecorded(
+/// The resources the work would own once applied (without UIDs: they may not exist yet). A custom
+/// resource whose CustomResourceDefinition is in the work is known from that CRD, without asking
+/// discovery for a kind that may not be served yet.
+pub async fn owned_resources(
     work: &ManifestWork,
-    applied_work: &AppliedManifestWork,
     ctx: &Context,
 ) -> Vec<AppliedManifestResourceMeta> {
-    let scope = WorkScope::new(work, applied_work, ctx);
+    let raw: Vec<&Value> = work.spec.workload.manifests.iter().map(|m| &m.0).collect();
+    let deps = readiness::dependencies(&raw);
+    let scope = WorkScope::new(work, &AppliedManifestWork::default(), ctx);
     let mut out = Vec::new();
-    for (idx, manifest) in work.spec.workload.manifests.iter().enumerate() {
-        let Ok(target) = scope.target(idx, &manifest.0).await else {
-            continue;
+    for (idx, manifest) in raw.iter().enumerate() {
+        let from_crd = deps
+            .get(idx)
+            .into_iter()
+            .flatten()
+            .find(|d| d.need == Need::Established)
+            .and_then(|d| raw.get(d.on))
+            .and_then(|crd| {
+                let id = ManifestId::of(manifest).ok()?;
+                let (plural, namespaced) = readiness::crd_resource(crd, &id.version)?;
+                let resolved = applier::ResolvedResource {
+                    group: id.group.clone(),
+                    version: id.version.clone(),
+                    kind: id.kind.clone(),
+                    plural,
+                    namespaced,
+                };
+                Some(scope.target_of(idx, id, resolved))
+            });
+        let target = match from_crd {
+            Some(target) => Ok(target),
+            None => scope.target(idx, manifest).await,
         };
-        if target.owned()
-            && scope
-                .carry_over(&target.id, Some(&target.resolved.plural))
-                .is_empty()
+        if let Ok(target) = target
+            && target.owned()
         {
             out.push(target.applied_meta(""));
         }
@@ -120,8 +171,32 @@ pub async fn unrecorded(
     out
 }
 
-/// Applies every manifest (in apply order) that is not already complete, and collects its
-/// outcome.
+/// The resources the work would own once applied that `applied_work` does not record yet (without
+/// UIDs: they may not exist yet). Recorded before the apply, they are listed whenever they exist.
+pub async fn unrecorded(
+    work: &ManifestWork,
+    applied_work: &AppliedManifestWork,
+    ctx: &Context,
+) -> Vec<AppliedManifestResourceMeta> {
+    let recorded = record::recorded(applied_work);
+    owned_resources(work, ctx)
+        .await
+        .into_iter()
+        .filter(|r| {
+            !recorded.iter().any(|p| {
+                p.group == r.group
+                    && p.resource == r.resource
+                    && p.namespace == r.namespace
+                    && p.name == r.name
+            })
+        })
+        .collect()
+}
+
+/// Applies every manifest that is not already complete, in apply order with each after what it
+/// needs ([`readiness`]), and collects its outcome. A manifest whose dependency in the work is not
+/// ready yet is not applied and says what it waits for; the dependency's own watch event brings
+/// the work back once it is.
 pub async fn apply_work(
     work: &ManifestWork,
     applied_work: &AppliedManifestWork,
@@ -129,6 +204,22 @@ pub async fn apply_work(
 ) -> WorkOutcome {
     let raw: Vec<&Value> = work.spec.workload.manifests.iter().map(|m| &m.0).collect();
     let scope = WorkScope::new(work, applied_work, ctx);
+    let mut deps = readiness::dependencies(&raw);
+    let (order, broken) = readiness::order(&applier::apply_order(&raw), &deps);
+    // A manifest in a circle of dependencies goes as if it had none: better applied and failing
+    // on its own than waiting forever.
+    for idx in broken {
+        if let Some(d) = deps.get_mut(idx) {
+            d.clear();
+        }
+    }
+    let mut depended_on = vec![false; raw.len()];
+    for dep in deps.iter().flatten() {
+        if let Some(flag) = depended_on.get_mut(dep.on) {
+            *flag = true;
+        }
+    }
+    let mut seen: Vec<AsDependency> = vec![AsDependency::NotThere; raw.len()];
     let mut slots: Vec<Option<ManifestDesired>> = vec![None; raw.len()];
     let mut out = WorkOutcome {
         manifests: Vec::new(),
@@ -137,18 +228,44 @@ pub async fn apply_work(
         has_readonly: false,
         transient_failure: false,
         failures: Vec::new(),
+        awaiting_discovery: false,
     };
-    for idx in applier::apply_order(&raw) {
-        // apply_order returns a permutation of the indexes; anything else is skipped, not a panic.
+    for idx in order {
+        // The order is a permutation of the indexes; anything else is skipped, not a panic.
         let Some(manifest) = raw.get(idx) else {
             continue;
         };
-        let result = scope.manifest(idx, manifest).await;
+        let needs = deps.get(idx).map(Vec::as_slice).unwrap_or_default();
+        let unmet = needs
+            .iter()
+            .find(|d| !seen.get(d.on).is_some_and(|s| s.meets(d.need)));
+        let mut result = match unmet {
+            Some(dep) => scope.waiting(idx, manifest, &waits_for(&raw, dep)),
+            None => {
+                let keep = depended_on.get(idx).copied().unwrap_or(false);
+                // A kind whose CRD is in the work may be brand new: its store's first list is
+                // not waited for (it can take seconds while the API server starts serving it).
+                let new_kind = needs.iter().any(|d| d.need == Need::Established);
+                scope.manifest(idx, manifest, keep, new_kind).await
+            }
+        };
+        if result.unknown_kind
+            && let Some(crd) = needs.iter().find(|d| d.need == Need::Established)
+        {
+            // Its CRD is Established but discovery does not serve the kind yet: still waiting,
+            // not failed.
+            let why = format!("{}, and its kind to be served", waits_for(&raw, crd));
+            result = scope.waiting(idx, manifest, &why);
+            out.awaiting_discovery = true;
+        }
         out.applied.extend(result.applied);
         out.keys.extend(result.key);
         out.has_readonly |= result.readonly;
         out.transient_failure |= result.transient;
         out.failures.extend(result.failure);
+        if let Some(slot) = seen.get_mut(idx) {
+            *slot = result.as_dependency;
+        }
         if let Some(slot) = slots.get_mut(idx) {
             *slot = Some(result.desired);
         }
@@ -157,16 +274,33 @@ pub async fn apply_work(
     out
 }
 
+/// What a manifest waiting on `dep` says: "Waiting for <Kind> <namespace/name> (manifest <i>) to
+/// be <Established|Active|Available>".
+fn waits_for(raw: &[&Value], dep: &readiness::Dependency) -> String {
+    let what = raw
+        .get(dep.on)
+        .and_then(|m| ManifestId::of(m).ok())
+        .map(|id| {
+            if id.namespace.is_empty() {
+                format!("{} {}", id.kind, id.name)
+            } else {
+                format!("{} {}/{}", id.kind, id.namespace, id.name)
+            }
+        })
+        .unwrap_or_default();
+    format!(
+        "Waiting for {what} (manifest {}) to be {}",
+        dep.on,
+        dep.need.word()
+    )
+}
+
 impl<'a> WorkScope<'a> {
     fn new(work: &'a ManifestWork, applied_work: &AppliedManifestWork, ctx: &'a Context) -> Self {
         WorkScope {
             work,
             name: work.name_any(),
-            previously: applied_work
-                .status
-                .as_ref()
-                .map(|s| s.applied_resources.clone())
-                .unwrap_or_default(),
+            previously: record::recorded(applied_work),
             owner: applier::owner_reference(applied_work),
             labels: BTreeMap::from([(
                 applier::AGENT_LABEL.to_string(),
@@ -198,12 +332,18 @@ impl<'a> WorkScope<'a> {
     /// Applies one manifest, phase by phase: identify, the sticky-completion check and resolve
     /// ([`Self::target`]), watch, the executor gate and the write, then observe the live object
     /// and evaluate its rules and feedback.
-    async fn manifest(&self, idx: usize, manifest: &Value) -> ManifestResult {
+    async fn manifest(
+        &self,
+        idx: usize,
+        manifest: &Value,
+        depended_on: bool,
+        new_kind: bool,
+    ) -> ManifestResult {
         let target = match self.target(idx, manifest).await {
             Ok(target) => target,
             Err(result) => return result,
         };
-        let cached = self.watch(&target).await;
+        let cached = self.watch(&target, new_kind).await;
         let started = Instant::now();
         // The executor is checked on every pass, not only before a write: a permission taken
         // away shows as Applied False even for an object that needs no write (answers are
@@ -214,8 +354,40 @@ impl<'a> WorkScope<'a> {
         };
         self.count_apply(&target, &written, started);
         match written {
-            Ok(done) => self.observe_written(target, done).await,
+            Ok(done) => self.observe_written(target, done, depended_on).await,
             Err(e) => self.observe_unwritten(target, cached, e).await,
+        }
+    }
+
+    /// The result of a manifest that waits for another manifest of the work (`why` says which
+    /// and for what): not applied, nothing asked of the spoke (its kind is not even resolved),
+    /// its record kept. A complete manifest stays as it is.
+    fn waiting(&self, idx: usize, manifest: &Value, why: &str) -> ManifestResult {
+        let id = match ManifestId::of(manifest) {
+            Ok(id) => id,
+            Err(e) => return unidentified(idx, e.to_string()),
+        };
+        if let Some(kept) = self.completed(idx, &id) {
+            return kept;
+        }
+        let settings = self.settings(&id, &guessed_plural(&id));
+        let mut outcome = self.unapplied(
+            manifests::resource_meta(idx, &id, ""),
+            &id,
+            &settings,
+            Err(why.to_string()),
+            Live::UnknownKind,
+        );
+        outcome.waiting = Some(why.to_string());
+        ManifestResult {
+            desired: outcome.desired(),
+            applied: self.carry_over(&id, None),
+            key: None,
+            readonly: false,
+            transient: false,
+            failure: None,
+            as_dependency: AsDependency::NotThere,
+            unknown_kind: false,
         }
     }
 
@@ -253,6 +425,8 @@ impl<'a> WorkScope<'a> {
             readonly: false,
             transient: false,
             failure: None,
+            as_dependency: AsDependency::Kept,
+            unknown_kind: false,
         })
     }
 
@@ -263,6 +437,11 @@ impl<'a> WorkScope<'a> {
             Ok(r) => r,
             Err(e) => return Err(self.unresolved(idx, &id, e)),
         };
+        Ok(self.target_of(idx, id, resolved))
+    }
+
+    /// The manifest as `resolved`, with its settings.
+    fn target_of(&self, idx: usize, id: ManifestId, resolved: applier::ResolvedResource) -> Target {
         // A cluster-scoped object has no namespace, whatever the manifest says: it is recorded
         // (status, appliedResources, manifestConfigs matching) and watched without one.
         let id = if resolved.namespaced {
@@ -283,14 +462,14 @@ impl<'a> WorkScope<'a> {
             &id.namespace,
             &id.name,
         );
-        Ok(Target {
+        Target {
             id,
             resolved,
             settings,
             meta,
             readonly,
             orphan,
-        })
+        }
     }
 
     /// The `manifestConfigs` settings of an object of `resource`.
@@ -326,18 +505,21 @@ impl<'a> WorkScope<'a> {
             Err(message.clone()),
             live,
         );
-        blocked(
+        let mut result = blocked(
             outcome,
             self.carry_over(id, None),
             None,
             e.is_transient(),
             message,
-        )
+        );
+        result.unknown_kind = unknown;
+        result
     }
 
     /// Indexes and watches the object before the write (its first events then find the work),
-    /// and gives what the watch cache knows of it.
-    async fn watch(&self, target: &Target) -> Cached {
+    /// and gives what the watch cache knows of it; of a `new_kind`, without waiting for its
+    /// store's first list (unknown until then: the applier reads the object instead).
+    async fn watch(&self, target: &Target, new_kind: bool) -> Cached {
         let ctx = self.ctx;
         ctx.watches.add(&self.name, target.key());
         // ReadOnly objects carry no label of ours, so no label-filtered store has them.
@@ -345,6 +527,11 @@ impl<'a> WorkScope<'a> {
             return Cached::Unknown;
         }
         ctx.watches.ensure(&target.resolved);
+        if new_kind {
+            return ctx
+                .watches
+                .cached(&target.resolved, &target.id.namespace, &target.id.name);
+        }
         ctx.watches
             .cached_when_synced(&target.resolved, &target.id.namespace, &target.id.name)
             .await
@@ -437,7 +624,12 @@ impl<'a> WorkScope<'a> {
 
     /// The result of a written (or read, for ReadOnly) manifest: the live object the write gave,
     /// recorded when the work owns it, and its rules and feedback.
-    async fn observe_written(&self, target: Target, done: applier::Applied) -> ManifestResult {
+    async fn observe_written(
+        &self,
+        target: Target,
+        done: applier::Applied,
+        depended_on: bool,
+    ) -> ManifestResult {
         let live = match done.object {
             Some(object) => Live::Found(object),
             None => Live::Absent,
@@ -456,6 +648,10 @@ impl<'a> WorkScope<'a> {
         let readonly = target.readonly;
         let outcome = self.observed(&target, Ok(()), live).await;
         let failure = not_evaluated_because(&outcome.applied, &outcome.live);
+        let as_dependency = match &outcome.live {
+            Live::Found(object) if depended_on => AsDependency::Live(object.clone()),
+            _ => AsDependency::NotThere,
+        };
         ManifestResult {
             desired: outcome.desired(),
             applied,
@@ -463,6 +659,8 @@ impl<'a> WorkScope<'a> {
             readonly,
             transient: false,
             failure,
+            as_dependency,
+            unknown_kind: false,
         }
     }
 
@@ -475,6 +673,10 @@ impl<'a> WorkScope<'a> {
     ) -> ManifestResult {
         let message = e.to_string();
         let ignore_fields_error = e.is_ignore_field_error();
+        let unknown_kind = matches!(
+            e,
+            applier::ApplyError::UnknownKind { .. } | applier::ApplyError::UnknownResource { .. }
+        );
         let live = match e {
             applier::ApplyError::UnknownKind { .. }
             | applier::ApplyError::UnknownResource { .. } => Live::UnknownKind,
@@ -497,13 +699,15 @@ impl<'a> WorkScope<'a> {
         };
         let mut outcome = self.observed(&target, Err(message.clone()), live).await;
         outcome.ignore_fields_error = ignore_fields_error;
-        blocked(
+        let mut result = blocked(
             outcome,
             self.carry_over(&target.id, Some(&target.resolved.plural)),
             Some(target.key()),
             e.is_transient(),
             message,
-        )
+        );
+        result.unknown_kind = unknown_kind;
+        result
     }
 
     /// The outcome of a manifest that was not applied and has no resolved kind: no feedback, and
@@ -534,6 +738,7 @@ impl<'a> WorkScope<'a> {
             },
             applied,
             live,
+            waiting: None,
         }
     }
 
@@ -590,6 +795,7 @@ impl<'a> WorkScope<'a> {
             live,
             rules,
             feedback,
+            waiting: None,
         }
     }
 }
@@ -705,6 +911,7 @@ fn unidentified(idx: usize, message: String) -> ManifestResult {
         live: Live::UnknownKind,
         rules: Vec::new(),
         feedback: Feedback::NoRules,
+        waiting: None,
     };
     blocked(outcome, Vec::new(), None, false, message)
 }
@@ -728,6 +935,8 @@ fn blocked(
         readonly: false,
         transient,
         failure: Some(failure),
+        as_dependency: AsDependency::NotThere,
+        unknown_kind: false,
     }
 }
 

@@ -186,16 +186,12 @@ pub async fn cleanup_resources(
     let owner_uid = amw.metadata.uid.clone().unwrap_or_default();
     let work = amw.spec.manifest_work_name.as_str();
     let applied = amw.name_any();
-    let resources = amw
-        .status
-        .as_ref()
-        .map(|s| s.applied_resources.as_slice())
-        .unwrap_or_default();
+    let resources = applier::record::recorded(amw);
     let mut waiting = 0usize;
     let mut errors: Vec<String> = Vec::new();
     // What is still there to wait for (or failed): the AppliedManifestWork keeps recording it.
     let mut pending: Vec<work_api::AppliedManifestResourceMeta> = Vec::new();
-    for res in resources {
+    for res in &resources {
         let orphan =
             manifests::is_orphaned(option, &res.group, &res.resource, &res.namespace, &res.name);
         if !orphan {

@@ -49,6 +49,9 @@ pub struct ManifestOutcome {
     pub rules: Vec<ConditionUpdate>,
     /// Status feedback.
     pub feedback: Feedback,
+    /// What the manifest waits for, if it is not applied yet because another manifest of the
+    /// work is not ready (its `Applied` and `Available` then say so, Unknown).
+    pub waiting: Option<String>,
 }
 
 /// Why a manifest's rules cannot be evaluated, if they cannot: its object was never applied, is
@@ -68,6 +71,15 @@ impl ManifestOutcome {
     /// The manifest's status: `Applied` from apply, `Available` from the live object only,
     /// `StatusFeedbackSynced` from feedback, then the rule conditions.
     pub fn desired(&self) -> ManifestDesired {
+        if let Some(waits_for) = &self.waiting {
+            let mut updates = conditions::waiting_conditions(waits_for).to_vec();
+            updates.extend(self.rules.iter().cloned());
+            return ManifestDesired::Conditions {
+                meta: self.meta.clone(),
+                updates,
+                feedback: None,
+            };
+        }
         let applied = match &self.applied {
             Err(e) if self.ignore_fields_error => conditions::ignore_fields_failed_condition(e),
             result => {
@@ -114,7 +126,7 @@ impl ManifestOutcome {
     /// Whether the manifest is blocked: not applied, or its object absent or unreadable. A
     /// blocked work is retried with backoff and when a namespace or CRD appears.
     pub fn is_blocked(&self) -> bool {
-        not_evaluated_because(&self.applied, &self.live).is_some()
+        self.waiting.is_none() && not_evaluated_because(&self.applied, &self.live).is_some()
     }
 }
 
@@ -132,6 +144,7 @@ mod tests {
             live,
             rules: Vec::new(),
             feedback,
+            waiting: None,
         }
     }
 
@@ -147,6 +160,25 @@ mod tests {
 
     fn row(t: &str, s: Status, r: &str, m: &str) -> (String, Status, String, String) {
         (t.into(), s, r.into(), m.into())
+    }
+
+    #[test]
+    fn a_waiting_manifest_says_what_it_waits_for_and_is_not_blocked() {
+        let mut waiting = outcome(
+            Err("not applied".into()),
+            Live::UnknownKind,
+            Feedback::NotRead,
+        );
+        waiting.waiting = Some("Waiting for Namespace app (manifest 4) to be Active".into());
+        let why = "Waiting for Namespace app (manifest 4) to be Active";
+        assert_eq!(
+            updates(&waiting),
+            vec![
+                row("Applied", Status::Unknown, "WaitingForDependency", why),
+                row("Available", Status::Unknown, "WaitingForDependency", why),
+            ]
+        );
+        assert!(!waiting.is_blocked());
     }
 
     #[test]

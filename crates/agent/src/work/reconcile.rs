@@ -26,10 +26,14 @@ use crate::spoke::watches::ObjectKey;
 use crate::work::completion_memory::{self, Remembered};
 use crate::work::status::{self, DesiredStatus, StatusPlan};
 use crate::work::{apply, deletion, ttl};
-use applier::manifests;
+use applier::{manifests, record};
 
 /// Delay before retrying a manifest whose apply failed for a reason that may pass by itself.
 const TRANSIENT_RETRY: Duration = Duration::from_secs(5);
+
+/// Delay before looking again for the kind of a CustomResourceDefinition that is Established but
+/// not in discovery yet (the API server adds it within moments, and no event says when).
+const DISCOVERY_RETRY: Duration = Duration::from_millis(100);
 
 /// Reconciles one stored ManifestWork: decodes it (a work that does not decode is logged with
 /// its name and waits for its next change), then [`reconcile`].
@@ -147,9 +151,18 @@ async fn applied_record(
     ctx: &Context,
 ) -> Result<Option<AppliedManifestWork>, Error> {
     let labels = work.metadata.labels.clone().unwrap_or_default();
+    // A new AppliedManifestWork is created with the resources the work is about to own: no write
+    // of the record needs to precede their creates. A completed work applies nothing.
+    let initial = async {
+        if manifests::work_is_complete(work.status.as_ref()) {
+            Vec::new()
+        } else {
+            apply::owned_resources(work, ctx).await
+        }
+    };
     let state = ctx
         .applied
-        .ensure(&ctx.config, &work.name_any(), &labels)
+        .ensure(&ctx.config, &work.name_any(), &labels, initial)
         .await
         .map_err(Error::Spoke)?;
     match state {
@@ -190,11 +203,7 @@ async fn apply_and_report(
     let name = work.name_any();
     let applied = record_before_creating(work, applied, ctx).await?;
     let outcome = apply::apply_work(work, &applied, ctx).await;
-    let before = applied
-        .status
-        .as_ref()
-        .map(|s| s.applied_resources.clone())
-        .unwrap_or_default();
+    let before = record::recorded(&applied);
     let not_pruned = prune(work, &applied, &before, &outcome.applied, ctx).await;
     let mut now_applied = outcome.applied.clone();
     now_applied.extend(not_pruned.iter().cloned());
@@ -276,6 +285,7 @@ async fn apply_and_report(
         pruning: !not_pruned.is_empty(),
         transient_failure: outcome.transient_failure,
         has_readonly: outcome.has_readonly,
+        awaiting_discovery: outcome.awaiting_discovery,
     };
     Ok(retry.action(&name, generation, ctx))
 }
@@ -286,6 +296,7 @@ struct Retry<'a> {
     pruning: bool,
     transient_failure: bool,
     has_readonly: bool,
+    awaiting_discovery: bool,
 }
 
 impl Retry<'_> {
@@ -310,6 +321,9 @@ impl Retry<'_> {
         if self.has_readonly {
             sooner(ctx.config.readonly_resync);
         }
+        if self.awaiting_discovery {
+            sooner(DISCOVERY_RETRY);
+        }
         next.map_or_else(Action::await_change, Action::requeue)
     }
 }
@@ -328,11 +342,7 @@ async fn record_before_creating(
     if new.is_empty() {
         return Ok(applied);
     }
-    let mut all = applied
-        .status
-        .as_ref()
-        .map(|s| s.applied_resources.clone())
-        .unwrap_or_default();
+    let mut all = record::recorded(&applied);
     all.extend(new);
     ctx.applied
         .write_resources(&applied, &manifests::normalize_applied(all))

@@ -782,3 +782,80 @@ fn incompressible(seed: u64, len: usize) -> String {
         })
         .collect()
 }
+
+/// A status whose event would not fit the wire's ceiling is trimmed by the documented rule
+/// (feedback values first) and says so, instead of never reaching the source.
+pub async fn a_status_over_the_ceiling_is_trimmed_and_says_so(t: Transport) {
+    const CEILING: u32 = 8192;
+    const VALUES: usize = 60;
+    let env = BrokerEnv::start_with_ceiling(t, "trim", CEILING).await;
+    // A small spec (under 3 KB) whose feedback values, 60 copies of one 180-byte string, make
+    // a status of about 15 KB.
+    let paths: Vec<Value> = (0..VALUES)
+        .map(|i| json!({"name": format!("v{i}"), "path": ".data.big"}))
+        .collect();
+    let config = configmap_config(
+        &env.ns,
+        "fat",
+        json!({"feedbackRules": [{"type": "JSONPaths", "jsonPaths": paths}]}),
+    );
+    let id = env.create(json!({
+        "manifests": [configmap(&env.ns, "fat", json!({"big": incompressible(7, 180)}))],
+        "manifestConfigs": [config],
+    }));
+    env.wait_data("fat", "big", &incompressible(7, 180)).await;
+    env.wait_source("a trimmed status at the source", |s| {
+        applied_reason(s, &id).as_deref() == Some("StatusTooLarge")
+    })
+    .await;
+    let status = env.source().status(&id).unwrap_or_default();
+    let kept = status["resourceStatus"][0]["statusFeedback"]["values"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!(
+        kept > 0 && kept < VALUES,
+        "some feedback values kept, not all: {kept}"
+    );
+    let message = status["conditions"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["type"] == "Applied"))
+        .and_then(|c| c["message"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        message.contains(&format!("{} of {VALUES} feedback values", VALUES - kept)),
+        "the condition says what was left out: {message}"
+    );
+    let manifest_conditions = status["resourceStatus"][0]["conditions"]
+        .as_array()
+        .map_or(0, Vec::len);
+    assert!(
+        manifest_conditions >= 2,
+        "the manifest's own conditions kept: {status}"
+    );
+    let largest = env
+        .source()
+        .events()
+        .iter()
+        .filter(|e| {
+            e.ext_string(cloudevents::types::EXT_RESOURCE_ID).as_deref() == Some(id.as_str())
+        })
+        .map(|e| e.data.as_ref().map_or(0, Vec::len))
+        .max()
+        .unwrap_or(0);
+    assert!(
+        largest > 0 && largest <= CEILING as usize,
+        "every status event within {CEILING} bytes: {largest}"
+    );
+}
+
+/// The reason of work `id`'s `Applied` condition at the source.
+fn applied_reason(source: &test_support::maestro::Maestro, id: &str) -> Option<String> {
+    let status = source.status(id)?;
+    status["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == "Applied")?["reason"]
+        .as_str()
+        .map(str::to_string)
+}

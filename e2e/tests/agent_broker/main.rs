@@ -58,4 +58,5 @@ on_every_transport!(
     a_restart_marks_no_applied_work_of_a_work_the_source_still_has,
     a_ttl_deletion_the_source_lost_keeps_its_record_until_the_source_heard_it,
     a_resync_behind_a_small_ceiling_fits_and_heals_a_work_the_source_lost,
+    a_status_over_the_ceiling_is_trimmed_and_says_so,
 );

@@ -17,11 +17,12 @@ use test_support::mosquitto::{Broker, Limits};
 use test_support::mqtt_source::MqttSource;
 use test_support::{AgentProcess, SPOKE_KUBECONFIG_ENV, TestCluster, free_port, unique_name};
 
-use cloudevents::EventType;
+use cloudevents::{CloudEvent, EventType};
 
 use super::mqtt_report::{
-    ApplyFloor, Burst, Cleanup, Environment, Firsts, Flavor, Idle, MemorySample, Parameters,
-    Report, Restart, TopUp, client_budget, counted_since, latencies, spoke_requests,
+    ApplyFloor, BrokerRestart, Burst, Cleanup, Environment, Firsts, Flavor, Idle, MemorySample,
+    Parameters, Report, Restart, TopUp, client_budget, counted_since, latencies, spoke_requests,
+    writes_of,
 };
 use super::run::{interrupted, scaled, utc_now};
 use super::samples::{self, Sampler};
@@ -718,6 +719,95 @@ impl Bench {
         }
     }
 
+    /// The agent's metrics now (empty for Maestro's agent, which the harness does not scrape).
+    async fn metrics_now(&self) -> String {
+        match self.opts.flavor {
+            Flavor::Ours => super::agent::http_get(self.http_port, "/metrics")
+                .await
+                .unwrap_or_default(),
+            Flavor::MaestroGo => String::new(),
+        }
+    }
+
+    /// What crossed the broker since its restart at `restarted` (the source's events from
+    /// `received_from`, its sends from `sent_from`), with the agent's counters against
+    /// `metrics_before`.
+    async fn broker_restart_figures(
+        &self,
+        received_from: usize,
+        sent_from: usize,
+        metrics_before: &str,
+        restarted: Instant,
+    ) -> BrokerRestart {
+        let to_source = format!(
+            "sources/{SOURCE_ID}/consumers/{}/agentevents",
+            self.consumer
+        );
+        let to_agent = format!(
+            "sources/{SOURCE_ID}/consumers/{}/sourceevents",
+            self.consumer
+        );
+        let received: Vec<CloudEvent> = self
+            .source
+            .events()
+            .into_iter()
+            .skip(received_from)
+            .collect();
+        let sent: Vec<CloudEvent> = self.source.sent().into_iter().skip(sent_from).collect();
+        let requests: Vec<&CloudEvent> = received
+            .iter()
+            .filter(|e| e.type_ == EventType::SpecResyncRequest.as_type())
+            .collect();
+        let answers: Vec<&CloudEvent> = sent
+            .iter()
+            .filter(|e| e.type_ == EventType::SpecResyncResponse.as_type())
+            .collect();
+        let metrics_after = self.metrics_now().await;
+        let counter = |metrics: &str, name: &str| -> u64 {
+            metrics
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+                .unwrap_or(0)
+        };
+        let grew = |name: &str| {
+            counter(&metrics_after, name).saturating_sub(counter(metrics_before, name))
+        };
+        BrokerRestart {
+            max_packet: self.opts.broker.max_packet_bytes,
+            seconds: restarted.elapsed().as_secs_f64(),
+            requests: requests.len(),
+            request_bytes: requests
+                .iter()
+                .map(|e| mqtt_packet_bytes(&to_source, e))
+                .sum(),
+            listed: requests
+                .iter()
+                .filter_map(|e| serde_json::from_slice::<Value>(e.data.as_deref()?).ok())
+                .filter_map(|v| v["resourceVersions"].as_array().map(Vec::len))
+                .sum(),
+            answers: answers.len(),
+            answer_bytes: answers
+                .iter()
+                .map(|e| mqtt_packet_bytes(&to_agent, e))
+                .sum(),
+            largest_from_agent: received
+                .iter()
+                .map(|e| mqtt_packet_bytes(&to_source, e))
+                .max()
+                .unwrap_or(0),
+            largest_from_source: sent
+                .iter()
+                .map(|e| mqtt_packet_bytes(&to_agent, e))
+                .max()
+                .unwrap_or(0),
+            spoke_writes: writes_of(&spoke_requests(&metrics_after))
+                .saturating_sub(writes_of(&spoke_requests(metrics_before))),
+            unconfirmed: grew("work_agent_source_desync_total{kind=\"unconfirmed\"}"),
+            reconnects: grew("cloudevents_client_reconnected_total"),
+        }
+    }
+
     /// The newest spec resync request the source received after event `received_from`: its
     /// versions, the bytes of its data and of the whole MQTT message (structured mode).
     fn spec_resync_request_since(&self, received_from: usize) -> (usize, usize, usize) {
@@ -835,7 +925,10 @@ impl Bench {
         // The broker restarts: the agent reconnects and lists what it holds.
         self.samples.phase("resync");
         let received_from = self.source.events().len();
+        let sent_from = self.source.sent().len();
+        let metrics_before = self.metrics_now().await;
         let requests_before = self.source.counters().spec_resync_requests;
+        let broker_restarted = Instant::now();
         self.broker.restart().map_err(|e| e.to_string())?;
         // The source reconnects as a restarted Maestro server: its status resync in parts.
         let from = self.firsts.events;
@@ -859,6 +952,10 @@ impl Bench {
             scaled(SETTLE_TIMEOUT, self.opts.idle_works),
         )
         .await?;
+        let broker_restart = self
+            .broker_restart_figures(received_from, sent_from, &metrics_before, broker_restarted)
+            .await;
+        self.progress(&format!("broker restart: {broker_restart:?}"));
         let hashes = self.source.status_hashes(&self.consumer);
         let parts = hashes.len().div_ceil(self.opts.resync_part.max(1));
         let current_answers = self.source.status_arrivals_from(from).len();
@@ -930,6 +1027,7 @@ impl Bench {
             unlisted: unlisted.len(),
             unlisted_answered,
             other_answered,
+            broker_restart,
         };
         self.progress(&format!("restart: {restart:?}"));
         Ok(restart)
@@ -1066,4 +1164,23 @@ mod tests {
         assert_eq!(super::super::system::cpu_seconds_of_stat("garbage"), None);
         assert!(cpu_seconds(std::process::id()) >= 0.0);
     }
+}
+
+/// Bytes of the MQTT 5 PUBLISH that carries `event` on `topic` in binary mode (as the agent and
+/// Maestro send it; QoS 1, so with a packet id): what a broker's `max_packet_size` counts.
+pub fn mqtt_packet_bytes(topic: &str, event: &CloudEvent) -> usize {
+    let message = cloudevents::mqtt::to_binary(event);
+    let properties = rumqttc::v5::mqttbytes::v5::PublishProperties {
+        content_type: message.content_type,
+        user_properties: message.user_properties,
+        ..Default::default()
+    };
+    let mut publish = rumqttc::v5::mqttbytes::v5::Publish::new(
+        topic,
+        rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
+        message.payload,
+        Some(properties),
+    );
+    publish.pkid = 1;
+    publish.size()
 }

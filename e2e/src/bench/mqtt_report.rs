@@ -334,6 +334,38 @@ pub struct Restart {
     pub unlisted_answered: usize,
     /// Status events about listed works whose hash was current.
     pub other_answered: usize,
+    /// After the broker restart: what crossed the broker, and what it cost.
+    #[serde(default)]
+    pub broker_restart: BrokerRestart,
+}
+
+/// What crossed the broker from its restart until the agent and the source were quiet again.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BrokerRestart {
+    /// The broker's `max_packet_size` in bytes.
+    pub max_packet: u32,
+    /// From the broker's restart until no status event came for the quiet period, in seconds.
+    pub seconds: f64,
+    /// Spec resync requests the agent sent, and their MQTT packets' bytes in all.
+    pub requests: usize,
+    /// Bytes of those requests' packets.
+    pub request_bytes: usize,
+    /// Works those requests listed (an end marker, when there is one, included).
+    pub listed: usize,
+    /// `spec.resync_response` events the source sent in answer, and their packets' bytes.
+    pub answers: usize,
+    /// Bytes of those answers' packets.
+    pub answer_bytes: usize,
+    /// The largest MQTT packet the agent sent, and the largest the source sent, in bytes.
+    pub largest_from_agent: usize,
+    /// The largest packet the source sent.
+    pub largest_from_source: usize,
+    /// Spoke writes the agent made in that time.
+    pub spoke_writes: u64,
+    /// Works the agent counted unconfirmed in that time (`work_agent_source_desync_total`).
+    pub unconfirmed: u64,
+    /// Reconnects the agent counted in that time (the restart's own included).
+    pub reconnects: u64,
 }
 
 /// Resident memory at one moment of the run.
@@ -791,7 +823,7 @@ impl Report {
 }
 
 /// The writes among requests counted by verb (all but get, list and watch).
-fn writes_of(by_verb: &BTreeMap<String, u64>) -> u64 {
+pub fn writes_of(by_verb: &BTreeMap<String, u64>) -> u64 {
     by_verb
         .iter()
         .filter(|(v, _)| !matches!(v.as_str(), "get" | "list" | "watch"))
@@ -872,7 +904,12 @@ fn restart_section(md: &mut String, r: &Restart) {
          | The source restarted, every current hash in {} requests of {}: answers | {} |\n\
          | Parts with one stale hash each: stale works answered | {} of {} |\n\
          | Works of the part not sent (unlisted): answers | {} of {} works |\n\
-         | Listed works with a current hash: answers | {} |",
+         | Listed works with a current hash: answers | {} |\n\
+         | Broker restart (`max_packet_size` {} bytes): quiet again after | {:.1} s |\n\
+         | Spec resync requests, works listed, bytes | {}, {}, {} bytes |\n\
+         | Works the source sent back in answer, bytes | {}, {} bytes |\n\
+         | Largest packet from the agent / from the source | {} / {} bytes |\n\
+         | Spoke writes, works unconfirmed, reconnects (the restart's included) | {}, {}, {} |",
         r.works,
         r.spec_resync_seconds,
         r.start_versions,
@@ -903,6 +940,18 @@ fn restart_section(md: &mut String, r: &Restart) {
         r.unlisted_answered,
         r.unlisted,
         r.other_answered,
+        r.broker_restart.max_packet,
+        r.broker_restart.seconds,
+        r.broker_restart.requests,
+        r.broker_restart.listed,
+        r.broker_restart.request_bytes,
+        r.broker_restart.answers,
+        r.broker_restart.answer_bytes,
+        r.broker_restart.largest_from_agent,
+        r.broker_restart.largest_from_source,
+        r.broker_restart.spoke_writes,
+        r.broker_restart.unconfirmed,
+        r.broker_restart.reconnects,
     );
 }
 

@@ -7,7 +7,7 @@
 # one only; `--soak` runs on the Kubernetes hub only. The driver restarts and stops the hub's and
 # spoke's kube-apiservers through controlplane.sh, so run it on control planes of its own
 # (`make chaos` starts fresh ones with with-cluster.sh).
-#   CHAOS_HUBS="kube mqtt grpc"  the hubs when no --hub is given
+#   CHAOS_HUBS="kube mqtt grpc pubsub"  the hubs when no --hub is given
 #   CHAOS_BROKER_SECONDS=S  length of the fault phase behind a broker (default: the driver's,
 #                           120 s, or 1200 s with --long; a --duration in the arguments otherwise)
 #   CHAOS_PROFILE=release   agent built with --release (default: debug, as the integration suite)
@@ -37,6 +37,9 @@ release=()
 log "building work-agent ($PROFILE) and the chaos driver"
 "$CARGO" build -q -p work-agent --bin work-agent "${release[@]}"
 "$CARGO" build -q -p e2e --bin chaos
+# The Pub/Sub hub runs on Google's fake server.
+PUBSUB_FAKE_BIN=$("$HERE/pubsub-fake.sh" build)
+export PUBSUB_FAKE_BIN
 TARGET_DIR=$("$CARGO" metadata --format-version 1 --no-deps | python3 -c 'import json,sys;print(json.load(sys.stdin)["target_directory"])')
 # The run uses copies: a build during an hour-long run must not change the agent the driver
 # restarts after each kill, nor the driver.
@@ -57,7 +60,7 @@ if [ -n "$hub_arg" ]; then
 elif [ "$base" = soak ]; then
   hubs=kube
 else
-  hubs=${CHAOS_HUBS:-kube mqtt grpc}
+  hubs=${CHAOS_HUBS:-kube mqtt grpc pubsub}
 fi
 
 # One run of the driver on hub $1; its mode names the report directory and the docs block.

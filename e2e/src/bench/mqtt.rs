@@ -1078,6 +1078,25 @@ impl Bench {
     }
 }
 
+/// Bytes of the MQTT 5 PUBLISH that carries `event` on `topic` in binary mode (as the agent and
+/// Maestro send it; QoS 1, so with a packet id): what a broker's `max_packet_size` counts.
+pub fn mqtt_packet_bytes(topic: &str, event: &CloudEvent) -> usize {
+    let message = cloudevents::mqtt::to_binary(event);
+    let properties = rumqttc::v5::mqttbytes::v5::PublishProperties {
+        content_type: message.content_type,
+        user_properties: message.user_properties,
+        ..Default::default()
+    };
+    let mut publish = rumqttc::v5::mqttbytes::v5::Publish::new(
+        topic,
+        rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
+        message.payload,
+        Some(properties),
+    );
+    publish.pkid = 1;
+    publish.size()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1164,23 +1183,4 @@ mod tests {
         assert_eq!(super::super::system::cpu_seconds_of_stat("garbage"), None);
         assert!(cpu_seconds(std::process::id()) >= 0.0);
     }
-}
-
-/// Bytes of the MQTT 5 PUBLISH that carries `event` on `topic` in binary mode (as the agent and
-/// Maestro send it; QoS 1, so with a packet id): what a broker's `max_packet_size` counts.
-pub fn mqtt_packet_bytes(topic: &str, event: &CloudEvent) -> usize {
-    let message = cloudevents::mqtt::to_binary(event);
-    let properties = rumqttc::v5::mqttbytes::v5::PublishProperties {
-        content_type: message.content_type,
-        user_properties: message.user_properties,
-        ..Default::default()
-    };
-    let mut publish = rumqttc::v5::mqttbytes::v5::Publish::new(
-        topic,
-        rumqttc::v5::mqttbytes::QoS::AtLeastOnce,
-        message.payload,
-        Some(properties),
-    );
-    publish.pkid = 1;
-    publish.size()
 }

@@ -16,6 +16,7 @@ use test_support::broker_source::BrokerSource;
 pub use test_support::broker_source::Transport;
 use test_support::grpc_source::GrpcSourceOptions;
 use test_support::maestro::{self, Maestro, StoredResource};
+use test_support::mosquitto::Limits;
 use test_support::wire_faults::{FaultCounters, WireFaults};
 use work_api::ManifestWork;
 
@@ -97,13 +98,29 @@ pub struct BrokerHub {
 
 impl BrokerHub {
     /// Starts the broker and the source for `consumer`; writes the agent's config into `dir`.
+    /// Every event on the wire is at most `ceiling` bytes: on MQTT the broker says so in its
+    /// CONNACK; on gRPC and Pub/Sub the agent's config file does.
     pub async fn start(
         wire: Transport,
         consumer: &str,
         dir: &Path,
+        ceiling: u32,
     ) -> Result<(Self, PathBuf), String> {
-        let source = BrokerSource::start(wire, "chaos", GrpcSourceOptions::default()).await?;
-        let config = source.write_agent_config(consumer, "", dir)?;
+        let limits = Limits {
+            max_packet_bytes: ceiling,
+            ..Limits::default()
+        };
+        let source =
+            BrokerSource::start_limited(wire, "chaos", GrpcSourceOptions::default(), limits)
+                .await?;
+        // On Pub/Sub the consumer's subscriptions, as Maestro's agent chart makes them.
+        source.add_consumer(consumer).await?;
+        let extra = match wire {
+            Transport::Mqtt => String::new(),
+            Transport::Grpc => format!("maxSendMessageSize: {ceiling}\n"),
+            Transport::PubSub => format!("maxMessageSize: {ceiling}\n"),
+        };
+        let config = source.write_agent_config(consumer, &extra, dir)?;
         Ok((
             Self {
                 wire,

@@ -60,11 +60,18 @@ struct Plan {
     soak: bool,
     /// The broker the works come through; none: a Kubernetes hub.
     wire: Option<Transport>,
+    /// The largest event the broker's wire takes, in bytes (MQTT: mosquitto's
+    /// `max_packet_size`; gRPC and Pub/Sub: the agent's config key).
+    ceiling: u32,
     mode: &'static str,
     report: Option<PathBuf>,
     csv: Option<PathBuf>,
     svg: Option<PathBuf>,
 }
+
+/// The broker's ceiling when none is given: a production broker's kind of limit, scaled to the
+/// run's few works (a status of a few manifests is 2-4 KB; AWS IoT Core takes 128 KB a packet).
+const DEFAULT_CEILING: u32 = 16_384;
 
 fn parse_args() -> Result<Plan, String> {
     let mut args = std::env::args().skip(1);
@@ -85,6 +92,7 @@ fn parse_args() -> Result<Plan, String> {
         min_kills: 50,
         soak: false,
         wire: None,
+        ceiling: DEFAULT_CEILING,
         mode: "default",
         report: None,
         csv: None,
@@ -129,8 +137,18 @@ fn parse_args() -> Result<Plan, String> {
                     "kube" => None,
                     "mqtt" => Some(Transport::Mqtt),
                     "grpc" => Some(Transport::Grpc),
-                    other => return Err(format!("--hub: {other:?} is not kube, mqtt or grpc")),
+                    "pubsub" => Some(Transport::PubSub),
+                    other => {
+                        return Err(format!(
+                            "--hub: {other:?} is not kube, mqtt, grpc or pubsub"
+                        ));
+                    }
                 }
+            }
+            "--ceiling" => {
+                plan.ceiling = value("--ceiling")?
+                    .parse()
+                    .map_err(|e| format!("--ceiling: {e}"))?;
             }
             "--report" => plan.report = Some(PathBuf::from(value("--report")?)),
             "--csv" => plan.csv = Some(PathBuf::from(value("--csv")?)),
@@ -156,6 +174,8 @@ fn parse_args() -> Result<Plan, String> {
         plan.mode = match (plan.wire, plan.mode) {
             (Some(Transport::Mqtt), "default") => "mqtt",
             (Some(Transport::Mqtt), _) => "mqtt-long",
+            (Some(Transport::PubSub), "default") => "pubsub",
+            (Some(Transport::PubSub), _) => "pubsub-long",
             (_, "default") => "grpc",
             _ => "grpc-long",
         };
@@ -243,7 +263,7 @@ async fn run(plan: Plan) -> Result<bool, String> {
         Some(wire) => {
             let cluster = unique_name("chaos");
             let dir = planes.run_root.join(format!("chaos-{}-broker", plan.mode));
-            let (broker, config) = BrokerHub::start(wire, &cluster, &dir).await?;
+            let (broker, config) = BrokerHub::start(wire, &cluster, &dir, plan.ceiling).await?;
             let args = broker.agent_args(&config, &spoke.kubeconfig, http_port);
             eprintln!(
                 "[chaos] {wire:?} source for consumer {cluster}; agent config {}",
@@ -639,6 +659,10 @@ fn report(
         Some(Transport::Mqtt) => "Maestro-shaped source over MQTT (mosquitto)".to_string(),
         Some(Transport::Grpc) => "CloudEvents gRPC source".to_string(),
         Some(Transport::PubSub) => "Maestro-shaped source over Pub/Sub (fake server)".to_string(),
+    };
+    let hub = match plan.wire {
+        Some(_) => format!("{hub}, events of at most {} bytes", plan.ceiling),
+        None => hub,
     };
     let _ = writeln!(out, "Hub: {hub}.");
     let _ = writeln!(

@@ -85,22 +85,23 @@ pub struct Listing {
 /// no source holds) is listed last, so that the end of the answer is seen, and what did not fit
 /// is left out.
 pub fn list(
-    first: Vec<ResourceVersion>,
-    asked: Vec<Candidate>,
-    mut rest: Vec<Candidate>,
+    first: &[ResourceVersion],
+    asked: &[Candidate],
+    rest: &[Candidate],
     room: usize,
     marker: impl FnOnce() -> String,
 ) -> Listing {
     let total: usize = first.iter().map(listing_bytes).sum::<usize>()
         + asked
             .iter()
-            .chain(&rest)
+            .chain(rest)
             .map(|c| listing_bytes(&c.version))
             .sum::<usize>();
     if total <= room && asked.is_empty() {
         let versions = first
-            .into_iter()
-            .chain(asked.into_iter().chain(rest).map(|c| c.version))
+            .iter()
+            .cloned()
+            .chain(asked.iter().chain(rest).map(|c| c.version.clone()))
             .collect();
         return Listing {
             versions,
@@ -114,23 +115,26 @@ pub fn list(
     let mut left = room.saturating_sub(listing_bytes(&marker));
     let mut listing = Listing::default();
     for version in first {
-        let bytes = listing_bytes(&version);
+        let bytes = listing_bytes(version);
         if bytes <= left {
             left -= bytes;
-            listing.versions.push(version);
+            listing.versions.push(version.clone());
         } else {
             listing.confirmations_left_out += 1;
         }
     }
     // The heaviest first: each listed work is one the source need not send back.
+    let mut rest: Vec<&Candidate> = rest.iter().collect();
     rest.sort_by_key(|c| std::cmp::Reverse(c.weight));
-    for candidate in asked.into_iter().chain(rest) {
+    for candidate in asked.iter().chain(rest) {
         let bytes = listing_bytes(&candidate.version);
         if bytes <= left {
             left -= bytes;
-            listing.versions.push(candidate.version);
+            listing.versions.push(candidate.version.clone());
         } else {
-            listing.left_out.insert(candidate.version.resource_id);
+            listing
+                .left_out
+                .insert(candidate.version.resource_id.clone());
         }
     }
     listing.marker = Some(marker.resource_id.clone());
@@ -188,7 +192,7 @@ mod tests {
     fn everything_is_listed_without_a_marker_when_it_fits() {
         let rest = vec![candidate("a", 1), candidate("b", 2)];
         let room: usize = rest.iter().map(|c| listing_bytes(&c.version)).sum();
-        let listing = list(vec![version("gone", 0)], vec![], rest, room + 100, || {
+        let listing = list(&[version("gone", 0)], &[], &rest, room + 100, || {
             "marker".into()
         });
         assert_eq!(listing.marker, None);
@@ -208,7 +212,7 @@ mod tests {
             .collect();
         let asked = vec![candidate("suspect", 0)];
         let room = 1_000;
-        let listing = list(vec![version("gone", 0)], asked, rest, room, || {
+        let listing = list(&[version("gone", 0)], &asked, &rest, room, || {
             "end-marker".into()
         });
         let ids: Vec<_> = listing
@@ -233,9 +237,9 @@ mod tests {
     #[test]
     fn works_asked_about_again_get_a_marker_even_when_everything_fits() {
         let listing = list(
-            vec![],
-            vec![candidate("suspect", 0)],
-            vec![candidate("a", 1)],
+            &[],
+            &[candidate("suspect", 0)],
+            &[candidate("a", 1)],
             10_000,
             || "m".into(),
         );
@@ -251,13 +255,9 @@ mod tests {
 
     #[test]
     fn no_room_at_all_lists_only_what_fits_and_says_what_was_left_out() {
-        let listing = list(
-            vec![version("gone", 0)],
-            vec![],
-            vec![candidate("a", 1)],
-            10,
-            || "m".into(),
-        );
+        let listing = list(&[version("gone", 0)], &[], &[candidate("a", 1)], 10, || {
+            "m".into()
+        });
         // Not even the marker fits: it is still listed (the source answers it), nothing else.
         assert_eq!(listing.versions.len(), 1);
         assert_eq!(listing.confirmations_left_out, 1);

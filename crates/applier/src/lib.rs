@@ -87,4 +87,4 @@ pub use owner::{
     remove_owner_reference,
 };
 pub use resolver::{ResolvedResource, Resolver, manifest_id_of};
-pub use work_semantics::{ManifestId, manifests, readiness, record};
+pub use work_semantics::{ManifestId, gates, manifests, readiness, record};

@@ -108,6 +108,15 @@ pub fn lint_document(doc: &Value) -> Vec<Finding> {
         findings.extend(check_config(&path, config, &manifests.ids));
     }
     findings.extend(check_ttl(&work, &manifests.ids));
+    findings.extend(crate::order::held(&work).into_iter().map(|(i, why)| {
+        Finding::error(
+            format!(
+                "metadata.annotations[{}]",
+                work_semantics::gates::ANNOTATION
+            ),
+            format!("spec.workload.manifests[{i}] is never applied: {why}"),
+        )
+    }));
     findings.extend(suggest_library_rules(&work, &manifests.ids));
     findings
 }

@@ -11,7 +11,7 @@ use std::time::Instant;
 use agent_common::*;
 use futures::StreamExt;
 use kube::Api;
-use kube::api::{DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{DynamicObject, Patch, PatchParams};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use work_api::ManifestWork;
@@ -20,18 +20,8 @@ const GATES: &str = "work.open-cluster-management.io/gates";
 
 /// Creates a work with the gates annotation.
 async fn create_gated_work(env: &Env, name: &str, gates: Value, spec: Value) {
-    let work: ManifestWork = serde_json::from_value(json!({
-        "apiVersion": "work.open-cluster-management.io/v1",
-        "kind": "ManifestWork",
-        "metadata": {"name": name, "namespace": env.cluster,
-                     "annotations": {GATES: gates.to_string()}},
-        "spec": spec,
-    }))
-    .expect("test ManifestWork decodes");
-    env.works()
-        .create(&PostParams::default(), &work)
-        .await
-        .unwrap_or_else(|e| panic!("creating ManifestWork {name}: {e}"));
+    env.create_work_annotated(name, json!({GATES: gates.to_string()}), spec)
+        .await;
 }
 
 /// When the spoke's watch first showed an object, or a condition of it True.
@@ -169,6 +159,11 @@ async fn the_custom_resource_waits_for_its_crd_and_the_healthy_webhook_deploymen
     let deployments = env.spoke_api("apps", "v1", "Deployment", "deployments");
     let widgets = env.spoke_api(&group, "v1", "Widget", "widgets");
     let _deployment = seen.watch(deployments, "webhook", "webhook", "Available");
+    // The webhook's pod is scheduled (and kwok makes it ready) only once the test labels the
+    // node: until then the gate cannot hold, whatever the timing.
+    let node_label = format!("gates.example.com/{}", env.ns);
+    let mut webhook = deployment(&env.ns, "webhook");
+    webhook["spec"]["template"]["spec"]["nodeSelector"] = json!({&node_label: "ready"});
     let widget = json!({"apiVersion": format!("{group}/v1"), "kind": "Widget",
                         "metadata": {"name": "issuer", "namespace": env.ns}, "spec": {"ca": "x"}});
     // The CR first, its CRD last: the CRD is a built-in need, the webhook a declared gate.
@@ -178,27 +173,41 @@ async fn the_custom_resource_waits_for_its_crd_and_the_healthy_webhook_deploymen
                     "condition": "Healthy", "status": "True"}
     }]);
     let spec = json!({
-        "workload": {"manifests": [widget, deployment(&env.ns, "webhook"), widget_crd(&group)]},
+        "workload": {"manifests": [widget, webhook, widget_crd(&group)]},
         "manifestConfigs": [{
             "resourceIdentifier": {"group": "apps", "resource": "deployments", "name": "webhook", "namespace": env.ns},
             "conditionRules": [{"type": "WellKnownConditions", "condition": "Healthy"}]
         }]
     });
     create_gated_work(&env, &name, gates, spec).await;
+    // Once its CRD is Established, the CR waits for the webhook, and says so.
     let work = env
-        .wait_work(&name, "the CR waiting", |w| {
-            waits(w, 0, "") || manifest_is(w, 0, "Applied", "True")
+        .wait_work(&name, "the CR waiting for the gate", |w| {
+            waits(w, 0, "to have Healthy True (gate)")
         })
         .await;
+    assert!(work_is(&work, "Applied", "Unknown"), "{:?}", work.status);
     assert!(
-        waits(&work, 0, ""),
-        "the CR did not wait: {:?}",
-        manifest_condition(&work, 0, "Applied")
+        widgets.get_opt("issuer").await.expect("get").is_none(),
+        "the CR exists before the webhook is Healthy"
     );
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(env.spoke.client.clone());
+    let label = |value: Value| {
+        let nodes = nodes.clone();
+        let patch = json!({"metadata": {"labels": {&node_label: value}}});
+        async move {
+            nodes
+                .patch("kwok-node-0", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .expect("label the node");
+        }
+    };
+    label(json!("ready")).await;
     env.wait_work(&name, "the CR applied", |w| {
         manifest_is(w, 0, "Applied", "True") && manifest_is(w, 1, "Healthy", "True")
     })
     .await;
+    label(Value::Null).await;
     let _widget = seen.watch(widgets, "issuer", "widget", "-");
     test_support::wait_for("the CR seen", TIMEOUT, || {
         let seen = seen.clone();

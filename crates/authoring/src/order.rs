@@ -10,8 +10,7 @@ use work_semantics::gates::{self, Plan};
 use crate::lint::selects;
 
 /// The work's graph, a gate allowed on the conditions a manifest produces (its rules' types as
-/// the configs that select it give them, `Applied`, `Available`). Manifests are taken in spec
-/// order where nothing orders them (the agent also sorts those by kind).
+/// the configs that select it give them, `Applied`, `Available`), after the agent's kind order.
 pub fn plan_of(work: &ManifestWork) -> Plan {
     let raw: Vec<&Value> = work.spec.workload.manifests.iter().map(|m| &m.0).collect();
     let annotation = work
@@ -34,8 +33,12 @@ pub fn plan_of(work: &ManifestWork) -> Plan {
             .flat_map(|c| &c.condition_rules)
             .any(|r| r.condition_type() == condition)
     };
-    let preferred: Vec<usize> = (0..raw.len()).collect();
-    gates::plan(&raw, &preferred, annotation, produces)
+    gates::plan(
+        &raw,
+        &work_semantics::order::apply_order(&raw),
+        annotation,
+        produces,
+    )
 }
 
 /// Why each manifest held by a gate that can never hold is not applied: (ordinal, reason).

@@ -240,10 +240,20 @@ impl Env {
 
     /// Creates a ManifestWork in the cluster namespace from a JSON spec.
     pub async fn create_work(&self, name: &str, spec: Value) -> ManifestWork {
+        self.create_work_annotated(name, json!({}), spec).await
+    }
+
+    /// Creates a ManifestWork with `annotations` (a JSON object) in the cluster namespace.
+    pub async fn create_work_annotated(
+        &self,
+        name: &str,
+        annotations: Value,
+        spec: Value,
+    ) -> ManifestWork {
         let work: ManifestWork = serde_json::from_value(json!({
             "apiVersion": "work.open-cluster-management.io/v1",
             "kind": "ManifestWork",
-            "metadata": {"name": name, "namespace": self.cluster},
+            "metadata": {"name": name, "namespace": self.cluster, "annotations": annotations},
             "spec": spec,
         }))
         .expect("test ManifestWork decodes");

@@ -532,6 +532,56 @@ mod tests {
 
     const DONE: &str = "2026-01-01T10:00:00Z";
 
+    #[test]
+    fn custom_resources_and_gated_apps_are_deleted_before_what_they_need() {
+        let work: ManifestWork = serde_json::from_value(json!({
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+            "metadata": {"name": "w", "namespace": "c", "annotations": {gates::ANNOTATION:
+                r#"[{"manifest": 2, "waitFor": {"manifest": 3, "condition": "Healthy"}}]"#}},
+            "spec": {"workload": {"manifests": [
+                {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                 "metadata": {"name": "widgets.example.com"},
+                 "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"},
+                          "scope": "Cluster", "versions": [{"name": "v1"}]}},
+                {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}},
+                {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "app", "namespace": "ns"}},
+                {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "operator", "namespace": "ns"}}
+            ]}}
+        }))
+        .expect("work");
+        let order = DeletionOrder::of(&work);
+        let res = |group: &str, resource: &str, namespace: &str, name: &str| {
+            AppliedManifestResourceMeta {
+                group: group.into(),
+                resource: resource.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+                ..Default::default()
+            }
+        };
+        let crd = order.depth(&res(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "",
+            "widgets.example.com",
+        ));
+        let cr = order.depth(&res("example.com", "widgets", "", "w"));
+        let app = order.depth(&res("apps", "deployments", "ns", "app"));
+        let operator = order.depth(&res("apps", "deployments", "ns", "operator"));
+        assert!(cr < crd, "the CR ({cr}) goes before its CRD ({crd})");
+        assert!(
+            app < operator,
+            "the app ({app}) goes before the operator ({operator})"
+        );
+        // What the work does not name goes first; a work without needs has no order.
+        assert_eq!(order.depth(&res("", "configmaps", "ns", "other")), 0);
+        let plain = ManifestWork {
+            spec: work_api::ManifestWorkSpec::default(),
+            ..work.clone()
+        };
+        assert!(DeletionOrder::of(&plain).depths.is_empty());
+    }
+
     fn work(ttl: Option<i64>, deleted: &str) -> ManifestWork {
         let mut v = json!({
             "apiVersion": "work.open-cluster-management.io/v1",

@@ -7,7 +7,7 @@ use work_api::ManifestWork;
 use work_semantics::ManifestId;
 use work_semantics::gates::{self, Plan};
 
-use crate::lint::selects;
+use crate::locate::selects;
 
 /// The work's graph, a gate allowed on the conditions a manifest produces (its rules' types as
 /// the configs that select it give them, `Applied`, `Available`), after the agent's kind order.

@@ -5,14 +5,9 @@
 
 mod agent_common;
 
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
-
 use agent_common::*;
-use futures::StreamExt;
 use kube::Api;
 use kube::api::{DynamicObject, Patch, PatchParams};
-use kube::runtime::watcher;
 use serde_json::{Value, json};
 use work_api::ManifestWork;
 
@@ -22,72 +17,6 @@ const GATES: &str = "work.open-cluster-management.io/gates";
 async fn create_gated_work(env: &Env, name: &str, gates: Value, spec: Value) {
     env.create_work_annotated(name, json!({GATES: gates.to_string()}), spec)
         .await;
-}
-
-/// When the spoke's watch first showed an object, or a condition of it True.
-#[derive(Clone, Default)]
-struct Seen(Arc<Mutex<Vec<(String, Instant)>>>);
-
-impl Seen {
-    fn note(&self, what: String) {
-        let mut list = self.0.lock().expect("seen");
-        if !list.iter().any(|(w, _)| *w == what) {
-            list.push((what, Instant::now()));
-        }
-    }
-
-    fn at(&self, what: &str) -> Option<Instant> {
-        let list = self.0.lock().expect("seen");
-        list.iter().find(|(w, _)| w == what).map(|(_, t)| *t)
-    }
-
-    /// Notes `<label> created` and `<label> <condition>` (first True) for `name` in `api`.
-    fn watch(&self, api: Api<DynamicObject>, name: &str, label: &str, condition: &str) -> Abort {
-        let (seen, label, condition) = (self.clone(), label.to_string(), condition.to_string());
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        Abort(tokio::spawn(async move {
-            let mut events = std::pin::pin!(watcher::watcher(api, config));
-            while let Some(event) = events.next().await {
-                let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = event else {
-                    continue;
-                };
-                seen.note(format!("{label} created"));
-                let holds = o.data["status"]["conditions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c["type"] == condition.as_str() && c["status"] == "True");
-                if holds {
-                    seen.note(format!("{label} {condition}"));
-                }
-            }
-        }))
-    }
-}
-
-/// A watch task stopped with the test.
-struct Abort(tokio::task::JoinHandle<()>);
-
-impl Drop for Abort {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-fn deployment(ns: &str, name: &str) -> Value {
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "main", "image": "registry.invalid/noop:1"}]}
-            }
-        }
-    })
 }
 
 /// The manifest `ordinal`'s `Applied` says it waits (Unknown `WaitingForDependency`) with words
@@ -102,11 +31,11 @@ fn waits(work: &ManifestWork, ordinal: i32, words: &str) -> bool {
 async fn the_deployment_is_applied_only_once_the_migration_job_is_complete() {
     let env = Env::start("gate-migration").await;
     let name = env.work_name("migration");
-    let seen = Seen::default();
+    let seen = Moments::default();
     let jobs = env.spoke_api("batch", "v1", "Job", "jobs");
     let deployments = env.spoke_api("apps", "v1", "Deployment", "deployments");
-    let _job = seen.watch(jobs, "migrate", "job", "Complete");
-    let _deployment = seen.watch(deployments.clone(), "web", "deployment", "Available");
+    let _job = seen.watch(jobs, "migrate", "job", Some("Complete"));
+    let _deployment = seen.watch(deployments.clone(), "web", "deployment", Some("Available"));
     // The Deployment is listed first: only the gate puts it after the Job.
     let gates = json!([{"manifest": 0, "waitFor": {"manifest": 1, "condition": "Complete"}}]);
     let spec = json!({
@@ -155,10 +84,10 @@ async fn the_custom_resource_waits_for_its_crd_and_the_healthy_webhook_deploymen
     let env = Env::start("gate-webhook").await;
     let name = env.work_name("webhook");
     let group = format!("{}.gates.example.com", env.ns);
-    let seen = Seen::default();
+    let seen = Moments::default();
     let deployments = env.spoke_api("apps", "v1", "Deployment", "deployments");
     let widgets = env.spoke_api(&group, "v1", "Widget", "widgets");
-    let _deployment = seen.watch(deployments, "webhook", "webhook", "Available");
+    let _deployment = seen.watch(deployments, "webhook", "webhook", Some("Available"));
     // The webhook's pod is scheduled (and kwok makes it ready) only once the test labels the
     // node: until then the gate cannot hold, whatever the timing.
     let node_label = format!("gates.example.com/{}", env.ns);
@@ -208,7 +137,7 @@ async fn the_custom_resource_waits_for_its_crd_and_the_healthy_webhook_deploymen
     })
     .await;
     label(Value::Null).await;
-    let _widget = seen.watch(widgets, "issuer", "widget", "-");
+    let _widget = seen.watch(widgets, "issuer", "widget", None);
     test_support::wait_for("the CR seen", TIMEOUT, || {
         let seen = seen.clone();
         async move { seen.at("widget created").map(|_| ()) }

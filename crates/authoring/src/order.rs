@@ -12,33 +12,21 @@ use crate::locate::selects;
 /// The work's graph, a gate allowed on the conditions a manifest produces (its rules' types as
 /// the configs that select it give them, `Applied`, `Available`), after the agent's kind order.
 pub fn plan_of(work: &ManifestWork) -> Plan {
-    let raw: Vec<&Value> = work.spec.workload.manifests.iter().map(|m| &m.0).collect();
-    let annotation = work
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(gates::ANNOTATION))
-        .map(String::as_str);
-    let produces = |i: usize, condition: &str| {
-        if condition == "Applied" || condition == "Available" {
-            return true;
-        }
-        let Some(id) = raw.get(i).and_then(|m| ManifestId::of(m).ok()) else {
-            return false;
-        };
+    let configs = &work.spec.manifest_configs;
+    gates::plan_work(work, |i, condition| {
         work.spec
-            .manifest_configs
-            .iter()
-            .filter(|c| selects(c, &id))
-            .flat_map(|c| &c.condition_rules)
-            .any(|r| r.condition_type() == condition)
-    };
-    gates::plan(
-        &raw,
-        &work_semantics::order::apply_order(&raw),
-        annotation,
-        produces,
-    )
+            .workload
+            .manifests
+            .get(i)
+            .and_then(|m| ManifestId::of(&m.0).ok())
+            .is_some_and(|id| {
+                let rules = configs
+                    .iter()
+                    .filter(|c| selects(c, &id))
+                    .flat_map(|c| &c.condition_rules);
+                gates::produces(rules, condition)
+            })
+    })
 }
 
 /// Why each manifest held by a gate that can never hold is not applied: (ordinal, reason).

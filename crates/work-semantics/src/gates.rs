@@ -7,8 +7,10 @@
 use std::borrow::Borrow;
 
 use serde_json::Value;
+use work_api::{ConditionRule, ManifestWork};
 
 use crate::ManifestId;
+use crate::order::apply_order;
 use crate::readiness::{self, Dependency, Need};
 
 /// The work annotation holding the gates: a JSON list of
@@ -191,6 +193,29 @@ impl Plan {
     pub fn has_invalid_gates(&self) -> bool {
         self.held.iter().any(Option::is_some)
     }
+}
+
+/// The gates `work` declares: the value of its [`ANNOTATION`], if any.
+pub fn annotation_of(work: &ManifestWork) -> Option<&str> {
+    work.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION))
+        .map(String::as_str)
+}
+
+/// Whether a manifest with `rules` writes `condition`: one of its rules' types, or the agent's own
+/// `Applied` or `Available`. A gate on anything else can never hold.
+pub fn produces<'a>(mut rules: impl Iterator<Item = &'a ConditionRule>, condition: &str) -> bool {
+    condition == "Applied"
+        || condition == "Available"
+        || rules.any(|r| r.condition_type() == condition)
+}
+
+/// [`plan`] for `work`: its manifests after the kind order ([`apply_order`]), its annotation.
+pub fn plan_work(work: &ManifestWork, produces: impl Fn(usize, &str) -> bool) -> Plan {
+    let raw: Vec<&Value> = work.spec.workload.manifests.iter().map(|m| &m.0).collect();
+    plan(&raw, &apply_order(&raw), annotation_of(work), produces)
 }
 
 /// One graph of a work's built-in needs and its declared gates (`annotation`, the value of

@@ -235,7 +235,14 @@ pub async fn apply_work(
     // Built-in needs and declared gates, one graph: a manifest in a circle of built-in needs goes
     // as if it had none (better applied and failing on its own than waiting forever); one held by
     // a gate that can never hold is not applied and says why.
-    let gates::Plan { deps, order, held } = plan(work, &raw, &scope);
+    let gates::Plan { deps, order, held } = gates::plan_work(work, |i, condition| {
+        raw.get(i)
+            .and_then(|m| ManifestId::of(m).ok())
+            .is_some_and(|id| {
+                let settings = scope.settings(&id, &guessed_plural(&id));
+                gates::produces(settings.rules.iter(), condition)
+            })
+    });
     let mut depended_on = vec![false; raw.len()];
     for dep in deps.iter().flatten() {
         if let Some(flag) = depended_on.get_mut(dep.on) {
@@ -313,31 +320,6 @@ pub async fn apply_work(
     }
     out.manifests = slots.into_iter().flatten().collect();
     out
-}
-
-/// The work's graph: built-in needs and the gates of its [`gates::ANNOTATION`], a gate allowed on
-/// the conditions a manifest produces (its rules', `Applied`, `Available`).
-fn plan(work: &ManifestWork, raw: &[&Value], scope: &WorkScope<'_>) -> gates::Plan {
-    let annotation = work
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(gates::ANNOTATION))
-        .map(String::as_str);
-    let produces = |i: usize, condition: &str| {
-        if condition == "Applied" || condition == "Available" {
-            return true;
-        }
-        let Some(id) = raw.get(i).and_then(|m| ManifestId::of(m).ok()) else {
-            return false;
-        };
-        scope
-            .settings(&id, &guessed_plural(&id))
-            .rules
-            .iter()
-            .any(|r| r.condition_type() == condition)
-    };
-    gates::plan(raw, &applier::apply_order(raw), annotation, produces)
 }
 
 /// What a manifest waiting on `dep` says: "Waiting for <Kind> <namespace/name> (manifest <i>) to

@@ -310,14 +310,8 @@ impl DeletionOrder {
     pub fn of(work: &ManifestWork) -> Self {
         let raw: Vec<&serde_json::Value> =
             work.spec.workload.manifests.iter().map(|m| &m.0).collect();
-        let annotation = work
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(gates::ANNOTATION))
-            .map(String::as_str);
         // Every gate is kept here, valid or not: a deletion does not check conditions.
-        let plan = gates::plan(&raw, &applier::apply_order(&raw), annotation, |_, _| true);
+        let plan = gates::plan_work(work, |_, _| true);
         let depths = gates::deletion_depths(&plan.deps);
         if depths.iter().all(|&d| d == 0) {
             return Self::default();

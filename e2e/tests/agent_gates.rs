@@ -278,3 +278,86 @@ async fn a_deleted_work_deletes_the_custom_resource_before_its_crd() {
     env.wait_work_gone(&name).await;
     env.wait_object_gone(&crds, &crd_name).await;
 }
+
+#[tokio::test]
+async fn an_update_re_checks_the_gates_of_changed_manifests_only() {
+    let env = Env::start("gate-update").await;
+    let name = env.work_name("update");
+    let cms = env.configmaps();
+    let gates = json!([{"manifest": 0, "waitFor": {"manifest": 1, "condition": "Ready"}}]);
+    let spec = |dep: &str, side: &str| {
+        json!({
+            "workload": {"manifests": [
+                configmap(&env.ns, "dep", json!({"v": dep})),
+                configmap(&env.ns, "gate", json!({})),
+                configmap(&env.ns, "side", json!({"v": side}))
+            ]},
+            "manifestConfigs": [{
+                "resourceIdentifier": {"resource": "configmaps", "name": "gate", "namespace": env.ns},
+                "conditionRules": [{"condition": "Ready", "type": "CEL",
+                    "celExpressions": ["has(object.metadata.annotations) && object.metadata.annotations[?'ready'].orValue('') == 'true'"]}]
+            }]
+        })
+    };
+    let set_gate = |ready: &str| {
+        let cms = cms.clone();
+        let patch = json!({"metadata": {"annotations": {"ready": ready}}});
+        async move {
+            cms.patch("gate", &PatchParams::default(), &Patch::Merge(patch))
+                .await
+                .expect("set the gate");
+        }
+    };
+    create_gated_work(&env, &name, gates, spec("1", "1")).await;
+    env.wait_work(&name, "dep waiting", |w| {
+        waits(w, 0, "to have Ready True (gate)")
+    })
+    .await;
+    set_gate("true").await;
+    env.wait_work(&name, "dep applied", |w| {
+        manifest_is(w, 0, "Applied", "True")
+    })
+    .await;
+    // The gate closes: the applied, unchanged dependant is not held back, even when another
+    // manifest of the work changes.
+    set_gate("false").await;
+    env.wait_work(&name, "the gate closed", |w| {
+        manifest_is(w, 1, "Ready", "False")
+    })
+    .await;
+    env.patch_work_spec(&name, spec("1", "2")).await;
+    let work = env
+        .wait_work(&name, "side updated", |w| {
+            w.metadata.generation
+                == w.status.as_ref().and_then(|s| {
+                    s.conditions
+                        .iter()
+                        .find(|c| c.type_ == "Applied")
+                        .and_then(|c| c.observed_generation)
+                })
+                && manifest_is(w, 2, "Applied", "True")
+        })
+        .await;
+    assert!(
+        manifest_is(&work, 0, "Applied", "True"),
+        "the unchanged dependant was held back: {:?}",
+        manifest_condition(&work, 0, "Applied")
+    );
+    env.wait_object(&cms, "side", "side updated", |o| {
+        data(o).get("v").map(String::as_str) == Some("2")
+    })
+    .await;
+    // The dependant changes: it waits for its gate again, and keeps what it had meanwhile.
+    env.patch_work_spec(&name, spec("2", "2")).await;
+    env.wait_work(&name, "the changed dependant waiting", |w| {
+        waits(w, 0, "to have Ready True (gate)")
+    })
+    .await;
+    let dep = cms.get("dep").await.expect("dep");
+    assert_eq!(data(&dep).get("v").map(String::as_str), Some("1"));
+    set_gate("true").await;
+    env.wait_object(&cms, "dep", "dep updated", |o| {
+        data(o).get("v").map(String::as_str) == Some("2")
+    })
+    .await;
+}

@@ -10,22 +10,6 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::json;
 
-fn deployment(ns: &str, name: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "apps/v1",
-        "kind": "Deployment",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {
-            "replicas": 1,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {
-                "metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "main", "image": "registry.invalid/noop:1"}]}
-            }
-        }
-    })
-}
-
 const SPOKE_VERBS: [&str; 5] = ["get", "create", "update", "patch", "delete"];
 
 /// Waits until a reconcile in flight has ended: two reads a second apart show the same

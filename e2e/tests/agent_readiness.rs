@@ -84,58 +84,6 @@ impl Drop for StatusHistory {
     }
 }
 
-/// When the spoke's watch first showed something: a CRD Established, an object created.
-#[derive(Clone, Default)]
-struct Moments(Arc<Mutex<Vec<(String, Instant)>>>);
-
-impl Moments {
-    fn note(&self, what: &str) {
-        let mut list = self.0.lock().expect("moments");
-        if !list.iter().any(|(w, _)| w == what) {
-            list.push((what.to_string(), Instant::now()));
-        }
-    }
-
-    fn at(&self, what: &str) -> Option<Instant> {
-        let list = self.0.lock().expect("moments");
-        list.iter().find(|(w, _)| w == what).map(|(_, t)| *t)
-    }
-
-    /// Watches objects of `api` named `name`; notes `<label> created` on the first event and
-    /// `<label> <condition>` when a condition of that type is first True.
-    fn watch(
-        &self,
-        api: Api<DynamicObject>,
-        name: &str,
-        label: &str,
-        condition: Option<&str>,
-    ) -> tokio::task::JoinHandle<()> {
-        let moments = self.clone();
-        let label = label.to_string();
-        let condition = condition.map(str::to_string);
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        tokio::spawn(async move {
-            let mut events = std::pin::pin!(watcher::watcher(api, config));
-            while let Some(event) = events.next().await {
-                let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = event else {
-                    continue;
-                };
-                moments.note(&format!("{label} created"));
-                if let Some(condition) = &condition {
-                    let holds = o.data["status"]["conditions"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|c| c["type"] == condition.as_str() && c["status"] == "True");
-                    if holds {
-                        moments.note(&format!("{label} {condition}"));
-                    }
-                }
-            }
-        })
-    }
-}
-
 fn crd_api(env: &Env) -> Api<DynamicObject> {
     Api::all_with(
         env.spoke.client.clone(),

@@ -66,7 +66,6 @@ mod jq;
 pub mod json_path;
 mod managed_fields;
 mod manifest;
-mod order;
 mod owner;
 mod resolver;
 
@@ -81,10 +80,10 @@ pub use ignore::{
 pub use json_path::JsonPath;
 pub use kube::api::PropagationPolicy;
 pub use manifest::{content_hash, is_noop_update};
-pub use order::apply_order;
 pub use owner::{
     AGENT_LABEL, agent_label_value, has_owner_reference, merge_owner_references, owner_reference,
     remove_owner_reference,
 };
 pub use resolver::{ResolvedResource, Resolver, manifest_id_of};
-pub use work_semantics::{ManifestId, manifests, readiness, record};
+pub use work_semantics::order::apply_order;
+pub use work_semantics::{ManifestId, gates, manifests, readiness, record};

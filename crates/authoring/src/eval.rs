@@ -350,6 +350,16 @@ fn main_explain(args: &EvalArgs) -> ExitCode {
         );
     }
     let Some(object_path) = args.object.as_deref() else {
+        // A work without an object: the order its manifests are applied in, and why.
+        if let (None, Some(work_path)) = (&args.expression, &args.work) {
+            return match read_work(work_path) {
+                Ok(work) => {
+                    print!("{}", crate::order::order_text(&work));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => input_failure(&e.to_string(), args.output),
+            };
+        }
         return input_failure(
             "--explain needs --object (the live object to evaluate)",
             args.output,

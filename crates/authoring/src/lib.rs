@@ -8,6 +8,7 @@ pub mod explain;
 pub mod lint;
 pub mod lint_cel;
 pub mod locate;
+pub mod order;
 pub mod rule_library;
 pub mod rules;
 pub mod yaml_depth;

@@ -108,6 +108,15 @@ pub fn lint_document(doc: &Value) -> Vec<Finding> {
         findings.extend(check_config(&path, config, &manifests.ids));
     }
     findings.extend(check_ttl(&work, &manifests.ids));
+    findings.extend(crate::order::held(&work).into_iter().map(|(i, why)| {
+        Finding::error(
+            format!(
+                "metadata.annotations[{}]",
+                work_semantics::gates::ANNOTATION
+            ),
+            format!("spec.workload.manifests[{i}] is never applied: {why}"),
+        )
+    }));
     findings.extend(suggest_library_rules(&work, &manifests.ids));
     findings
 }
@@ -209,15 +218,7 @@ fn check_size(doc: &Value) -> Option<Finding> {
     })
 }
 
-/// Whether a config's resource identifier selects this manifest (resource derived from kind).
-/// Whether `config` selects the manifest `id` (group, plural, name and namespace globs).
-pub fn selects(config: &ManifestConfigOption, id: &ManifestId) -> bool {
-    let rid = &config.resource_identifier;
-    rid.group == id.group
-        && rid.resource == guess_plural(&id.kind)
-        && glob_match(&rid.name, &id.name)
-        && glob_match(&rid.namespace, &id.namespace)
-}
+pub use crate::locate::selects;
 
 fn check_config(
     path: &str,

@@ -120,3 +120,13 @@ fn qualified(id: &ManifestId) -> String {
         format!("namespace {:?}, name {:?}", id.namespace, id.name)
     }
 }
+
+/// Whether `config` selects the manifest `id` (group, plural derived from the kind, name and
+/// namespace globs).
+pub fn selects(config: &work_api::ManifestConfigOption, id: &ManifestId) -> bool {
+    let rid = &config.resource_identifier;
+    rid.group == id.group
+        && rid.resource == guess_plural(&id.kind)
+        && glob_match(&rid.name, &id.name)
+        && glob_match(&rid.namespace, &id.namespace)
+}

@@ -15,7 +15,20 @@ pub fn aggregate_work_conditions(manifests: &[&[Condition]]) -> Vec<ConditionUpd
             types.push(&condition.type_);
         }
     }
-    out.extend(types.into_iter().map(|t| rule_made(manifests, t)));
+    // A work with a manifest still waiting (or held) is not Complete: the manifest is yet to be
+    // applied, and a Complete work is never written again.
+    let pending = manifests
+        .iter()
+        .filter_map(|m| find(m, APPLIED))
+        .any(|c| c.reason == reasons::WAITING_FOR_DEPENDENCY || c.reason == reasons::GATE_INVALID);
+    out.extend(types.into_iter().map(|t| {
+        let mut update = rule_made(manifests, t);
+        if pending && t == work_api::condition_types::COMPLETE && update.status == Status::True {
+            update.status = Status::Unknown;
+            update.message = "Some manifests are not applied yet".to_string();
+        }
+        update
+    }));
     out
 }
 
@@ -37,7 +50,19 @@ fn applied(manifests: &[&[Condition]]) -> ConditionUpdate {
         .filter_map(|m| find(m, APPLIED))
         .filter(|c| c.reason == reasons::WAITING_FOR_DEPENDENCY)
         .collect();
-    if failed > 0 {
+    let invalid_gate = manifests
+        .iter()
+        .filter_map(|m| find(m, APPLIED))
+        .find(|c| c.reason == reasons::GATE_INVALID);
+    if let Some(gate) = invalid_gate {
+        // Upstream's reason, with what no retry will fix said on the work itself.
+        ConditionUpdate::new(
+            APPLIED,
+            Status::False,
+            reasons::APPLIED_MANIFEST_WORK_FAILED,
+            crate::cap_message(format!("Failed to apply manifest work: {}", gate.message)),
+        )
+    } else if failed > 0 {
         ConditionUpdate::new(
             APPLIED,
             Status::False,
@@ -228,6 +253,37 @@ mod tests {
         let f = [c("Applied", "False", "AppliedManifestFailed", "x")];
         let out = aggregate_work_conditions(&[&f, &w]);
         assert_eq!(get(&out, "Applied").status, Status::False);
+        // A Job Complete while the Deployment gated on it has not been applied: not Complete.
+        let job = [applied_ok(), rule("Complete", "True", "done")];
+        let out = aggregate_work_conditions(&[&job, &w]);
+        assert_eq!(get(&out, "Complete").status, Status::Unknown);
+        let out = aggregate_work_conditions(&[&job, &a]);
+        assert_eq!(get(&out, "Complete").status, Status::True);
+    }
+
+    #[test]
+    fn a_gate_that_can_never_hold_fails_the_work_saying_why() {
+        let held = crate::gate_invalid_condition("gates in a circle: manifests 0, 1");
+        let held = c(
+            &held.type_,
+            held.status.as_str(),
+            &held.reason,
+            &held.message,
+        );
+        let out = aggregate_work_conditions(&[&[applied_ok()], &[held]]);
+        let applied = get(&out, "Applied");
+        assert_eq!(
+            (
+                applied.status,
+                applied.reason.as_str(),
+                applied.message.as_str()
+            ),
+            (
+                Status::False,
+                "AppliedManifestWorkFailed",
+                "Failed to apply manifest work: Invalid gate: gates in a circle: manifests 0, 1"
+            )
+        );
     }
 
     #[test]

@@ -122,7 +122,8 @@ pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 pub use limits::Limits;
 pub use manifest::{
     Availability, applied_condition, available_condition, feedback_condition,
-    ignore_fields_failed_condition, no_feedback_condition, waiting_conditions,
+    gate_invalid_condition, ignore_fields_failed_condition, no_feedback_condition,
+    waiting_conditions,
 };
 pub use merge::{merge_conditions, merge_work_conditions, replace_conditions};
 pub use not_evaluated::not_evaluated_conditions;
@@ -239,6 +240,9 @@ pub mod reasons {
     /// `Applied` and `Available` Unknown on a manifest that waits for another manifest of its
     /// work (its CRD Established, its Namespace Active, its APIService Available).
     pub const WAITING_FOR_DEPENDENCY: &str = "WaitingForDependency";
+    /// `Applied` False on a manifest held by a gate that can never hold (a circle, a reference to
+    /// no manifest, a condition no rule produces, an unreadable gates annotation).
+    pub const GATE_INVALID: &str = "GateInvalid";
     /// `Applied` Unknown on a work: no manifest failed, some wait for what they depend on.
     pub const APPLIED_MANIFEST_WORK_WAITING: &str = "AppliedManifestWorkWaiting";
     /// `Applied` True on a work.

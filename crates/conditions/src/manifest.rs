@@ -55,6 +55,17 @@ pub fn waiting_conditions(waits_for: &str) -> [ConditionUpdate; 2] {
     ]
 }
 
+/// `Applied` False `GateInvalid` with the reason: a gate of the manifest can never hold, so it is
+/// not applied while the work is as it is.
+pub fn gate_invalid_condition(why: &str) -> ConditionUpdate {
+    ConditionUpdate::new(
+        APPLIED,
+        Status::False,
+        reasons::GATE_INVALID,
+        cap_message(format!("Invalid gate: {why}")),
+    )
+}
+
 /// `Applied` False `AppliedManifestSSAIgnoreFieldError` "Failed to process ignoreFields: <error>":
 /// the manifest's `ignoreFields` cannot be used (an invalid path or jq expression).
 pub fn ignore_fields_failed_condition(error: &str) -> ConditionUpdate {

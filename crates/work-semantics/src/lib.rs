@@ -3,12 +3,16 @@
 //! tools that check them before they ship. A manifest's identity ([`ManifestId`]), which
 //! `manifestConfigs` entry applies to it, sticky completion, orphaning and pruning
 //! ([`manifests`]); what a work's AppliedManifestWork records ([`record`]);
-//! what each manifest needs of the others before it is applied ([`readiness`]). No I/O.
+//! the kind order manifests are applied in ([`order`]), what each manifest needs of the others
+//! before it is applied ([`readiness`]) and the gates a
+//! work declares on its manifests' conditions ([`gates`]). No I/O.
 
 #![warn(missing_docs)]
 
+pub mod gates;
 mod identity;
 pub mod manifests;
+pub mod order;
 pub mod readiness;
 pub mod record;
 

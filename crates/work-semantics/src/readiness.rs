@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::ManifestId;
 
 /// What a manifest waits for in the object of another manifest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Need {
     /// A CustomResourceDefinition `Established` (and its kind served).
     Established,
@@ -21,16 +21,31 @@ pub enum Need {
     Active,
     /// An APIService `Available`.
     Available,
+    /// A declared gate ([`crate::gates`]): the manifest's condition `condition` (as the agent
+    /// computes it) with status `status`.
+    Condition {
+        /// The condition type.
+        condition: String,
+        /// `True`, `False` or `Unknown`.
+        status: String,
+    },
 }
 
 impl Need {
-    /// The word a waiting manifest's status uses: "to be <word>".
-    pub fn word(self) -> &'static str {
+    /// What a waiting manifest's status says after "to ": "be Established", "have Complete True
+    /// (gate)".
+    pub fn words(&self) -> String {
         match self {
-            Need::Established => "Established",
-            Need::Active => "Active",
-            Need::Available => "Available",
+            Need::Established => "be Established".to_string(),
+            Need::Active => "be Active".to_string(),
+            Need::Available => "be Available".to_string(),
+            Need::Condition { condition, status } => format!("have {condition} {status} (gate)"),
         }
+    }
+
+    /// Whether the need is a declared gate rather than a built-in one.
+    pub fn is_declared(&self) -> bool {
+        matches!(self, Need::Condition { .. })
     }
 }
 
@@ -108,12 +123,10 @@ pub fn dependencies<M: Borrow<Value>>(manifests: &[M]) -> Vec<Vec<Dependency>> {
             let mut deps: Vec<Dependency> = Vec::new();
             let mut add = |found: Option<&Vec<usize>>, need: Need| {
                 let found = found.map(Vec::as_slice).unwrap_or_default();
-                deps.extend(
-                    found
-                        .iter()
-                        .filter(|&&on| on != i)
-                        .map(|&on| Dependency { on, need }),
-                );
+                deps.extend(found.iter().filter(|&&on| on != i).map(|&on| Dependency {
+                    on,
+                    need: need.clone(),
+                }));
             };
             add(
                 kinds.get(&(id.group.clone(), id.kind.clone())),
@@ -151,12 +164,14 @@ pub fn crd_resource(crd: &Value, version: &str) -> Option<(String, bool)> {
     Some((plural.to_string(), namespaced))
 }
 
-/// Whether `object`, the live object of a manifest depended on, is what `need` asks.
-pub fn is_ready(need: Need, object: &Value) -> bool {
+/// Whether `object`, the live object of a manifest depended on, is what `need` asks. A declared
+/// gate is not read from the object (the agent's conditions of the manifest decide it): false.
+pub fn is_ready(need: &Need, object: &Value) -> bool {
     match need {
         Need::Established => condition_is_true(object, "Established"),
         Need::Active => string_at(object, "/status/phase") == Some("Active"),
         Need::Available => condition_is_true(object, "Available"),
+        Need::Condition { .. } => false,
     }
 }
 
@@ -352,31 +367,31 @@ mod tests {
     fn readiness_is_read_from_the_live_object() {
         let established = json!({"status": {"conditions": [
             {"type": "NamesAccepted", "status": "True"}, {"type": "Established", "status": "True"}]}});
-        assert!(is_ready(Need::Established, &established));
+        assert!(is_ready(&Need::Established, &established));
         assert!(!is_ready(
-            Need::Established,
+            &Need::Established,
             &json!({"status": {"conditions": [
             {"type": "Established", "status": "False"}]}})
         ));
-        assert!(!is_ready(Need::Established, &json!({})));
+        assert!(!is_ready(&Need::Established, &json!({})));
         assert!(!is_ready(
-            Need::Established,
+            &Need::Established,
             &json!({"status": {"conditions": "bad"}})
         ));
         assert!(is_ready(
-            Need::Active,
+            &Need::Active,
             &json!({"status": {"phase": "Active"}})
         ));
         assert!(!is_ready(
-            Need::Active,
+            &Need::Active,
             &json!({"status": {"phase": "Terminating"}})
         ));
         assert!(is_ready(
-            Need::Available,
+            &Need::Available,
             &json!({"status": {"conditions": [
             {"type": "Available", "status": "True"}]}})
         ));
-        assert!(!is_ready(Need::Available, &json!(null)));
+        assert!(!is_ready(&Need::Available, &json!(null)));
     }
 
     #[test]

@@ -5,7 +5,11 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::runtime::watcher;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Api;
@@ -240,10 +244,20 @@ impl Env {
 
     /// Creates a ManifestWork in the cluster namespace from a JSON spec.
     pub async fn create_work(&self, name: &str, spec: Value) -> ManifestWork {
+        self.create_work_annotated(name, json!({}), spec).await
+    }
+
+    /// Creates a ManifestWork with `annotations` (a JSON object) in the cluster namespace.
+    pub async fn create_work_annotated(
+        &self,
+        name: &str,
+        annotations: Value,
+        spec: Value,
+    ) -> ManifestWork {
         let work: ManifestWork = serde_json::from_value(json!({
             "apiVersion": "work.open-cluster-management.io/v1",
             "kind": "ManifestWork",
-            "metadata": {"name": name, "namespace": self.cluster},
+            "metadata": {"name": name, "namespace": self.cluster, "annotations": annotations},
             "spec": spec,
         }))
         .expect("test ManifestWork decodes");
@@ -685,4 +699,73 @@ pub async fn wait_configmap_gone(api: &Api<k8s_openapi::api::core::v1::ConfigMap
         api.get_opt(name).await.ok()?.is_none().then_some(())
     })
     .await;
+}
+
+/// When the spoke's watch first showed something: a CRD Established, an object created.
+#[derive(Clone, Default)]
+pub struct Moments(Arc<Mutex<Vec<(String, Instant)>>>);
+
+impl Moments {
+    pub fn note(&self, what: &str) {
+        let mut list = self.0.lock().expect("moments");
+        if !list.iter().any(|(w, _)| w == what) {
+            list.push((what.to_string(), Instant::now()));
+        }
+    }
+
+    pub fn at(&self, what: &str) -> Option<Instant> {
+        let list = self.0.lock().expect("moments");
+        list.iter().find(|(w, _)| w == what).map(|(_, t)| *t)
+    }
+
+    /// Watches objects of `api` named `name`; notes `<label> created` on the first event and
+    /// `<label> <condition>` when a condition of that type is first True.
+    pub fn watch(
+        &self,
+        api: Api<DynamicObject>,
+        name: &str,
+        label: &str,
+        condition: Option<&str>,
+    ) -> tokio::task::JoinHandle<()> {
+        let moments = self.clone();
+        let label = label.to_string();
+        let condition = condition.map(str::to_string);
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        tokio::spawn(async move {
+            let mut events = std::pin::pin!(watcher::watcher(api, config));
+            while let Some(event) = events.next().await {
+                let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = event else {
+                    continue;
+                };
+                moments.note(&format!("{label} created"));
+                if let Some(condition) = &condition {
+                    let holds = o.data["status"]["conditions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|c| c["type"] == condition.as_str() && c["status"] == "True");
+                    if holds {
+                        moments.note(&format!("{label} {condition}"));
+                    }
+                }
+            }
+        })
+    }
+}
+
+/// A one-replica Deployment `name` in `ns` (kwok runs its pod).
+pub fn deployment(ns: &str, name: &str) -> Value {
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "main", "image": "registry.invalid/noop:1"}]}
+            }
+        }
+    })
 }

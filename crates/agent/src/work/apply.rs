@@ -19,6 +19,7 @@ use crate::work::evaluate::{self, CompleteRules};
 use crate::work::outcome::{Feedback, Live, ManifestOutcome, not_evaluated_because};
 use crate::work::status::ManifestDesired;
 use crate::{spoke::executor, spoke::feedback};
+use applier::gates;
 use applier::manifests::{self, ManifestId, ManifestSettings};
 use applier::readiness::{self, Need};
 use applier::record;
@@ -62,20 +63,47 @@ enum AsDependency {
     /// Not applied, its object not there, or nothing depends on it.
     #[default]
     NotThere,
-    /// Applied, with its live object.
-    Live(Value),
-    /// Complete (sticky, never applied again): whatever needed it had it.
-    Kept,
+    /// Applied, with its live object and the conditions the agent computed for it (type,
+    /// status) in this pass, for declared gates.
+    Live(Value, Vec<(String, String)>),
+    /// Complete (sticky, never applied again): whatever needed it had it; a declared gate reads
+    /// the conditions it keeps.
+    Kept(Vec<(String, String)>),
 }
 
 impl AsDependency {
-    /// Whether what a dependant needs of this manifest holds.
-    fn meets(&self, need: Need) -> bool {
-        match self {
-            AsDependency::NotThere => false,
-            AsDependency::Live(object) => readiness::is_ready(need, object),
-            AsDependency::Kept => true,
+    /// Whether what a dependant needs of this manifest holds: a built-in need from its live
+    /// object, a declared gate from its conditions (no request either way).
+    fn meets(&self, need: &Need) -> bool {
+        let has = |conditions: &[(String, String)], condition: &str, status: &str| {
+            conditions
+                .iter()
+                .any(|(t, s)| t == condition && s == status)
+        };
+        match (self, need) {
+            (AsDependency::NotThere, _) => false,
+            (
+                AsDependency::Live(_, conditions) | AsDependency::Kept(conditions),
+                Need::Condition { condition, status },
+            ) => has(conditions, condition, status),
+            (AsDependency::Live(object, _), need) => readiness::is_ready(need, object),
+            (AsDependency::Kept(_), _) => true,
         }
+    }
+}
+
+/// The (type, status) of the conditions a manifest's status will carry.
+fn condition_pairs(desired: &ManifestDesired) -> Vec<(String, String)> {
+    match desired {
+        ManifestDesired::Conditions { updates, .. } => updates
+            .iter()
+            .map(|u| (u.type_.clone(), u.status.as_str().to_string()))
+            .collect(),
+        ManifestDesired::Keep(entry) => entry
+            .conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone()))
+            .collect(),
     }
 }
 
@@ -204,15 +232,17 @@ pub async fn apply_work(
 ) -> WorkOutcome {
     let raw: Vec<&Value> = work.spec.workload.manifests.iter().map(|m| &m.0).collect();
     let scope = WorkScope::new(work, applied_work, ctx);
-    let mut deps = readiness::dependencies(&raw);
-    let (order, broken) = readiness::order(&applier::apply_order(&raw), &deps);
-    // A manifest in a circle of dependencies goes as if it had none: better applied and failing
-    // on its own than waiting forever.
-    for idx in broken {
-        if let Some(d) = deps.get_mut(idx) {
-            d.clear();
-        }
-    }
+    // Built-in needs and declared gates, one graph: a manifest in a circle of built-in needs goes
+    // as if it had none (better applied and failing on its own than waiting forever); one held by
+    // a gate that can never hold is not applied and says why.
+    let gates::Plan { deps, order, held } = gates::plan_work(work, |i, condition| {
+        raw.get(i)
+            .and_then(|m| ManifestId::of(m).ok())
+            .is_some_and(|id| {
+                let settings = scope.settings(&id, &guessed_plural(&id));
+                gates::produces(settings.rules.iter(), condition)
+            })
+    });
     let mut depended_on = vec![false; raw.len()];
     for dep in deps.iter().flatten() {
         if let Some(flag) = depended_on.get_mut(dep.on) {
@@ -236,12 +266,24 @@ pub async fn apply_work(
             continue;
         };
         let needs = deps.get(idx).map(Vec::as_slice).unwrap_or_default();
-        let unmet = needs
+        let mut unmet = needs
             .iter()
-            .find(|d| !seen.get(d.on).is_some_and(|s| s.meets(d.need)));
-        let mut result = match unmet {
-            Some(dep) => scope.waiting(idx, manifest, &waits_for(&raw, dep)),
-            None => {
+            .find(|d| !seen.get(d.on).is_some_and(|s| s.meets(&d.need)));
+        // A manifest applied once its gates held is not held back again while it is unchanged
+        // (the object on the spoke is what it asks): only a changed manifest re-checks its gates.
+        if unmet.is_some_and(|d| d.need.is_declared())
+            && needs
+                .iter()
+                .all(|d| d.need.is_declared() || seen.get(d.on).is_some_and(|s| s.meets(&d.need)))
+            && scope.applied_unchanged(idx, manifest).await
+        {
+            unmet = None;
+        }
+        let held_because = held.get(idx).and_then(Option::as_deref);
+        let mut result = match (held_because, unmet) {
+            (Some(why), _) => scope.held(idx, manifest, why),
+            (None, Some(dep)) => scope.waiting(idx, manifest, &waits_for(&raw, dep)),
+            (None, None) => {
                 let keep = depended_on.get(idx).copied().unwrap_or(false);
                 // A kind whose CRD is in the work may be brand new: its store's first list is
                 // not waited for (it can take seconds while the API server starts serving it).
@@ -264,7 +306,13 @@ pub async fn apply_work(
         out.transient_failure |= result.transient;
         out.failures.extend(result.failure);
         if let Some(slot) = seen.get_mut(idx) {
-            *slot = result.as_dependency;
+            *slot = match result.as_dependency {
+                AsDependency::Live(object, _) => {
+                    AsDependency::Live(object, condition_pairs(&result.desired))
+                }
+                AsDependency::Kept(_) => AsDependency::Kept(condition_pairs(&result.desired)),
+                AsDependency::NotThere => AsDependency::NotThere,
+            };
         }
         if let Some(slot) = slots.get_mut(idx) {
             *slot = Some(result.desired);
@@ -275,7 +323,7 @@ pub async fn apply_work(
 }
 
 /// What a manifest waiting on `dep` says: "Waiting for <Kind> <namespace/name> (manifest <i>) to
-/// be <Established|Active|Available>".
+/// be <Established|Active|Available>" or "to have <Condition> <Status> (gate)".
 fn waits_for(raw: &[&Value], dep: &readiness::Dependency) -> String {
     let what = raw
         .get(dep.on)
@@ -289,9 +337,9 @@ fn waits_for(raw: &[&Value], dep: &readiness::Dependency) -> String {
         })
         .unwrap_or_default();
     format!(
-        "Waiting for {what} (manifest {}) to be {}",
+        "Waiting for {what} (manifest {}) to {}",
         dep.on,
-        dep.need.word()
+        dep.need.words()
     )
 }
 
@@ -391,6 +439,47 @@ impl<'a> WorkScope<'a> {
         }
     }
 
+    /// The result of a manifest held by a gate that can never hold (`why`): not applied, nothing
+    /// asked of the spoke, `Applied` False saying why, its record kept. A complete manifest stays
+    /// as it is.
+    fn held(&self, idx: usize, manifest: &Value, why: &str) -> ManifestResult {
+        let mut result = self.waiting(idx, manifest, why);
+        if let ManifestDesired::Conditions { meta, .. } = &result.desired
+            && let Ok(id) = ManifestId::of(manifest)
+        {
+            let settings = self.settings(&id, &guessed_plural(&id));
+            let mut outcome = self.unapplied(
+                meta.clone(),
+                &id,
+                &settings,
+                Err(why.to_string()),
+                Live::UnknownKind,
+            );
+            outcome.invalid_gate = Some(why.to_string());
+            result.desired = outcome.desired();
+        }
+        result
+    }
+
+    /// Whether the manifest's object is on the spoke already as the manifest asks (from the watch
+    /// cache: no request), so a gate that held when it was applied is not asked again.
+    async fn applied_unchanged(&self, idx: usize, manifest: &Value) -> bool {
+        let Ok(target) = self.target(idx, manifest).await else {
+            return false;
+        };
+        if target.readonly {
+            return false;
+        }
+        match self
+            .ctx
+            .watches
+            .cached(&target.resolved, &target.id.namespace, &target.id.name)
+        {
+            Cached::Present(live) => applier::is_noop_update(manifest, &live),
+            _ => false,
+        }
+    }
+
     /// Identifies and resolves a manifest; for one that stops there (unreadable, complete, of an
     /// unknown kind), its result instead.
     async fn target(&self, idx: usize, manifest: &Value) -> Result<Target, ManifestResult> {
@@ -425,7 +514,7 @@ impl<'a> WorkScope<'a> {
             readonly: false,
             transient: false,
             failure: None,
-            as_dependency: AsDependency::Kept,
+            as_dependency: AsDependency::Kept(Vec::new()),
             unknown_kind: false,
         })
     }
@@ -649,7 +738,7 @@ impl<'a> WorkScope<'a> {
         let outcome = self.observed(&target, Ok(()), live).await;
         let failure = not_evaluated_because(&outcome.applied, &outcome.live);
         let as_dependency = match &outcome.live {
-            Live::Found(object) if depended_on => AsDependency::Live(object.clone()),
+            Live::Found(object) if depended_on => AsDependency::Live(object.clone(), Vec::new()),
             _ => AsDependency::NotThere,
         };
         ManifestResult {
@@ -739,6 +828,7 @@ impl<'a> WorkScope<'a> {
             applied,
             live,
             waiting: None,
+            invalid_gate: None,
         }
     }
 
@@ -796,6 +886,7 @@ impl<'a> WorkScope<'a> {
             rules,
             feedback,
             waiting: None,
+            invalid_gate: None,
         }
     }
 }
@@ -912,6 +1003,7 @@ fn unidentified(idx: usize, message: String) -> ManifestResult {
         rules: Vec::new(),
         feedback: Feedback::NoRules,
         waiting: None,
+        invalid_gate: None,
     };
     blocked(outcome, Vec::new(), None, false, message)
 }

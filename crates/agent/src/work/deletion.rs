@@ -11,8 +11,8 @@ use kube::ResourceExt;
 use kube::api::PropagationPolicy;
 use kube::runtime::controller::Action;
 use work_api::{
-    APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestWork, DeleteOption, MANIFEST_WORK_FINALIZER,
-    ManifestWork,
+    APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestResourceMeta, AppliedManifestWork,
+    MANIFEST_WORK_FINALIZER, ManifestWork,
 };
 
 use crate::context::Context;
@@ -21,7 +21,8 @@ use crate::finalizer_patch::set_finalizers;
 use crate::spoke::watches::{Cached, ObjectKey};
 use crate::work::completion_memory::Remembered;
 use crate::work::status;
-use applier::manifests;
+use applier::readiness::{self, Need};
+use applier::{ManifestId, gates, manifests};
 
 /// Safety net for a deletion that waits for resources to go away: their watch events re-queue
 /// the work as soon as they are gone, so this only matters if an event is lost.
@@ -88,7 +89,7 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
             delete_applied(&amw, ctx).await?;
             return Ok(Action::requeue(WAIT_FOR_GONE));
         }
-        if !cleanup_resources(&amw, work.spec.delete_option.as_ref(), ctx).await? {
+        if !cleanup_resources(&amw, Some(work), ctx).await? {
             return Ok(Action::requeue(WAIT_FOR_GONE));
         }
         if keeps_record_until_heard(ctx.hub.keeps_status(), &amw) {
@@ -165,10 +166,10 @@ pub fn keeps_record_until_heard(hub_keeps_status: bool, amw: &AppliedManifestWor
 /// done.
 pub async fn cleanup_applied(
     amw: &AppliedManifestWork,
-    option: Option<&DeleteOption>,
+    work: Option<&ManifestWork>,
     ctx: &Context,
 ) -> Result<bool, Error> {
-    if !cleanup_resources(amw, option, ctx).await? {
+    if !cleanup_resources(amw, work, ctx).await? {
         return Ok(false);
     }
     release_applied(amw, ctx).await?;
@@ -176,17 +177,25 @@ pub async fn cleanup_applied(
 }
 
 /// Deletes (Background, as upstream: dependents are the garbage collector's) or releases
-/// (orphaned) every resource the AppliedManifestWork owns. Returns whether all deleted ones are
-/// gone. A failure on one resource does not stop the others; the failures are returned together.
+/// (orphaned, by `work`'s delete option) every resource the AppliedManifestWork owns, dependants
+/// before what they depend on when `work` says ([`DeletionOrder`]): a resource is deleted once
+/// everything of the work that depends on it is gone. Returns whether all deleted ones are gone.
+/// A failure on one resource does not stop the others; the failures are returned together.
 pub async fn cleanup_resources(
     amw: &AppliedManifestWork,
-    option: Option<&DeleteOption>,
+    manifest_work: Option<&ManifestWork>,
     ctx: &Context,
 ) -> Result<bool, Error> {
+    let option = manifest_work.and_then(|w| w.spec.delete_option.as_ref());
+    let order = manifest_work.map(DeletionOrder::of).unwrap_or_default();
     let owner_uid = amw.metadata.uid.clone().unwrap_or_default();
     let work = amw.spec.manifest_work_name.as_str();
     let applied = amw.name_any();
-    let resources = applier::record::recorded(amw);
+    let mut resources = applier::record::recorded(amw);
+    // Shallowest first: what nothing depends on goes first, and what is still there holds back
+    // what it depends on.
+    resources.sort_by_key(|r| order.depth(r));
+    let mut going_at: Option<usize> = None;
     let mut waiting = 0usize;
     let mut errors: Vec<String> = Vec::new();
     // What is still there to wait for (or failed): the AppliedManifestWork keeps recording it.
@@ -198,6 +207,15 @@ pub async fn cleanup_resources(
             // Watched and indexed first: its deletion event then wakes this work.
             watch_for_gone(ctx, work, res);
         }
+        let depth = order.depth(res);
+        if !orphan && going_at.is_some_and(|d| depth > d) {
+            // Something that depends on it is still going: its turn comes when that is gone
+            // (whose deletion event wakes the work).
+            waiting += 1;
+            pending.push(res.clone());
+            continue;
+        }
+        let before = pending.len();
         let cached = trusted(
             cached_of(ctx, res).await,
             ctx.cleanups.saw_going(&applied, &res.uid),
@@ -226,6 +244,7 @@ pub async fn cleanup_resources(
             Err(e) => {
                 errors.push(e.to_string());
                 pending.push(res.clone());
+                going_at.get_or_insert(depth);
                 continue;
             }
         };
@@ -233,6 +252,7 @@ pub async fn cleanup_resources(
             going();
             waiting += 1;
             pending.push(res.clone());
+            going_at.get_or_insert(depth);
             continue;
         }
         match ctx
@@ -254,6 +274,9 @@ pub async fn cleanup_resources(
                 pending.push(res.clone());
             }
         }
+        if pending.len() > before {
+            going_at.get_or_insert(depth);
+        }
     }
     if pending.len() < resources.len() && (waiting > 0 || !errors.is_empty()) {
         // Resources gone (or released) leave the record now, as they go, not all at the end.
@@ -271,6 +294,73 @@ pub async fn cleanup_resources(
     }
     ctx.cleanups.forget(&applied);
     Ok(true)
+}
+
+/// Where each of a work's resources goes in its deletion: its depth in the work's graph of
+/// built-in needs and declared gates ([`gates::deletion_depths`]), found by group, resource,
+/// namespace and name (the resource as Kubernetes guesses it from the kind, or as the work's CRD
+/// names it). A resource the work's manifests do not name goes first.
+#[derive(Debug, Default)]
+pub struct DeletionOrder {
+    depths: Vec<(AppliedManifestResourceMeta, usize)>,
+}
+
+impl DeletionOrder {
+    /// The order of `work`'s manifests (none when nothing depends on anything).
+    pub fn of(work: &ManifestWork) -> Self {
+        let raw: Vec<&serde_json::Value> =
+            work.spec.workload.manifests.iter().map(|m| &m.0).collect();
+        // Every gate is kept here, valid or not: a deletion does not check conditions.
+        let plan = gates::plan_work(work, |_, _| true);
+        let depths = gates::deletion_depths(&plan.deps);
+        if depths.iter().all(|&d| d == 0) {
+            return Self::default();
+        }
+        let out = raw
+            .iter()
+            .enumerate()
+            .filter_map(|(i, m)| {
+                let id = ManifestId::of(m).ok()?;
+                let resource = plan
+                    .deps
+                    .get(i)
+                    .into_iter()
+                    .flatten()
+                    .find(|d| d.need == Need::Established)
+                    .and_then(|d| raw.get(d.on))
+                    .and_then(|crd| readiness::crd_resource(crd, &id.version))
+                    .map(|(plural, _)| plural)
+                    .unwrap_or_else(|| {
+                        let gvk =
+                            kube::api::GroupVersionKind::gvk(&id.group, &id.version, &id.kind);
+                        kube::api::ApiResource::from_gvk(&gvk).plural
+                    });
+                let meta = AppliedManifestResourceMeta {
+                    group: id.group,
+                    resource,
+                    namespace: id.namespace,
+                    name: id.name,
+                    ..Default::default()
+                };
+                Some((meta, depths.get(i).copied().unwrap_or_default()))
+            })
+            .collect();
+        DeletionOrder { depths: out }
+    }
+
+    /// The depth of a recorded resource: 0 goes first.
+    pub fn depth(&self, res: &AppliedManifestResourceMeta) -> usize {
+        self.depths
+            .iter()
+            .find(|(m, _)| {
+                m.group == res.group
+                    && m.resource == res.resource
+                    && m.name == res.name
+                    // A cluster-scoped object is recorded without the namespace its manifest may say.
+                    && (m.namespace == res.namespace || res.namespace.is_empty())
+            })
+            .map_or(0, |(_, depth)| *depth)
+    }
 }
 
 /// Deletes the AppliedManifestWork (UID precondition) unless it is being deleted, and removes
@@ -435,6 +525,56 @@ mod tests {
     use serde_json::json;
 
     const DONE: &str = "2026-01-01T10:00:00Z";
+
+    #[test]
+    fn custom_resources_and_gated_apps_are_deleted_before_what_they_need() {
+        let work: ManifestWork = serde_json::from_value(json!({
+            "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+            "metadata": {"name": "w", "namespace": "c", "annotations": {gates::ANNOTATION:
+                r#"[{"manifest": 2, "waitFor": {"manifest": 3, "condition": "Healthy"}}]"#}},
+            "spec": {"workload": {"manifests": [
+                {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                 "metadata": {"name": "widgets.example.com"},
+                 "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"},
+                          "scope": "Cluster", "versions": [{"name": "v1"}]}},
+                {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}},
+                {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "app", "namespace": "ns"}},
+                {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "operator", "namespace": "ns"}}
+            ]}}
+        }))
+        .expect("work");
+        let order = DeletionOrder::of(&work);
+        let res = |group: &str, resource: &str, namespace: &str, name: &str| {
+            AppliedManifestResourceMeta {
+                group: group.into(),
+                resource: resource.into(),
+                namespace: namespace.into(),
+                name: name.into(),
+                ..Default::default()
+            }
+        };
+        let crd = order.depth(&res(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "",
+            "widgets.example.com",
+        ));
+        let cr = order.depth(&res("example.com", "widgets", "", "w"));
+        let app = order.depth(&res("apps", "deployments", "ns", "app"));
+        let operator = order.depth(&res("apps", "deployments", "ns", "operator"));
+        assert!(cr < crd, "the CR ({cr}) goes before its CRD ({crd})");
+        assert!(
+            app < operator,
+            "the app ({app}) goes before the operator ({operator})"
+        );
+        // What the work does not name goes first; a work without needs has no order.
+        assert_eq!(order.depth(&res("", "configmaps", "ns", "other")), 0);
+        let plain = ManifestWork {
+            spec: work_api::ManifestWorkSpec::default(),
+            ..work.clone()
+        };
+        assert!(DeletionOrder::of(&plain).depths.is_empty());
+    }
 
     fn work(ttl: Option<i64>, deleted: &str) -> ManifestWork {
         let mut v = json!({

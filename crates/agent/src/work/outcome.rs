@@ -52,6 +52,9 @@ pub struct ManifestOutcome {
     /// What the manifest waits for, if it is not applied yet because another manifest of the
     /// work is not ready (its `Applied` and `Available` then say so, Unknown).
     pub waiting: Option<String>,
+    /// Why the manifest is never applied while the work is as it is: a gate of it can never hold
+    /// (its `Applied` is then False `GateInvalid`, saying why).
+    pub invalid_gate: Option<String>,
 }
 
 /// Why a manifest's rules cannot be evaluated, if they cannot: its object was never applied, is
@@ -81,6 +84,9 @@ impl ManifestOutcome {
             };
         }
         let applied = match &self.applied {
+            Err(_) if self.invalid_gate.is_some() => {
+                conditions::gate_invalid_condition(self.invalid_gate.as_deref().unwrap_or_default())
+            }
             Err(e) if self.ignore_fields_error => conditions::ignore_fields_failed_condition(e),
             result => {
                 conditions::applied_condition(result.as_ref().map(|_| ()).map_err(String::as_str))
@@ -145,6 +151,7 @@ mod tests {
             rules: Vec::new(),
             feedback,
             waiting: None,
+            invalid_gate: None,
         }
     }
 

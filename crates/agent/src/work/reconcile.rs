@@ -174,11 +174,11 @@ async fn applied_record(
             // keeps: its resources go, the record stays (until the work is deleted and its source
             // heard it), and the work stays complete. So it is for a completed work the source
             // sends back after a restart because it never heard its deletion.
-            deletion::cleanup_resources(&amw, work.spec.delete_option.as_ref(), ctx).await?;
+            deletion::cleanup_resources(&amw, Some(work), ctx).await?;
             Ok(Some(amw))
         }
         AppliedState::Deleting(amw) => {
-            deletion::cleanup_applied(&amw, work.spec.delete_option.as_ref(), ctx).await?;
+            deletion::cleanup_applied(&amw, Some(work), ctx).await?;
             Ok(None)
         }
     }

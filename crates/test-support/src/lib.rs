@@ -25,7 +25,7 @@ mod wait;
 pub mod wire_faults;
 
 pub use agent::{AGENT_BIN_ENV, AgentProcess};
-pub use apply::{apply_yaml, apply_yaml_in, parse_yaml_documents};
+pub use apply::{apply_yaml, apply_yaml_in, kustomize, parse_yaml_documents};
 pub use client_cert::{CertIdentity, write_client_cert_kubeconfig};
 pub use cluster::{
     HUB_KUBECONFIG_ENV, HUB_UPSTREAM_KUBECONFIG_ENV, SPOKE_KUBECONFIG_ENV, TestCluster,

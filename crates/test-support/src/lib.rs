@@ -21,6 +21,8 @@ pub mod mosquitto;
 pub mod mqtt_source;
 mod paths;
 pub mod pubsub_source;
+mod secret_volume;
+pub mod tls_probe;
 mod wait;
 pub mod wire_faults;
 
@@ -37,4 +39,5 @@ pub use kubeconfig::{service_account_kubeconfig, try_service_account_kubeconfig}
 pub use paths::{
     TempDir, free_port, our_crds_dir, repo_root, run_dir, unique_name, upstream_crds_dir,
 };
+pub use secret_volume::SecretVolume;
 pub use wait::{Probe, TimedOut, poll_until, wait_for};

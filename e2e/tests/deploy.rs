@@ -25,17 +25,7 @@ use work_api::ManifestWork;
 
 /// `kubectl kustomize DIR` (offline rendering, as documented).
 fn kustomize(dir: &str) -> String {
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(repo_root().join(dir))
-        .output()
-        .unwrap_or_else(|e| panic!("running kubectl kustomize {dir} (is kubectl on PATH?): {e}"));
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {dir}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("kustomize prints UTF-8")
+    test_support::kustomize(dir).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `kubectl apply --dry-run=server -f -` of `yaml` against `kubeconfig`.
@@ -95,6 +85,16 @@ async fn the_spoke_base_and_the_hub_role_pass_server_side_validation() {
         "role.rbac.authorization.k8s.io/work-agent",
     ] {
         assert!(out.contains(kind), "{kind} missing from:\n{out}");
+    }
+    // The network policies of each transport (their rules are checked in network_policies.rs).
+    for transport in ["kube", "mqtt", "grpc", "pubsub"] {
+        let dir = format!("deploy/network-policies/{transport}");
+        let (ok, out) = server_dry_run(&spoke.kubeconfig, &kustomize(&dir));
+        assert!(ok, "{dir} on the spoke:\n{out}");
+        assert!(
+            out.contains("networkpolicy.networking.k8s.io/work-agent-default-deny"),
+            "{dir}:\n{out}"
+        );
     }
 
     let hub = TestCluster::hub().await;

@@ -24,6 +24,28 @@ pub fn parse_yaml_documents(yaml: &str) -> Result<Vec<Value>, Error> {
     Ok(docs)
 }
 
+/// `kubectl kustomize <repository>/<dir>`: a kustomization under the repository rendered offline,
+/// as its users render it (kustomize as kubectl bundles it, not a library's version of it).
+pub fn kustomize(dir: &str) -> Result<String, Error> {
+    let out = std::process::Command::new("kubectl")
+        .arg("kustomize")
+        .arg(crate::repo_root().join(dir))
+        .output()
+        .map_err(|e| {
+            Error::Setup(format!(
+                "running kubectl kustomize {dir} (is kubectl on PATH?): {e}"
+            ))
+        })?;
+    if !out.status.success() {
+        return Err(Error::Setup(format!(
+            "kubectl kustomize {dir}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    String::from_utf8(out.stdout)
+        .map_err(|e| Error::Setup(format!("kubectl kustomize {dir} printed no UTF-8: {e}")))
+}
+
 /// Applies every document of `yaml` (server-side apply, forced); namespaced objects must name
 /// their namespace. Returns the objects as the server stored them.
 pub async fn apply_yaml(client: &Client, yaml: &str) -> Result<Vec<DynamicObject>, Error> {

@@ -6,7 +6,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::grpc_source::{GrpcSource, GrpcSourceOptions};
+use crate::certs::{Ca, Leaf};
+use crate::grpc_source::{GrpcSource, GrpcSourceOptions, SourceTls};
 use crate::maestro::Maestro;
 use crate::mosquitto::{self, Broker, Limits};
 use crate::mqtt_source::MqttSource;
@@ -120,6 +121,51 @@ impl BrokerSource {
                 .await
                 .map(Self::PubSub)
                 .map_err(|e| format!("the Pub/Sub source: {e}")),
+        }
+    }
+
+    /// Starts the source as [`BrokerSource::start`] behind TLS that requires a client
+    /// certificate of `ca` (the server's own certificate is from `ca` too, for 127.0.0.1): on MQTT
+    /// the mosquitto's listener for agents (the source itself connects through a plain one), on
+    /// gRPC the server. Pub/Sub authenticates with tokens, not client certificates: an error.
+    pub async fn start_tls(
+        transport: Transport,
+        name: &str,
+        grpc: GrpcSourceOptions,
+        ca: &Ca,
+    ) -> Result<Self, String> {
+        match transport {
+            Transport::Mqtt => {
+                let broker = Broker::start_tls_with_plain_listener(name, ca)
+                    .map_err(|e| format!("mosquitto: {e}"))?;
+                let plain = broker
+                    .plain_address()
+                    .ok_or("mosquitto has no plain listener")?;
+                let source = MqttSource::connect(&plain, SOURCE_ID)
+                    .await
+                    .map_err(|e| format!("the MQTT source: {e}"))?;
+                Ok(Self::Mqtt { broker, source })
+            }
+            Transport::Grpc => {
+                let server = ca
+                    .sign(&Leaf::server("source", &["127.0.0.1", "localhost"]))
+                    .map_err(|e| format!("the source's certificate: {e}"))?;
+                let tls = SourceTls {
+                    cert_pem: server.cert_pem,
+                    key_pem: server.key_pem,
+                    client_ca_pem: Some(ca.pem().to_string()),
+                };
+                Self::start(
+                    transport,
+                    name,
+                    GrpcSourceOptions {
+                        tls: Some(tls),
+                        ..grpc
+                    },
+                )
+                .await
+            }
+            Transport::PubSub => Err("Pub/Sub takes no client certificates".into()),
         }
     }
 

@@ -24,6 +24,17 @@ pub struct CertAndKey {
     pub key_pem: String,
 }
 
+impl CertAndKey {
+    /// The certificate in DER, as a TLS server records the one a client presented.
+    pub fn cert_der(&self) -> Result<Vec<u8>, Error> {
+        use tokio_rustls::rustls::pki_types::CertificateDer;
+        use tokio_rustls::rustls::pki_types::pem::PemObject;
+        CertificateDer::from_pem_slice(self.cert_pem.as_bytes())
+            .map(|c| c.to_vec())
+            .map_err(|e| bad("the certificate", e))
+    }
+}
+
 /// What a certificate is for and whom it names.
 #[derive(Clone, Debug)]
 pub struct Leaf {

@@ -21,11 +21,13 @@ pub mod mosquitto;
 pub mod mqtt_source;
 mod paths;
 pub mod pubsub_source;
+mod secret_volume;
+pub mod tls_probe;
 mod wait;
 pub mod wire_faults;
 
 pub use agent::{AGENT_BIN_ENV, AgentProcess};
-pub use apply::{apply_yaml, apply_yaml_in, parse_yaml_documents};
+pub use apply::{apply_yaml, apply_yaml_in, kustomize, parse_yaml_documents};
 pub use client_cert::{CertIdentity, write_client_cert_kubeconfig};
 pub use cluster::{
     HUB_KUBECONFIG_ENV, HUB_UPSTREAM_KUBECONFIG_ENV, SPOKE_KUBECONFIG_ENV, TestCluster,
@@ -37,4 +39,5 @@ pub use kubeconfig::{service_account_kubeconfig, try_service_account_kubeconfig}
 pub use paths::{
     TempDir, free_port, our_crds_dir, repo_root, run_dir, unique_name, upstream_crds_dir,
 };
+pub use secret_volume::SecretVolume;
 pub use wait::{Probe, TimedOut, poll_until, wait_for};

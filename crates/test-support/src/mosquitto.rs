@@ -52,6 +52,8 @@ pub struct Broker {
     dir: PathBuf,
     child: Option<Child>,
     tls: bool,
+    /// A second, plain listener beside the TLS one.
+    plain_port: Option<u16>,
     limits: Limits,
 }
 
@@ -100,7 +102,19 @@ impl Broker {
     /// client certificate of `ca`, taking its CN as the user name (logged at connect as
     /// `u'<CN>'`). Its own certificate, from `ca`, names 127.0.0.1 and localhost.
     pub fn start_tls(name: &str, ca: &Ca) -> Result<Self, Error> {
+        Self::start_tls_on(name, ca, None)
+    }
+
+    /// Starts a broker as [`Broker::start_tls`] with a second listener, plain and anonymous, on
+    /// [`Broker::plain_address`]: for a test's source, as Maestro's server reaches its broker
+    /// inside its cluster, so that only the agent's certificates are at stake.
+    pub fn start_tls_with_plain_listener(name: &str, ca: &Ca) -> Result<Self, Error> {
+        Self::start_tls_on(name, ca, Some(crate::free_port()))
+    }
+
+    fn start_tls_on(name: &str, ca: &Ca, plain_port: Option<u16>) -> Result<Self, Error> {
         let mut broker = Self::stopped(name)?;
+        broker.plain_port = plain_port;
         let server = ca.sign(&Leaf::server("broker", &["localhost", "127.0.0.1"]))?;
         for (file, pem) in [
             (CA_FILE, ca.pem()),
@@ -128,6 +142,7 @@ impl Broker {
             dir,
             child: None,
             tls: false,
+            plain_port: None,
             limits: Limits::default(),
         })
     }
@@ -150,6 +165,11 @@ impl Broker {
     /// `127.0.0.1:<port>`, the config file's `brokerHost`.
     pub fn address(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `127.0.0.1:<port>` of the plain listener of [`Broker::start_tls_with_plain_listener`].
+    pub fn plain_address(&self) -> Option<String> {
+        self.plain_port.map(|p| format!("127.0.0.1:{p}"))
     }
 
     /// Writes the agent's config file for `consumer` as Maestro's chart renders it (its Secret
@@ -204,6 +224,10 @@ impl Broker {
                 self.dir.join(CERT_FILE).display(),
                 self.dir.join(KEY_FILE).display()
             ));
+        }
+        // After the TLS listener's settings: those apply to the listener they follow.
+        if let Some(port) = self.plain_port {
+            text.push_str(&format!("listener {port} 127.0.0.1\n"));
         }
         std::fs::write(&conf, text)
             .map_err(|e| Error::Setup(format!("writing {}: {e}", conf.display())))?;

@@ -135,12 +135,27 @@ impl GrpcSource {
     }
 
     async fn serve(&mut self) -> Result<(), Error> {
-        let listener = tokio::net::TcpListener::bind(self.addr)
-            .await
-            .map_err(|source| Error::Listen {
-                addr: self.addr,
-                source,
-            })?;
+        // On a restart the previous listener closes when its acceptor task, aborted as the server
+        // stopped, is next scheduled: the port can still be taken for a moment.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let listener = loop {
+            match tokio::net::TcpListener::bind(self.addr).await {
+                Ok(listener) => break listener,
+                Err(e)
+                    if e.kind() == std::io::ErrorKind::AddrInUse
+                        && self.addr.port() != 0
+                        && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(source) => {
+                    return Err(Error::Listen {
+                        addr: self.addr,
+                        source,
+                    });
+                }
+            }
+        };
         self.addr = listener.local_addr().map_err(|source| Error::Listen {
             addr: self.addr,
             source,

@@ -547,11 +547,14 @@ sc_spec_resync() {
 sc_filler_apply() {
   local ok=PASS t0 ms i have
   t0=$(now)
+  # Eight at a time; `wait` names its jobs, as the servers this script started are children too.
+  local jobs=()
   for i in $(seq 1 "$FILLER"); do
     apply_bundle "fill-$i" "$(cm_manifest "interop-fill-$i" v1)" >"$DIR/bundles/fill-$i.id" &
-    [ $((i % 8)) -ne 0 ] || wait
+    jobs+=($!)
+    [ "${#jobs[@]}" -lt 8 ] || { wait "${jobs[@]}"; jobs=(); }
   done
-  wait
+  [ "${#jobs[@]}" = 0 ] || wait "${jobs[@]}"
   fillers_applied() { [ "$(k get configmap -n "$NS" --no-headers 2>/dev/null | grep -c '^interop-fill-')" -ge "$FILLER" ]; }
   TIMEOUT=$((FILLER / 5 + 120)) wait_until "$FILLER filler ConfigMaps" fillers_applied || ok=FAIL
   for i in 1 $((FILLER / 2)) "$FILLER"; do
@@ -593,11 +596,13 @@ sc_broker_restart() {
 sc_filler_delete() {
   local ok=PASS t0 ms i
   t0=$(now)
+  local jobs=()
   for i in $(seq 1 "$FILLER"); do
     delete_bundle "$(cat "$DIR/bundles/fill-$i.id")" &
-    [ $((i % 8)) -ne 0 ] || wait
+    jobs+=($!)
+    [ "${#jobs[@]}" -lt 8 ] || { wait "${jobs[@]}"; jobs=(); }
   done
-  wait
+  [ "${#jobs[@]}" = 0 ] || wait "${jobs[@]}"
   fillers_gone() { [ "$(k get configmap -n "$NS" --no-headers 2>/dev/null | grep -c '^interop-fill-')" = 0 ]; }
   TIMEOUT=$((FILLER / 5 + 120)) wait_until "filler ConfigMaps deleted" fillers_gone || ok=FAIL
   wait_until "the last filler bundle gone at Maestro" gone "$(cat "$DIR/bundles/fill-$FILLER.id")" || ok=FAIL

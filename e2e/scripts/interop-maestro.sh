@@ -17,6 +17,9 @@
 #   PG_BIN         PostgreSQL's bin directory (default /usr/lib/postgresql/15/bin)
 #   INTEROP_DIR    state and logs; INTEROP_KEEP=1 keeps every process running at the end
 #   DELETE_ROUNDS  delete round trips to measure (default 5)
+#   MQTT_MAX_PACKET  the broker's max_packet_size in bytes (default 4194304; AWS IoT Core: 131072)
+#   INTEROP_FILLER   works created through Maestro before the scenarios of our agent run, and
+#                  deleted after them (default 0); with them, a broker restart scenario too
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -25,6 +28,8 @@ MAESTRO_SRC=${MAESTRO_SRC:-/tmp/maestro-src}
 MAESTRO_BIN=${MAESTRO_BIN:-/tmp/maestro-bin/maestro}
 PG_BIN=${PG_BIN:-/usr/lib/postgresql/15/bin}
 DELETE_ROUNDS=${DELETE_ROUNDS:-5}
+MQTT_MAX_PACKET=${MQTT_MAX_PACKET:-4194304}
+FILLER=${INTEROP_FILLER:-0}
 DIR=${INTEROP_DIR:-$(mktemp -d /tmp/interop-maestro.XXXXXX)}
 KEEP=${INTEROP_KEEP:-0}
 CLUSTER=cluster1
@@ -177,15 +182,23 @@ start_mosquitto() {
 listener $MQTT_PORT 127.0.0.1
 allow_anonymous true
 persistence false
-max_packet_size 4194304
+max_packet_size $MQTT_MAX_PACKET
 log_dest file $DIR/mqtt/mosquitto.log
+log_type all
 CONF
   # Running as root, mosquitto drops to its own user, which must be able to write the log.
   [ "$(id -u)" = 0 ] && id mosquitto >/dev/null 2>&1 && chown -R mosquitto "$DIR/mqtt"
-  spawn mosquitto "$DIR/logs/mosquitto.out" "$(command -v mosquitto || echo /usr/sbin/mosquitto)" -c "$DIR/mqtt/mosquitto.conf"
-  wait_until "mosquitto on $MQTT_PORT" bash -c "exec 3<>/dev/tcp/127.0.0.1/$MQTT_PORT" || die "mosquitto did not start"
+  run_mosquitto
   BROKER=127.0.0.1:$MQTT_PORT
   log "mosquitto on $BROKER"
+}
+run_mosquitto() {
+  spawn mosquitto "$DIR/logs/mosquitto.out" "$(command -v mosquitto || echo /usr/sbin/mosquitto)" -c "$DIR/mqtt/mosquitto.conf"
+  wait_until "mosquitto on $MQTT_PORT" bash -c "exec 3<>/dev/tcp/127.0.0.1/$MQTT_PORT" || die "mosquitto did not start"
+}
+# The largest PUBLISH payload mosquitto received from our agent (its log, log_type all).
+largest_from_agent() {
+  grep "Received PUBLISH from $CLIENT_ID-client" "$DIR/mqtt/mosquitto.log" | sed -E 's/.*\.\.\. \(([0-9]+) bytes\).*/\1/' | sort -n | tail -1
 }
 
 start_spoke() {
@@ -530,6 +543,73 @@ sc_spec_resync() {
     "agent started -> a v3 applied (same uid), b gone from Maestro and the spoke, c Applied: ${ms} ms after the start"
 }
 
+# Many works: FILLER bundles of one ConfigMap each through Maestro, all applied by our agent.
+sc_filler_apply() {
+  local ok=PASS t0 ms i have
+  t0=$(now)
+  # Eight at a time; `wait` names its jobs, as the servers this script started are children too.
+  local jobs=()
+  for i in $(seq 1 "$FILLER"); do
+    apply_bundle "fill-$i" "$(cm_manifest "interop-fill-$i" v1)" >"$DIR/bundles/fill-$i.id" &
+    jobs+=($!)
+    [ "${#jobs[@]}" -lt 8 ] || { wait "${jobs[@]}"; jobs=(); }
+  done
+  [ "${#jobs[@]}" = 0 ] || wait "${jobs[@]}"
+  fillers_applied() { [ "$(k get configmap -n "$NS" --no-headers 2>/dev/null | grep -c '^interop-fill-')" -ge "$FILLER" ]; }
+  TIMEOUT=$((FILLER / 5 + 120)) wait_until "$FILLER filler ConfigMaps" fillers_applied || ok=FAIL
+  for i in 1 $((FILLER / 2)) "$FILLER"; do
+    wait_until "fill-$i Applied" applied "$(cat "$DIR/bundles/fill-$i.id")" 1 || ok=FAIL
+  done
+  ms=$(ms_since "$t0")
+  have=$(k get configmap -n "$NS" --no-headers | grep -c '^interop-fill-')
+  result many-works "$ok" "$FILLER bundles created through Maestro (broker max_packet_size $MQTT_MAX_PACKET):" \
+    "$have ConfigMaps on the spoke, the first, middle and last bundle Applied at Maestro, ${ms} ms"
+}
+
+# With the many works held: the broker restarts while a work is updated and another deleted at
+# Maestro. The agent's spec resync request cannot list every work under the ceiling: it lists
+# what fits, Maestro sends the rest back, and both changes arrive.
+sc_broker_restart() {
+  local ok=PASS t0 ms largest unconfirmed
+  stop mosquitto
+  apply_bundle a "$(cm_manifest interop-a a4)" "" "${ID[a]}" >/dev/null || ok=FAIL
+  delete_bundle "${ID[c]}" || ok=FAIL
+  t0=$(now)
+  run_mosquitto
+  wait_until "a version 4 Applied" applied "${ID[a]}" 4 || ok=FAIL
+  wait_until "interop-a data a4" cm_is interop-a a4 || ok=FAIL
+  wait_until "c gone" gone "${ID[c]}" || ok=FAIL
+  wait_until "interop-c deleted" absent configmap/interop-c || ok=FAIL
+  ms=$(ms_since "$t0")
+  grep -q "the broker's ceiling leaves works out" "$DIR/logs/ours.log" || ok=FAIL
+  largest=$(largest_from_agent)
+  [ "${largest:-0}" -le "$MQTT_MAX_PACKET" ] || ok=FAIL
+  unconfirmed=$({ curl -sf "$OURS_METRICS" || true; } | awk '$1 == "work_agent_source_desync_total{kind=\"unconfirmed\"}" {print $2}')
+  unconfirmed=${unconfirmed:-0}
+  [ "$unconfirmed" = 0 ] || ok=FAIL
+  result broker-restart "$ok" "mosquitto restarted with $((FILLER + 3)) works held while a was updated and c deleted:" \
+    "a v4 applied, c gone from Maestro and the spoke ${ms} ms after the broker was back; the request listed what fits;" \
+    "largest payload from the agent at the broker $largest bytes (ceiling $MQTT_MAX_PACKET); desync counted $unconfirmed"
+}
+
+# The many works deleted through Maestro's REST API, all at once.
+sc_filler_delete() {
+  local ok=PASS t0 ms i
+  t0=$(now)
+  local jobs=()
+  for i in $(seq 1 "$FILLER"); do
+    delete_bundle "$(cat "$DIR/bundles/fill-$i.id")" &
+    jobs+=($!)
+    [ "${#jobs[@]}" -lt 8 ] || { wait "${jobs[@]}"; jobs=(); }
+  done
+  [ "${#jobs[@]}" = 0 ] || wait "${jobs[@]}"
+  fillers_gone() { [ "$(k get configmap -n "$NS" --no-headers 2>/dev/null | grep -c '^interop-fill-')" = 0 ]; }
+  TIMEOUT=$((FILLER / 5 + 120)) wait_until "filler ConfigMaps deleted" fillers_gone || ok=FAIL
+  wait_until "the last filler bundle gone at Maestro" gone "$(cat "$DIR/bundles/fill-$FILLER.id")" || ok=FAIL
+  ms=$(ms_since "$t0")
+  result many-works-deleted "$ok" "$FILLER bundles deleted through Maestro: every ConfigMap gone, the last bundle hard-deleted, ${ms} ms"
+}
+
 # A work hard-deleted at Maestro while the agent is down: after the start its AppliedManifestWork
 # is only marked for eviction (grace period 60 min), nothing is deleted.
 sc_no_eviction() {
@@ -606,6 +686,7 @@ main() {
   start_go
   sc_go_applies
   switch switch-go-to-ours go ours v2
+  [ "$FILLER" = 0 ] || sc_filler_apply
   sc_create
   sc_update
   sc_feedback
@@ -613,6 +694,10 @@ main() {
   sc_spec_resync
   sc_no_eviction
   sc_status_resync
+  if [ "$FILLER" != 0 ]; then
+    sc_broker_restart
+    sc_filler_delete
+  fi
   switch switch-ours-to-go ours go v3
   sc_go_deletes_ours
   delete_rounds delete-go

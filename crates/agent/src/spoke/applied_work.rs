@@ -186,6 +186,7 @@ impl AppliedWorks {
                     }
                     None => amw,
                 };
+                let spec = kept_identity(config, &amw.spec, spec);
                 match identity_patch(&amw, &spec, labels) {
                     Some(patch) => {
                         let patched = self
@@ -295,6 +296,24 @@ impl AppliedWorks {
     }
 }
 
+/// `wanted`, with the agent ID `existing` records when this agent counts it as its own (the hub
+/// hash, as upstream's and Maestro's agents record it): taking a cluster over from those agents
+/// then rewrites none of their AppliedManifestWorks.
+pub fn kept_identity(
+    config: &AgentConfig,
+    existing: &AppliedManifestWorkSpec,
+    wanted: AppliedManifestWorkSpec,
+) -> AppliedManifestWorkSpec {
+    if config.is_own_agent_id(&existing.agent_id) {
+        AppliedManifestWorkSpec {
+            agent_id: existing.agent_id.clone(),
+            ..wanted
+        }
+    } else {
+        wanted
+    }
+}
+
 /// The merge patch that gives an AppliedManifestWork the work's labels and this agent's spec,
 /// if it lacks either (with its UID and resourceVersion, so a stale view writes nothing).
 pub fn identity_patch(
@@ -386,6 +405,41 @@ mod tests {
         amw.spec.agent_id = "another".into();
         let taken = identity_patch(&amw, &spec, &labels).expect("another agent's");
         assert_eq!(taken["spec"]["agentID"], "a");
+    }
+
+    #[test]
+    fn an_applied_work_recorded_with_the_hub_hash_keeps_it_under_a_generated_id() {
+        let config = AgentConfig::new("c1".into(), "generated".into(), "https://hub")
+            .with_generated_agent_id(true);
+        let wanted = AppliedManifestWorkSpec {
+            hub_hash: config.hub_hash.clone(),
+            agent_id: "generated".into(),
+            manifest_work_name: "w".into(),
+        };
+        let by_upstream = AppliedManifestWorkSpec {
+            agent_id: config.hub_hash.clone(),
+            ..wanted.clone()
+        };
+        assert_eq!(
+            kept_identity(&config, &by_upstream, wanted.clone()),
+            by_upstream
+        );
+        let by_another = AppliedManifestWorkSpec {
+            agent_id: "another".into(),
+            ..wanted.clone()
+        };
+        assert_eq!(kept_identity(&config, &by_another, wanted.clone()), wanted);
+        // An ID given by flag or file takes over the hub hash's.
+        let given = AgentConfig::new("c1".into(), "given".into(), "https://hub");
+        let wanted = AppliedManifestWorkSpec {
+            agent_id: "given".into(),
+            ..wanted
+        };
+        let by_upstream = AppliedManifestWorkSpec {
+            agent_id: given.hub_hash.clone(),
+            ..wanted.clone()
+        };
+        assert_eq!(kept_identity(&given, &by_upstream, wanted.clone()), wanted);
     }
 
     #[tokio::test]

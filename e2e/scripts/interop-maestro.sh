@@ -474,11 +474,14 @@ sc_create() {
   ms=$(ms_since "$t0")
   wait_until "b Applied" applied "${ID[b]}" 1 || ok=FAIL
   cm_is interop-a a1 || ok=FAIL
-  amw=$(k get appliedmanifestwork "$(amw_name "${ID[a]}")" -o json 2>/dev/null | jq -r '"\(.spec.hubHash == "'"$HUB_HASH"'") \(.spec.agentID == "'"$HUB_HASH"'") \(.spec.manifestWorkName) \(.status.appliedResources | length)"') || ok=FAIL
+  # Our agent records its own ID (generated from the hub hash and the cluster name: two clusters'
+  # agents on one spoke must not take each other's works); upstream's records the hub hash.
+  OURS_ID=$(sed -n 's/.*agent ID agent_id=\([^ ]*\).*/\1/p' "$DIR/logs/ours.log" | tail -1)
+  amw=$(k get appliedmanifestwork "$(amw_name "${ID[a]}")" -o json 2>/dev/null | jq -r '"\(.spec.hubHash == "'"$HUB_HASH"'") \(.spec.agentID == "'"$OURS_ID"'") \(.spec.manifestWorkName) \(.status.appliedResources | length)"') || ok=FAIL
   [ "$amw" = "true true ${ID[a]} 1" ] || ok=FAIL
   A_UID=$(uid_of configmap/interop-a)
   result create "$ok" "bundle a Applied=$(cond "${ID[a]}" Applied) Available=$(cond "${ID[a]}" Available) at Maestro ${ms} ms after the CLI call;" \
-    "ConfigMap interop-a key=$(cm_value interop-a); AppliedManifestWork sha256(brokerHost)-<resource id> with hubHash=agentID=sha256(\"$BROKER\"), manifestWorkName=resource id, 1 applied resource"
+    "ConfigMap interop-a key=$(cm_value interop-a); AppliedManifestWork sha256(brokerHost)-<resource id> with hubHash=sha256(\"$BROKER\"), agentID=$OURS_ID (ours), manifestWorkName=resource id, 1 applied resource"
 }
 
 sc_update() {

@@ -161,6 +161,15 @@ mod tests {
         }
     }
 
+    /// The ids a listing lists, in order.
+    fn ids(listing: &Listing) -> Vec<&str> {
+        listing
+            .versions
+            .iter()
+            .map(|v| v.resource_id.as_str())
+            .collect()
+    }
+
     fn json_len(versions: Vec<ResourceVersion>) -> usize {
         serde_json::to_vec(&ResourceVersionList {
             resource_versions: versions,
@@ -197,11 +206,7 @@ mod tests {
         });
         assert_eq!(listing.marker, None);
         assert!(listing.left_out.is_empty());
-        let ids: Vec<_> = listing
-            .versions
-            .iter()
-            .map(|v| v.resource_id.as_str())
-            .collect();
+        let ids = ids(&listing);
         assert_eq!(ids, ["gone", "a", "b"]);
     }
 
@@ -215,11 +220,7 @@ mod tests {
         let listing = list(&[version("gone", 0)], &asked, &rest, room, || {
             "end-marker".into()
         });
-        let ids: Vec<_> = listing
-            .versions
-            .iter()
-            .map(|v| v.resource_id.as_str())
-            .collect();
+        let ids = ids(&listing);
         assert_eq!(ids.first(), Some(&"gone"));
         assert_eq!(ids.get(1), Some(&"suspect"));
         assert_eq!(ids.last(), Some(&"end-marker"));
@@ -245,11 +246,7 @@ mod tests {
         );
         assert_eq!(listing.marker.as_deref(), Some("m"));
         assert!(listing.left_out.is_empty());
-        let ids: Vec<_> = listing
-            .versions
-            .iter()
-            .map(|v| v.resource_id.as_str())
-            .collect();
+        let ids = ids(&listing);
         assert_eq!(ids, ["suspect", "a", "m"]);
     }
 

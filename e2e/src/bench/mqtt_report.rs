@@ -22,10 +22,10 @@ pub const TARGET_IDLE_PER_MINUTE: f64 = 0.0;
 pub const TARGET_RSS_RATIO: f64 = 0.3;
 
 /// AppliedManifestWork writes the agent makes for a new work behind a broker, whatever its
-/// manifests: the create, the record of the resources it is about to create, and the record of
-/// those it applied, written after the status. A run of one ConfigMap a work counts 4 spoke
-/// writes a work (2 creates, 2 patches): these 3 and the ConfigMap's create.
-pub const APPLIED_WORK_WRITES_PER_WORK: u64 = 3;
+/// manifests: the create, which carries the record of the resources it is about to create, and
+/// the record of those it applied, written after the status. A run of one ConfigMap a work counts
+/// 3 spoke writes a work (2 creates, 1 patch): these 2 and the ConfigMap's create.
+pub const APPLIED_WORK_WRITES_PER_WORK: u64 = 2;
 
 /// The spoke client's QPS and burst of either agent when its command line sets none (the
 /// defaults of OCM's agent options, which Maestro's agent and ours keep).
@@ -840,7 +840,7 @@ fn apply_section(md: &mut String, t: &TopUp, f: &ApplyFloor, flavor: Flavor) {
          Top-up of {} in batches of {}: {:.1} s to Applied and Available. The floor at the \
          agent's client QPS {} and burst {}: **{:.1} s**. A new work costs this project's agent \
          {} spoke writes: {} ConfigMap create{} and {APPLIED_WORK_WRITES_PER_WORK} AppliedManifestWork writes \
-         (a create and 2 patches). The agent paces the two kinds in buckets of their own, so \
+         (a create carrying the record, and a patch). The agent paces the two kinds in buckets of their own, so \
          the floor is the busier bucket's requests less the burst, over the QPS: {} ConfigMap \
          creates take {:.1} s, {} AppliedManifestWork writes {:.1} s. Through one bucket \
          ({} requests): {:.1} s.",
@@ -1244,16 +1244,16 @@ mod tests {
     fn the_floor_is_the_busier_buckets_requests_beyond_the_burst() {
         // Ten ConfigMaps a work: the ConfigMap creates decide.
         let f = ApplyFloor::new(850, 10, 200.0, 400);
-        assert_eq!((f.configmap_creates, f.applied_work_writes), (8_500, 2_550));
-        assert_eq!(f.writes_per_work(), 13);
+        assert_eq!((f.configmap_creates, f.applied_work_writes), (8_500, 1_700));
+        assert_eq!(f.writes_per_work(), 12);
         assert_eq!(f.configmap_seconds(), 40.5);
-        assert_eq!(f.applied_work_seconds(), 10.75);
+        assert_eq!(f.applied_work_seconds(), 6.5);
         assert_eq!(f.seconds, 40.5);
-        assert_eq!(f.one_bucket_seconds, 53.25);
-        // One ConfigMap a work: the AppliedManifestWork writes decide (4 writes a work).
+        assert_eq!(f.one_bucket_seconds, 49.0);
+        // One ConfigMap a work: the AppliedManifestWork writes decide (3 writes a work).
         let f = ApplyFloor::new(9_850, 1, 200.0, 400);
-        assert_eq!(f.writes_per_work(), 4);
-        assert_eq!((f.seconds, f.one_bucket_seconds), (145.75, 195.0));
+        assert_eq!(f.writes_per_work(), 3);
+        assert_eq!((f.seconds, f.one_bucket_seconds), (96.5, 145.75));
         // Fewer requests than the burst: no wait at all.
         assert_eq!(ApplyFloor::new(10, 1, 50.0, 100).seconds, 0.0);
     }
@@ -1286,7 +1286,7 @@ mod tests {
             spoke_requests: BTreeMap::from([
                 ("create".to_string(), 9_350),
                 ("get".to_string(), 2),
-                ("patch".to_string(), 1_700),
+                ("patch".to_string(), 850),
             ]),
         };
         r.rss_csv = Some("ten-rss.csv".into());
@@ -1299,11 +1299,11 @@ mod tests {
             "bursts of 20 bundles of 10 ConfigMaps (",
             "Top-up of 850 works x 10 ConfigMaps in batches of 1000: 61.0 s",
             "client QPS 200 and burst 400: **40.5 s**",
-            "A new work costs this project's agent 13 spoke writes: 10 ConfigMap creates and 3 \
+            "A new work costs this project's agent 12 spoke writes: 10 ConfigMap creates and 2 \
              AppliedManifestWork writes",
-            "8500 ConfigMap creates take 40.5 s, 2550 AppliedManifestWork writes 10.8 s. Through \
-             one bucket (11050 requests): 53.2 s.",
-            "in the top-up: create 9350, get 2, patch 1700 (11050 writes, 13.00 a work; 13 \
+            "8500 ConfigMap creates take 40.5 s, 1700 AppliedManifestWork writes 6.5 s. Through \
+             one bucket (10200 requests): 49.0 s.",
+            "in the top-up: create 9350, get 2, patch 850 (10200 writes, 12.00 a work; 12 \
              expected)",
             "by phase: `ten-rss.csv`",
         ] {

@@ -705,13 +705,18 @@ impl Hub for BrokerHub {
         if ceiling == usize::MAX {
             return None;
         }
-        let mut bare = work.clone();
-        bare.status = Some(ManifestWorkStatus::default());
+        // The event's attributes come from the metadata alone (the manifests stay out of it),
+        // and the widest sequence id stands for the one the write will take.
+        let bare = ManifestWork {
+            metadata: work.metadata.clone(),
+            spec: Default::default(),
+            status: None,
+        };
         let envelope = status::status_event(
             &bare,
             EventType::StatusUpdate,
             &self.inner.client_id,
-            self.inner.sequence.next_id(),
+            u64::MAX,
         )
         .map(|event| outbox.wire_size(&event))
         .ok()?;

@@ -128,13 +128,6 @@ pub fn resource_version(meta: &ObjectMeta) -> Option<ResourceVersion> {
     })
 }
 
-/// The (UID, generation) pairs a spec resync request lists, from the works' metadata.
-pub fn resource_versions<'a>(
-    works: impl IntoIterator<Item = &'a ObjectMeta>,
-) -> Vec<ResourceVersion> {
-    works.into_iter().filter_map(resource_version).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,9 +273,19 @@ mod tests {
     #[test]
     fn a_spec_resync_lists_uids_and_generations() {
         let works = [work("a", 1, true), work("b", 4, false)];
-        let versions = resource_versions(works.iter().map(|w| &w.metadata));
+        let versions: Vec<ResourceVersion> = works
+            .iter()
+            .filter_map(|w| resource_version(&w.metadata))
+            .collect();
         assert_eq!(versions.len(), 2);
         assert_eq!(versions[1].resource_id, "b");
         assert_eq!(versions[1].resource_version, 4);
+        let mut unnamed = work("c", 1, false);
+        unnamed.metadata.uid = None;
+        assert_eq!(
+            resource_version(&unnamed.metadata),
+            None,
+            "no UID, nothing to list"
+        );
     }
 }

@@ -116,10 +116,11 @@ impl StatusWriter {
             .unwrap_or_else(PoisonError::into_inner)
             .get(name)
             .copied();
+        let stored = budget_for(work);
         let budget = self
             .hub
             .status_room(work)
-            .map_or(budget_for(work), |room| room.min(budget_for(work)));
+            .map_or(stored, |room| room.min(stored));
         refused.map_or(budget, |r| r.min(budget))
     }
 

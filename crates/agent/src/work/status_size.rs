@@ -104,11 +104,6 @@ pub fn fit_status(
             }
         }
     }
-    if dropped == 0 && dropped_values == 0 {
-        // What was taken out fit back in (the budget only looked short with the room kept for
-        // the note): nothing is left out.
-        return reduced;
-    }
     let note = ConditionUpdate {
         type_: condition_types::APPLIED.to_string(),
         status: Status::False,

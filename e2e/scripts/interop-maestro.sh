@@ -549,25 +549,33 @@ sc_spec_resync() {
     "agent started -> a v3 applied (same uid), b gone from Maestro and the spoke, c Applied: ${ms} ms after the start"
 }
 
-# Many works: FILLER bundles of one ConfigMap each through Maestro, all applied by our agent.
-sc_filler_apply() {
-  local ok=PASS t0 ms i have
-  t0=$(now)
-  # Eight at a time; `wait` names its jobs, as the servers this script started are children too.
-  local jobs=()
+# each_filler FN: `FN i` for every filler work i, eight at a time (the jobs waited by pid: the
+# servers this script started are its children too).
+each_filler() {
+  local jobs=() i
   for i in $(seq 1 "$FILLER"); do
-    apply_bundle "fill-$i" "$(cm_manifest "interop-fill-$i" v1)" >"$DIR/bundles/fill-$i.id" &
+    "$1" "$i" &
     jobs+=($!)
     [ "${#jobs[@]}" -lt 8 ] || { wait "${jobs[@]}"; jobs=(); }
   done
   [ "${#jobs[@]}" = 0 ] || wait "${jobs[@]}"
-  fillers_applied() { [ "$(k get configmap -n "$NS" --no-headers 2>/dev/null | grep -c '^interop-fill-')" -ge "$FILLER" ]; }
+}
+apply_filler() { apply_bundle "fill-$1" "$(cm_manifest "interop-fill-$1" v1)" >"$DIR/bundles/fill-$1.id"; }
+delete_filler() { delete_bundle "$(cat "$DIR/bundles/fill-$1.id")"; }
+filler_configmaps() { k get configmap -n "$NS" --no-headers 2>/dev/null | grep -c '^interop-fill-' || true; }
+
+# Many works: FILLER bundles of one ConfigMap each through Maestro, all applied by our agent.
+sc_filler_apply() {
+  local ok=PASS t0 ms i have
+  t0=$(now)
+  each_filler apply_filler
+  fillers_applied() { [ "$(filler_configmaps)" -ge "$FILLER" ]; }
   TIMEOUT=$((FILLER / 5 + 120)) wait_until "$FILLER filler ConfigMaps" fillers_applied || ok=FAIL
   for i in 1 $((FILLER / 2)) "$FILLER"; do
     wait_until "fill-$i Applied" applied "$(cat "$DIR/bundles/fill-$i.id")" 1 || ok=FAIL
   done
   ms=$(ms_since "$t0")
-  have=$(k get configmap -n "$NS" --no-headers | grep -c '^interop-fill-')
+  have=$(filler_configmaps)
   result many-works "$ok" "$FILLER bundles created through Maestro (broker max_packet_size $MQTT_MAX_PACKET):" \
     "$have ConfigMaps on the spoke, the first, middle and last bundle Applied at Maestro, ${ms} ms"
 }
@@ -602,14 +610,8 @@ sc_broker_restart() {
 sc_filler_delete() {
   local ok=PASS t0 ms i
   t0=$(now)
-  local jobs=()
-  for i in $(seq 1 "$FILLER"); do
-    delete_bundle "$(cat "$DIR/bundles/fill-$i.id")" &
-    jobs+=($!)
-    [ "${#jobs[@]}" -lt 8 ] || { wait "${jobs[@]}"; jobs=(); }
-  done
-  [ "${#jobs[@]}" = 0 ] || wait "${jobs[@]}"
-  fillers_gone() { [ "$(k get configmap -n "$NS" --no-headers 2>/dev/null | grep -c '^interop-fill-')" = 0 ]; }
+  each_filler delete_filler
+  fillers_gone() { [ "$(filler_configmaps)" = 0 ]; }
   TIMEOUT=$((FILLER / 5 + 120)) wait_until "filler ConfigMaps deleted" fillers_gone || ok=FAIL
   wait_until "the last filler bundle gone at Maestro" gone "$(cat "$DIR/bundles/fill-$FILLER.id")" || ok=FAIL
   ms=$(ms_since "$t0")

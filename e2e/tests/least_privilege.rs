@@ -92,10 +92,13 @@ fn the_shipped_roles_grant_exactly_the_verbs_the_agent_uses() {
         ),
         (
             "deploy/base/role.yaml",
-            expect(&[(
-                "work-agent: [coordination.k8s.io] [leases]",
-                &["get", "create", "update"],
-            )]),
+            expect(&[
+                (
+                    "work-agent: [coordination.k8s.io] [leases]",
+                    &["get", "create", "update"],
+                ),
+                ("work-agent: [] [configmaps]", &["get", "create", "patch"]),
+            ]),
         ),
         (
             "deploy/base/clusterrole.yaml",

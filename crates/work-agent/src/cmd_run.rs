@@ -11,6 +11,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::sync::Arc;
 
 use agent::hub::broker::BrokerHub;
+use agent::hub::broker::kept_store::{ConfigMapStore, DeletionStore};
 use agent::{AgentConfig, Clients};
 use cloudevents::client::ClientOptions;
 use cloudevents::config::{GrpcConfig, MqttConfig, PubSubConfig};
@@ -234,14 +235,22 @@ pub fn main(mut args: RunArgs) -> ExitCode {
             }
         };
         agent::serve::terminate_on_files::spawn(&args.terminate_on_files);
+        // Deletions behind a broker are kept beside the leader-election Lease.
+        let store: Arc<dyn DeletionStore> = Arc::new(ConfigMapStore::new(
+            spoke.clone(),
+            &config.lease_namespace,
+            &config.cluster_name,
+        ));
         let broker = match hub {
             HubChoice::Kube(hub) => {
                 let result = agent::run(config, Clients { hub, spoke }).await;
                 return finish(result);
             }
-            HubChoice::Mqtt(options) => start_broker(MqttTransport::new(&options), &options),
-            HubChoice::Grpc(options) => start_broker(GrpcTransport::new(&options), &options),
-            HubChoice::PubSub(options) => start_broker(PubSubTransport::new(&options), &options),
+            HubChoice::Mqtt(options) => start_broker(MqttTransport::new(&options), &options, store),
+            HubChoice::Grpc(options) => start_broker(GrpcTransport::new(&options), &options, store),
+            HubChoice::PubSub(options) => {
+                start_broker(PubSubTransport::new(&options), &options, store)
+            }
         };
         match broker {
             Ok(hub) => finish(agent::run_with_hub(config, hub, spoke).await),
@@ -250,14 +259,16 @@ pub fn main(mut args: RunArgs) -> ExitCode {
     })
 }
 
-/// The broker hub on `transport`, made from `options`' config file; exit code 2 when the
+/// The broker hub on `transport`, made from `options`' config file, keeping deletions in
+/// `store`; exit code 2 when the
 /// transport cannot start with it.
 fn start_broker<C, T: Transport>(
     transport: Result<T, cloudevents::Error>,
     options: &ClientOptions<C>,
+    store: Arc<dyn DeletionStore>,
 ) -> Result<Arc<BrokerHub>, ExitCode> {
     transport
-        .map(|t| Arc::new(BrokerHub::start(t, options)))
+        .map(|t| Arc::new(BrokerHub::start(t, options, store)))
         .map_err(|e| source_config_error(&e))
 }
 

@@ -149,6 +149,104 @@ pub async fn a_restarted_agent_converges_on_what_changed_while_it_was_away(t: Tr
     );
 }
 
+/// A late part of the source's answer to a spec resync request of the previous process (a copy
+/// of a work made before its deletion) reaches a restarted agent: the deletion was kept on the
+/// spoke before the cleanup began, so the restarted agent knows it and does not apply the work
+/// again.
+pub async fn a_late_copy_of_a_work_deleted_before_a_restart_stays_deleted(t: Transport) {
+    let mut env = BrokerEnv::start(t, "late").await;
+    // Not the cluster's only work: a source holding none for it answers nothing.
+    let other = env.create(bundle(&env.ns, "other", json!({"v": "1"})));
+    env.wait_applied(&other).await;
+    let id = env.create(bundle(&env.ns, "late", json!({"v": "1"})));
+    env.wait_applied(&id).await;
+    let late_copy = env.source().resource(&id).expect("held at the source");
+    env.source().delete(&id).expect("delete");
+    env.wait_source("the deletion is heard", |s| s.hard_deleted(&id))
+        .await;
+    env.wait_gone("late").await;
+    let kept = env.kept_deletions().await;
+    assert!(kept.contains_key(&id), "the deletion is kept: {kept:?}");
+
+    env.kill_agent();
+    let created = configmaps_created(&env);
+    env.start_agent();
+    env.wait_log(
+        "the restarted agent subscribed",
+        "subscribed; spec resync requested",
+    )
+    .await;
+    let copy = spec_event(
+        env.source().source_id(),
+        EventType::SpecResyncResponse,
+        &late_copy,
+    );
+    env.source()
+        .publish_event(&env.consumer, copy)
+        .expect("send the late copy");
+    // The agent had its chance: it took the copy, and either said why it ignored it or applied
+    // it.
+    wait_for("the late copy is taken", TIMEOUT, || async {
+        (env.log()
+            .contains("desync: the source sent again a work deleted here; ignored")
+            || created.names().iter().any(|n| n == "late"))
+        .then_some(())
+    })
+    .await;
+    let amws: Api<AppliedManifestWork> = Api::all(env.spoke.client.clone());
+    assert!(
+        amws.get_opt(&env.amw_name(&id))
+            .await
+            .expect("read")
+            .is_none(),
+        "no AppliedManifestWork for the deleted work"
+    );
+    let created = created.stop();
+    assert!(
+        !created.iter().any(|n| n == "late"),
+        "the deleted work was applied again after the restart: {created:?}\n{}",
+        tail(&env.log())
+    );
+}
+
+/// Every ConfigMap the spoke gets in the test's namespace from now on, until `stop`.
+struct Seen {
+    names: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    watch: tokio::task::JoinHandle<()>,
+}
+
+impl Seen {
+    fn names(&self) -> Vec<String> {
+        self.names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn stop(self) -> Vec<String> {
+        self.watch.abort();
+        self.names()
+    }
+}
+
+fn configmaps_created(env: &BrokerEnv) -> Seen {
+    use futures::StreamExt;
+    let names = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = names.clone();
+    let watch = tokio::spawn(
+        kube::runtime::watcher(env.configmaps(), kube::runtime::watcher::Config::default())
+            .for_each(move |event| {
+                if let Ok(kube::runtime::watcher::Event::Apply(cm)) = event {
+                    seen.lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .push(cm.metadata.name.unwrap_or_default());
+                }
+                std::future::ready(())
+            }),
+    );
+    Seen { names, watch }
+}
+
 pub async fn a_one_mebibyte_bundle_and_a_burst_of_two_hundred(t: Transport) {
     let env = BrokerEnv::start(t, "big").await;
     let chunk = "x".repeat(250 * 1024);

@@ -125,7 +125,22 @@ impl BrokerEnv {
             "--health-address=off".into(),
             "--log-level=debug,kube=info,hyper=info,hyper_util=info,rustls=info,tower=info,rumqttc=info,h2=info,tonic=info".into(),
         ]);
-        self.agent = Some(AgentProcess::start(args));
+        // The test's namespace stands for the agent's own: the deletions kept across restarts
+        // go there.
+        self.agent = Some(AgentProcess::start_with_env(
+            args,
+            [("WORK_AGENT_LEASE_NAMESPACE", self.ns.as_str())],
+        ));
+    }
+
+    /// The ConfigMap of the deletions the agent keeps across restarts.
+    pub async fn kept_deletions(&self) -> std::collections::BTreeMap<String, String> {
+        self.configmaps()
+            .get_opt(&format!("work-agent-{}-deleted", self.consumer))
+            .await
+            .expect("read the kept deletions")
+            .and_then(|cm| cm.data)
+            .unwrap_or_default()
     }
 
     pub fn kill_agent(&mut self) {

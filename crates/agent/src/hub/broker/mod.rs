@@ -14,12 +14,18 @@
 //! - After every (re)subscribe the agent asks for a spec resync with the versions it holds, as
 //!   many as the broker's ceiling has room for ([`listing`]); a status resync request is
 //!   answered with the statuses the source lacks.
+//! - A deletion the source sends for a work held here is written to the spoke before its cleanup
+//!   begins, and read back at start: a late copy of the work stays deleted across restarts
+//!   ([`kept`]).
 //! - Works the source's answer did not confirm, and works it sends again after the agent deleted
 //!   them, are counted and asked about ([`desync`]).
 //! - Hub Events have no equivalent in the protocol: they are logged.
 
 pub mod answer;
+pub mod deleted;
 pub mod desync;
+pub mod kept;
+pub mod kept_store;
 pub mod listing;
 pub mod metrics;
 pub mod spec;
@@ -45,125 +51,13 @@ use work_api::{ManifestWork, ManifestWorkStatus};
 
 use super::local_works::{LocalWorks, api_error};
 use super::seam::{DeletionsHeard, GoneWork, Hub, HubResult, WorkEvents};
+use deleted::{Deleted, Tombstone};
+use kept_store::DeletionStore;
 use spec::SpecChange;
 
-/// How many works deleted here are remembered (see [`Deleted`]).
-const DELETED_REMEMBERED: usize = 10_000;
-
-/// The works this agent cleaned up and forgot (UID → generation and creation time at deletion),
-/// the latest [`DELETED_REMEMBERED`]: an update or resync answer for one of them that is neither
-/// newer nor a deletion is a late one (part of a resync answer made before the deletion, a
-/// redelivery) and must not bring the work back, since the source, once it has the `Deleted`,
-/// keeps no copy that would delete it again. A `create_request` is always taken: Maestro derives
-/// resource IDs from names, so a work deleted and created again comes back under the same UID at
-/// generation 1.
-///
-/// Maestro's spec events carry the resource's creation time (`metadata.creationTimestamp`): a work
-/// created again has a new one, so a deletion remembered with it tells a late copy from a new
-/// work by that alone, and is kept across spec resync requests (a late part of an answer to an
-/// earlier request may come after the next request). A deletion remembered without it is
-/// forgotten with each spec resync request: the answer to that is the source's state after the
-/// deletion, and a work created again while the agent was away comes that way. Memory only, as the
-/// works are.
-#[derive(Default)]
-struct Deleted {
-    works: std::collections::HashMap<String, Tombstone>,
-    order: std::collections::VecDeque<String>,
-}
-
-/// What is remembered of one deleted work: enough to tell a late copy of it and to say
-/// `Deleted` again.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Tombstone {
-    name: String,
-    generation: i64,
-    /// Its creation time, in seconds since the epoch, when the source sent one.
-    created: Option<i64>,
-    /// The source that sent it (its status events' `originalsource`).
-    source: String,
-}
-
-impl Tombstone {
-    fn of(work: &ManifestWork) -> Self {
-        Self {
-            name: work.metadata.name.clone().unwrap_or_default(),
-            generation: work.metadata.generation.unwrap_or(0),
-            created: work
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(|t| t.0.as_second()),
-            source: status::original_source(work),
-        }
-    }
-
-    /// The work as its `Deleted` status event describes it.
-    fn deleted_work(&self, uid: &str, cluster: &str) -> ManifestWork {
-        status::with_deleted_condition(status::gone_work(
-            GoneWork {
-                name: &self.name,
-                uid,
-                source: &self.source,
-                generation: self.generation,
-            },
-            cluster,
-        ))
-    }
-}
-
-impl Deleted {
-    fn remember(&mut self, uid: &str, tombstone: Tombstone) {
-        if self.works.insert(uid.to_string(), tombstone).is_none() {
-            self.order.push_back(uid.to_string());
-        }
-        while self.order.len() > DELETED_REMEMBERED {
-            if let Some(old) = self.order.pop_front() {
-                self.works.remove(&old);
-            }
-        }
-    }
-
-    /// Forgets the deletion of `uid` (the source sent the work again, and it was taken).
-    fn forget(&mut self, uid: &str) {
-        if self.works.remove(uid).is_some() {
-            self.order.retain(|u| u != uid);
-        }
-    }
-
-    /// Forgets the deletions of works without a creation time (a spec resync request is on its
-    /// way).
-    fn clear_unversioned(&mut self) {
-        self.works.retain(|_, t| t.created.is_some());
-        let works = &self.works;
-        self.order.retain(|uid| works.contains_key(uid));
-    }
-
-    /// The deleted works among `uids`, as their `Deleted` status events describe them.
-    fn deleted_works<'a>(
-        &self,
-        uids: impl Iterator<Item = &'a str>,
-        cluster: &str,
-    ) -> Vec<ManifestWork> {
-        uids.filter_map(|uid| Some(self.works.get(uid)?.deleted_work(uid, cluster)))
-            .collect()
-    }
-
-    /// Whether `update` is a late event of a work deleted here.
-    fn is_late(&self, update: &SpecUpdate) -> bool {
-        let Some(deleted) = self.works.get(&update.uid) else {
-            return false;
-        };
-        let created = update.creation_timestamp.map(|t| t.timestamp());
-        let same_work = match (deleted.created, created) {
-            (Some(a), Some(b)) => a == b,
-            _ => true,
-        };
-        update.deletion_timestamp.is_none()
-            && update.event_type != EventType::SpecCreate
-            && same_work
-            && update.generation <= deleted.generation
-    }
-}
+/// At most this many events are taken from the client at once: the deletions among them are
+/// kept on the spoke in one write ([`kept`]).
+const RECEIVE_BATCH: usize = 256;
 
 struct Inner {
     cluster: String,
@@ -188,6 +82,10 @@ struct Inner {
     resync_answer: Mutex<answer::ResyncAnswer>,
     /// Works the source did not confirm, and the answer awaited about them.
     desync: Mutex<desync::Desync>,
+    /// Where deletions are kept across restarts ([`kept`]); none in tests.
+    store: OnceLock<Arc<dyn DeletionStore>>,
+    /// The deletions kept there, as last read or written.
+    kept: tokio::sync::Mutex<kept::Kept>,
 }
 
 /// Why a spec resync request is sent.
@@ -235,6 +133,11 @@ fn listing_room(outbox: &Publisher, cluster: &str, client_id: &str) -> usize {
         .saturating_sub(outbox.wire_size(&empty) + LENGTH_FIELDS_ROOM)
 }
 
+/// Seconds since the epoch, now.
+fn now_seconds() -> i64 {
+    k8s_openapi::jiff::Timestamp::now().as_second()
+}
+
 /// 503 with `message`: the status could not be handed to the transport; the agent retries.
 fn unavailable(message: String) -> kube::Error {
     api_error(503, "ServiceUnavailable", message)
@@ -259,13 +162,21 @@ impl BrokerHub {
                 client: Mutex::new(None),
                 resync_answer: Mutex::default(),
                 desync: Mutex::default(),
+                store: OnceLock::new(),
+                kept: tokio::sync::Mutex::default(),
             }),
         }
     }
 
-    /// Starts a client on `transport` (MQTT, gRPC) with `options` and takes its events.
-    pub fn start<C, T: Transport>(transport: T, options: &ClientOptions<C>) -> Self {
+    /// Starts a client on `transport` (MQTT, gRPC, Pub/Sub) with `options` and takes its
+    /// events; deletions are kept across restarts in `store`.
+    pub fn start<C, T: Transport>(
+        transport: T,
+        options: &ClientOptions<C>,
+        store: Arc<dyn DeletionStore>,
+    ) -> Self {
         let hub = Self::new(&options.cluster, &options.cloudevents_client_id);
+        let _ = hub.inner.store.set(store);
         let resync = hub.clone();
         let hook = Arc::new(move |publisher: &Publisher| {
             resync.request_spec_resync(publisher, Request::Subscribe)
@@ -542,15 +453,104 @@ impl BrokerHub {
     }
 
     async fn receive(self, mut incoming: mpsc::Receiver<Result<Incoming, cloudevents::Error>>) {
-        while let Some(item) = incoming.recv().await {
-            match item {
-                Ok(Incoming::Spec(update)) => self.apply_spec(&update),
-                Ok(Incoming::StatusResync(request)) => self.answer_status_resync(&request),
-                Err(cloudevents::Error::WrongCluster { got, .. }) => {
-                    tracing::debug!(cluster = %got, "event for another cluster ignored");
+        self.read_kept_deletions().await;
+        let mut batch = Vec::with_capacity(RECEIVE_BATCH);
+        while incoming.recv_many(&mut batch, RECEIVE_BATCH).await > 0 {
+            self.keep_deletions_begun(&batch).await;
+            for item in batch.drain(..) {
+                match item {
+                    Ok(Incoming::Spec(update)) => self.apply_spec(&update),
+                    Ok(Incoming::StatusResync(request)) => self.answer_status_resync(&request),
+                    Err(cloudevents::Error::WrongCluster { got, .. }) => {
+                        tracing::debug!(cluster = %got, "event for another cluster ignored");
+                    }
+                    Err(e) => tracing::warn!(error = %e, "event from the source refused"),
                 }
-                Err(e) => tracing::warn!(error = %e, "event from the source refused"),
             }
+        }
+    }
+
+    /// Remembers the deletions kept by an earlier process ([`kept`]), before any event is taken.
+    async fn read_kept_deletions(&self) {
+        let Some(store) = self.inner.store.get() else {
+            return;
+        };
+        let data = match store.read().await {
+            Ok(data) => data,
+            Err(e) => {
+                tracing::warn!(error = %e, "the deletions kept before this start cannot be read; a late copy of a work deleted before it may be applied again");
+                return;
+            }
+        };
+        let (kept, remember) = kept::Kept::read(&data, now_seconds());
+        {
+            let mut deleted = self
+                .inner
+                .deleted
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            for (uid, tombstone) in remember {
+                deleted.remember(&uid, tombstone);
+            }
+        }
+        tracing::info!(
+            deletions = kept.len(),
+            "deletions kept before this start remembered"
+        );
+        *self.inner.kept.lock().await = kept;
+    }
+
+    /// Keeps on the spoke the deletions `batch` begins (deletions of works held here and not
+    /// being deleted yet), before any of them is taken: one write for the batch.
+    async fn keep_deletions_begun(&self, batch: &[Result<Incoming, cloudevents::Error>]) {
+        let Some(store) = self.inner.store.get() else {
+            return;
+        };
+        let begun: Vec<(String, Tombstone)> = {
+            let locked = self.inner.works.lock();
+            batch
+                .iter()
+                .filter_map(|item| {
+                    let Ok(Incoming::Spec(update)) = item else {
+                        return None;
+                    };
+                    update.deletion_timestamp?;
+                    let created = update.creation_timestamp?.timestamp();
+                    let name = locked.name_of_uid(&update.uid)?;
+                    let held = locked.works().get(&name)?;
+                    if held.metadata.deletion_timestamp.is_some() {
+                        return None;
+                    }
+                    Some((
+                        update.uid.clone(),
+                        Tombstone {
+                            generation: held
+                                .metadata
+                                .generation
+                                .unwrap_or(0)
+                                .max(update.generation),
+                            created: Some(created),
+                            source: codec::original_source(held.metadata.labels.as_ref()),
+                            name,
+                        },
+                    ))
+                })
+                .collect()
+        };
+        if begun.is_empty() {
+            return;
+        }
+        let mut kept = self.inner.kept.lock().await;
+        let Some(plan) = kept.plan(&begun, now_seconds()) else {
+            return;
+        };
+        match store.write(&plan.patch).await {
+            Ok(()) => *kept = plan.after,
+            Err(e) => tracing::warn!(
+                error = %e,
+                deletions = begun.len(),
+                "deletions not kept on the spoke; after a restart a late copy of these works may be applied again"
+            ),
         }
     }
 

@@ -124,6 +124,14 @@ fn the_shipped_roles_grant_exactly_the_verbs_the_agent_uses() {
                     &["list", "watch"],
                 ),
                 (
+                    "open-cluster-management:work-agent: [] [namespaces]",
+                    &["list", "watch"],
+                ),
+                (
+                    "open-cluster-management:work-agent: [apiextensions.k8s.io] [customresourcedefinitions]",
+                    &["list", "watch"],
+                ),
+                (
                     "open-cluster-management:work-agent:execution-default: [*] [*]",
                     &[
                         "get", "list", "watch", "create", "update", "patch", "delete",
@@ -205,33 +213,34 @@ async fn apply_role(cluster: &TestCluster, dir: &str, namespace: &str) {
     }
 }
 
-#[tokio::test]
-async fn the_whole_flow_runs_with_exactly_the_shipped_rbac_on_both_sides() {
-    let hub = TestCluster::hub().await;
-    let spoke = TestCluster::spoke().await;
-    let cluster = hub.namespace("least").await;
-    let ns = spoke.namespace("least").await;
-    let agent_ns = spoke.namespace("least-agent").await;
-
-    // Hub: deploy/hub's Role and RoleBinding in the cluster namespace.
-    apply_role(&hub, "deploy/hub", &cluster).await;
-    let hub_kubeconfig = service_account_kubeconfig(&hub, &cluster, "work-agent").await;
-
-    // Spoke: deploy/base's ClusterRoles as shipped; the bindings renamed per test (they are
-    // cluster-wide) and bound to this test's ServiceAccount; the Lease Role in its namespace.
-    apply_file(&spoke, "deploy/base/clusterrole.yaml", |_| {}).await;
+/// The spoke's shipped RBAC: deploy/base's ClusterRoles as shipped, the bindings renamed per
+/// test (they are cluster-wide) and bound to the ServiceAccount `work-agent` of `agent_ns`, the
+/// Role in `agent_ns`; the ServiceAccount's kubeconfig once the execution ClusterRole is
+/// aggregated. With `execution`, the execution binding names that ClusterRole instead (a team
+/// that narrowed it to what its works contain).
+async fn ship_spoke_rbac(
+    spoke: &TestCluster,
+    agent_ns: &str,
+    execution: Option<&str>,
+) -> std::path::PathBuf {
+    apply_file(spoke, "deploy/base/clusterrole.yaml", |_| {}).await;
     let binding_suffix = unique_name("least");
-    apply_file(&spoke, "deploy/base/clusterrolebinding.yaml", |doc| {
+    apply_file(spoke, "deploy/base/clusterrolebinding.yaml", |doc| {
         let name = doc["metadata"]["name"]
             .as_str()
             .unwrap_or_default()
             .to_string();
         doc["metadata"]["name"] = json!(format!("{name}:{binding_suffix}"));
-        bind_to(doc, &agent_ns, "work-agent");
+        bind_to(doc, agent_ns, "work-agent");
+        if let Some(role) = execution
+            && name.ends_with(":execution")
+        {
+            doc["roleRef"]["name"] = json!(role);
+        }
     })
     .await;
-    apply_role(&spoke, "deploy/base", &agent_ns).await;
-    let spoke_kubeconfig = service_account_kubeconfig(&spoke, &agent_ns, "work-agent").await;
+    apply_role(spoke, "deploy/base", agent_ns).await;
+    let spoke_kubeconfig = service_account_kubeconfig(spoke, agent_ns, "work-agent").await;
     // The execution ClusterRole is aggregated by the controller manager.
     let roles: Api<ClusterRole> = Api::all(spoke.client.clone());
     wait_for("the execution ClusterRole aggregated", TIMEOUT, || {
@@ -245,6 +254,22 @@ async fn the_whole_flow_runs_with_exactly_the_shipped_rbac_on_both_sides() {
         }
     })
     .await;
+    spoke_kubeconfig
+}
+
+#[tokio::test]
+async fn the_whole_flow_runs_with_exactly_the_shipped_rbac_on_both_sides() {
+    let hub = TestCluster::hub().await;
+    let spoke = TestCluster::spoke().await;
+    let cluster = hub.namespace("least").await;
+    let ns = spoke.namespace("least").await;
+    let agent_ns = spoke.namespace("least-agent").await;
+
+    // Hub: deploy/hub's Role and RoleBinding in the cluster namespace.
+    apply_role(&hub, "deploy/hub", &cluster).await;
+    let hub_kubeconfig = service_account_kubeconfig(&hub, &cluster, "work-agent").await;
+
+    let spoke_kubeconfig = ship_spoke_rbac(&spoke, &agent_ns, None).await;
 
     let port = free_port();
     let mut args = agent_args_on(
@@ -380,4 +405,84 @@ subjects:
         manifest_is(w, 0, "Applied", "True")
     })
     .await;
+}
+
+/// Behind a broker the agent also keeps the works its source deletes in a ConfigMap of its
+/// namespace: that runs with exactly the shipped spoke RBAC too, with the execution ClusterRole
+/// narrowed to Secrets (so nothing but the shipped Role lets the agent write ConfigMaps).
+#[tokio::test]
+async fn a_broker_agent_runs_with_exactly_the_shipped_spoke_rbac() {
+    use test_support::broker_source::{BrokerSource, Transport};
+    let spoke = TestCluster::spoke().await;
+    let ns = spoke.namespace("least-broker").await;
+    let agent_ns = spoke.namespace("least-broker-agent").await;
+    let secrets_only = unique_name("least-secrets");
+    apply_yaml(
+        &spoke.client,
+        &format!(
+            r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {{name: {secrets_only}}}
+rules:
+  - apiGroups: [""]
+    resources: ["secrets"]
+    verbs: ["get", "list", "watch", "create", "update", "patch", "delete"]
+"#
+        ),
+    )
+    .await
+    .expect("the narrowed execution ClusterRole");
+    let spoke_kubeconfig = ship_spoke_rbac(&spoke, &agent_ns, Some(&secrets_only)).await;
+
+    let source = BrokerSource::start(Transport::Mqtt, "least", Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("the test source: {e}"));
+    let consumer = unique_name("least");
+    source
+        .add_consumer(&consumer)
+        .await
+        .unwrap_or_else(|e| panic!("the test source: {e}"));
+    let dir = test_support::run_dir().join(format!("least-{consumer}"));
+    let config = source
+        .write_agent_config(&consumer, "", &dir)
+        .unwrap_or_else(|e| panic!("agent config: {e}"));
+    let args = source
+        .transport()
+        .agent_args(&consumer, &config, &spoke_kubeconfig);
+    let agent = AgentProcess::start_with_env(
+        args.iter()
+            .map(String::as_str)
+            .chain(["--health-address=off", "--http-address=127.0.0.1:0"]),
+        [("WORK_AGENT_LEASE_NAMESPACE", agent_ns.as_str())],
+    );
+    let maestro = source.maestro();
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "via-broker", "namespace": ns}, "stringData": {"a": "1"}});
+    let bundle = json!({"manifests": [secret]});
+    let id = maestro.create(&consumer, bundle).expect("create");
+    let applied = maestro
+        .wait_until(
+            |s| s.condition_status(&id, "Applied").as_deref() == Some("True"),
+            TIMEOUT,
+        )
+        .await;
+    assert!(applied.is_ok(), "{applied:?}\n{}", agent.log());
+    maestro.delete(&id).expect("delete");
+    let heard = maestro.wait_until(|s| s.hard_deleted(&id), TIMEOUT).await;
+    assert!(heard.is_ok(), "{heard:?}\n{}", agent.log());
+    let kept =
+        Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(spoke.client.clone(), &agent_ns)
+            .get(&format!("work-agent-{consumer}-deleted"))
+            .await
+            .expect("the kept deletions");
+    assert!(
+        kept.data.unwrap_or_default().contains_key(&id),
+        "the deletion is kept"
+    );
+    let log = agent.log();
+    assert!(
+        !log.to_lowercase().contains("forbidden"),
+        "no request was refused: {log}"
+    );
 }

@@ -46,13 +46,27 @@ impl StatusWriter {
         }
     }
 
-    /// `seen` (from the watch store), or the agent's own later write of it.
+    /// `seen` (from the watch store), or the agent's own later write of it: its metadata and
+    /// status over the store's spec. The agent's writes leave the spec alone, so that is the spec
+    /// it wrote at the same generation; at another one (the source changed the spec since),
+    /// the store's copy is taken as it is (a write on it conflicts and re-reads).
     pub fn fresher(&self, seen: Arc<ManifestWork>) -> Arc<ManifestWork> {
-        self.latest.fresher(&seen.name_any(), seen)
+        let ours = self.latest.fresher(&seen.name_any(), seen.clone());
+        if Arc::ptr_eq(&ours, &seen) || ours.metadata.generation != seen.metadata.generation {
+            return seen;
+        }
+        Arc::new(ManifestWork {
+            metadata: ours.metadata.clone(),
+            spec: seen.spec.clone(),
+            status: ours.status.clone(),
+        })
     }
 
-    /// Remembers a work the agent just wrote (e.g. a finalizer patch).
-    pub fn record(&self, work: ManifestWork) {
+    /// Remembers a work the agent just wrote (e.g. a finalizer patch), without its spec: the
+    /// store has it, and while the store catches up (thousands of works after a restart) a
+    /// spec per work would be held twice.
+    pub fn record(&self, mut work: ManifestWork) {
+        work.spec = Default::default();
         self.latest.record(&work.name_any(), work);
     }
 
@@ -161,7 +175,11 @@ impl StatusWriter {
                 .await
             {
                 Ok(written) => {
-                    self.latest.record(&name, written.clone());
+                    self.record(ManifestWork {
+                        metadata: written.metadata.clone(),
+                        spec: Default::default(),
+                        status: written.status.clone(),
+                    });
                     return Ok(Some(written));
                 }
                 Err(kube::Error::Api(s)) if s.is_conflict() => {
@@ -187,5 +205,62 @@ impl StatusWriter {
             }
         }
         Err(Error::StatusConflict(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::memory::MemoryHub;
+    use kube::api::ObjectMeta;
+    use work_api::{ManifestWorkSpec, ManifestWorkStatus};
+
+    fn work(version: &str, generation: i64, manifests: usize, observed: i64) -> ManifestWork {
+        let mut spec = ManifestWorkSpec::default();
+        spec.workload.manifests = vec![Default::default(); manifests];
+        ManifestWork {
+            metadata: ObjectMeta {
+                name: Some("w".into()),
+                resource_version: Some(version.into()),
+                generation: Some(generation),
+                ..ObjectMeta::default()
+            },
+            spec,
+            status: Some(ManifestWorkStatus {
+                conditions: vec![conditions::Condition {
+                    type_: "Applied".into(),
+                    status: "True".into(),
+                    reason: "AppliedManifestWorkComplete".into(),
+                    message: String::new(),
+                    last_transition_time: Time(Timestamp::UNIX_EPOCH),
+                    observed_generation: Some(observed),
+                }],
+                ..ManifestWorkStatus::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn the_own_write_is_kept_without_its_spec_and_laid_over_the_stores() {
+        let writer = StatusWriter::new(Arc::new(MemoryHub::new("cluster1")));
+        writer.record(work("5", 2, 3, 2));
+        let seen = Arc::new(work("4", 2, 3, 1));
+        let fresher = writer.fresher(seen.clone());
+        assert_eq!(fresher.resource_version().as_deref(), Some("5"));
+        assert_eq!(fresher.spec, seen.spec, "the store's spec");
+        assert_eq!(fresher.status, work("5", 2, 3, 2).status, "the own status");
+        let kept = writer.latest.fresher("w", seen.clone());
+        assert!(kept.spec.workload.manifests.is_empty(), "no spec kept");
+
+        // The source changed the spec since the write: the store's copy as it is.
+        let newer_spec = Arc::new(work("4", 3, 1, 1));
+        assert!(Arc::ptr_eq(
+            &writer.fresher(newer_spec.clone()),
+            &newer_spec
+        ));
+        // The store caught up: its copy, and nothing kept.
+        let caught_up = Arc::new(work("5", 2, 3, 2));
+        assert!(Arc::ptr_eq(&writer.fresher(caught_up.clone()), &caught_up));
+        assert!(Arc::ptr_eq(&writer.fresher(seen.clone()), &seen));
     }
 }

@@ -77,6 +77,9 @@ if [ -z "${WORK_AGENT_SPOKE_KUBECONFIG:-}" ]; then
   [ -n "$crd" ] || { log "ERROR: no AppliedManifestWork CRD in deploy/crds"; exit 1; }
   "$HERE/controlplane.sh" install-crds "$SPOKE_NAME" "$crd" >&2
   export WORK_AGENT_SPOKE_KUBECONFIG=$kubeconfig
+  # Stopped after the run: what the run leaves on it needs no cleanup (100,000
+  # AppliedManifestWorks take minutes to remove one by one).
+  [ "${BENCH_MQTT_KEEP_SPOKE:-0}" = 1 ] || export BENCH_MQTT_SPOKE_DISPOSABLE=1
 fi
 log "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 rc=0

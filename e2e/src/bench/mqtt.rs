@@ -1034,11 +1034,16 @@ impl Bench {
     }
 
     /// Stops the agent, then removes what is left on the spoke: AppliedManifestWorks of this run
-    /// (their finalizer dropped, since no agent will clean them up any more) and the namespace.
+    /// (their finalizer dropped, since no agent will clean them up any more) and the namespace;
+    /// nothing when the spoke is stopped after the run (`BENCH_MQTT_SPOKE_DISPOSABLE=1`).
     async fn teardown(&mut self) {
         if let Some(mut agent) = self.agent.take() {
             self.samples.watch(None);
             agent.stop();
+        }
+        if std::env::var("BENCH_MQTT_SPOKE_DISPOSABLE").is_ok_and(|v| v == "1") {
+            // bench-mqtt.sh stops this spoke after the run: nothing on it needs removing.
+            return;
         }
         let applied: Api<DynamicObject> = Api::all_with(
             self.spoke.client.clone(),

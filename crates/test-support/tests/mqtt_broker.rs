@@ -146,7 +146,7 @@ fn status_event(cluster: &str, uid: &str, generation: i64, seq: u64) -> CloudEve
 }
 
 /// The agent's client options for `cluster` on the broker, with Maestro's topics.
-fn agent_options(host: &str, port: u16, cluster: &str) -> ClientOptions {
+fn agent_options(host: &str, port: u16, cluster: &str) -> ClientOptions<MqttConfig> {
     let cfg = MqttConfig::parse(&agent_config(&format!("{host}:{port}"), cluster)).expect("config");
     ClientOptions::new(cfg, cluster.to_string(), client_id(cluster))
 }

@@ -103,7 +103,7 @@ fn start(cfg: MqttConfig, cluster: &str) -> Client {
     start_with(opts, cluster)
 }
 
-fn start_with(opts: ClientOptions, cluster: &str) -> Client {
+fn start_with(opts: ClientOptions<MqttConfig>, cluster: &str) -> Client {
     cloudevents::mqtt::start(&opts, resync_hook(cluster)).expect("starts")
 }
 

@@ -11,7 +11,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
-use crate::context::Context;
+use crate::work::context::Context;
 use crate::error::Error;
 use crate::hub::stored_work::StoredWork;
 use crate::metrics::ControllerLabels;

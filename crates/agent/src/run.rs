@@ -9,7 +9,7 @@ use kube::runtime::reflector;
 
 use crate::backoff;
 use crate::config::AgentConfig;
-use crate::context::Context;
+use crate::work::context::Context;
 use crate::controller::run_controller;
 use crate::hub::stored_work::StoredWork;
 use crate::hub::{Hub, KubeHub};

@@ -12,7 +12,7 @@ use work_api::{
     ManifestWorkStatus, UpdateStrategyType,
 };
 
-use crate::context::Context;
+use crate::work::context::Context;
 use crate::metrics::{ApplyLabels, StrategyLabels};
 use crate::spoke::watches::{Cached, ObjectKey};
 use crate::work::evaluate::{self, CompleteRules};

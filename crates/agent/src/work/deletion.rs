@@ -15,7 +15,7 @@ use work_api::{
     MANIFEST_WORK_FINALIZER, ManifestWork,
 };
 
-use crate::context::Context;
+use crate::work::context::Context;
 use crate::error::Error;
 use crate::finalizer_patch::set_finalizers;
 use crate::spoke::watches::{Cached, ObjectKey};

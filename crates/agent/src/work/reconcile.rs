@@ -15,7 +15,7 @@ use work_api::{
     ManifestWorkStatus,
 };
 
-use crate::context::Context;
+use crate::work::context::Context;
 use crate::error::Error;
 use crate::finalizer_patch::with_finalizer;
 use crate::hub::stored_work::StoredWork;

@@ -6,7 +6,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::Event;
 use work_api::ManifestWork;
 
-use crate::context::Context;
+use crate::work::context::Context;
 use crate::error::Error;
 use crate::hub::Hub;
 

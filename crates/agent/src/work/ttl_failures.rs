@@ -4,7 +4,7 @@
 
 use kube::runtime::controller::Action;
 
-use crate::context::Context;
+use crate::work::context::Context;
 use crate::metrics::ReasonLabels;
 
 /// Handles the outcome of a TTL deletion attempt: for [`gc::GcOutcome::Forbidden`] counts it,

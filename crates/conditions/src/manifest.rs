@@ -2,7 +2,7 @@
 
 use work_api::condition_types::{APPLIED, AVAILABLE, STATUS_FEEDBACK_SYNCED};
 
-use crate::{ConditionUpdate, Status, cap_message, reasons};
+use crate::condition::{ConditionUpdate, Status, cap_message, reasons};
 
 /// Whether a manifest's resource exists on the spoke.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -257,6 +257,6 @@ mod tests {
     #[test]
     fn long_errors_are_capped() {
         let long = "x".repeat(100_000);
-        assert!(applied_condition(Err(&long)).message.len() <= crate::MAX_MESSAGE_BYTES);
+        assert!(applied_condition(Err(&long)).message.len() <= crate::condition::MAX_MESSAGE_BYTES);
     }
 }

@@ -6,14 +6,14 @@
 //! argument. Nodes outside comprehension bodies are charged once per evaluation, up front
 //! ([`Program::static_cost`]); a comprehension body's nodes are charged on every iteration by
 //! the metered range ([`BUDGET_FUNCTION`]); argument sizes are charged when the
-//! argument is evaluated ([`SIZE_FUNCTION`]); [`crate::budget`] implements both. A literal argument is charged
+//! argument is evaluated ([`SIZE_FUNCTION`]); [`crate::cel::budget`] implements both. A literal argument is charged
 //! statically instead (its size is known), so common shapes such as `s.startsWith('x')` pay
 //! nothing at run time for metering.
 
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 use cel::common::types::CelInt;
 
-use crate::object_reads::Reads;
+use crate::cel::object_reads::Reads;
 
 /// Name of the internal function that meters a comprehension range (`(range, units per
 /// iteration)`; not callable from CEL source: `@` is not an identifier character).
@@ -41,13 +41,13 @@ const SIZED_FUNCTIONS: &[&str] = &[
     "trim",
     "indexOf",
     "lastIndexOf",
-    crate::compat::INDEX_OF_OFFSET,
-    crate::compat::LAST_INDEX_OF_OFFSET,
-    crate::compat::FORMAT,
-    crate::compat::UNWRAP,
-    crate::compat::REVERSE,
-    crate::k8s_functions::comprehensions::PAIRS,
-    crate::k8s_functions::comprehensions::MERGE_MAPS,
+    crate::cel::internal_names::INDEX_OF_OFFSET,
+    crate::cel::internal_names::LAST_INDEX_OF_OFFSET,
+    crate::cel::internal_names::FORMAT,
+    crate::cel::internal_names::UNWRAP,
+    crate::cel::internal_names::REVERSE,
+    crate::cel::internal_names::PAIRS,
+    crate::cel::internal_names::MERGE_MAPS,
     "unwrapOpt",
     "substring",
     "charAt",

@@ -1,5 +1,5 @@
 //! Property: evaluating an expression on the projection of an object (only what the expression
-//! reads, [`crate::projection`]) gives exactly what evaluating it on the whole object gives:
+//! reads, [`crate::cel::projection`]) gives exactly what evaluating it on the whole object gives:
 //! the same value, or an error with the same text (cost-budget errors included), with the
 //! projection borrowing the object's strings or owning copies (as the object cache keeps it).
 //!
@@ -12,11 +12,12 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use serde_json::{Map, Value as Json};
 
-use crate::budget::ManifestBudget;
-use crate::engine::Engine;
+use crate::cel::budget::ManifestBudget;
+use crate::cel::engine::Engine;
+use crate::cel::prepared::ObjectVariable;
+use crate::cel::{convert, projection};
+use crate::error::EvalError;
 use crate::limits::Limits;
-use crate::prepared::ObjectVariable;
-use crate::{EvalError, convert, projection};
 
 /// Cases when `PROPTEST_CASES` is unset: each case compiles a new expression.
 const CASES: u32 = 1_000;

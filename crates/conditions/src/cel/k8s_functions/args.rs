@@ -15,8 +15,8 @@ macro_rules! value_overload {
         pub(crate) fn $name<'b, 'v>(
             args: Vec<cel::common::value::CowVal<'b, 'v>>,
         ) -> Result<cel::common::value::CowVal<'b, 'v>, cel::ExecutionError> {
-            let values = $crate::k8s_functions::args::values(&args)?;
-            $crate::k8s_functions::args::owned($imp(&values)?)
+            let values = $crate::cel::k8s_functions::args::values(&args)?;
+            $crate::cel::k8s_functions::args::owned($imp(&values)?)
         }
     };
 }

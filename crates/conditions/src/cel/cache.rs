@@ -4,8 +4,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::EvalError;
-use crate::cost::Program;
+use crate::cel::cost::Program;
+use crate::error::EvalError;
 
 /// A compiled expression (or why it does not compile; failures are cached too, so a bad
 /// expression is not re-parsed on every reconcile).

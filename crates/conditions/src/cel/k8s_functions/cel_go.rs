@@ -1,4 +1,4 @@
-//! cel-go v0.26's behaviour where cel 0.15's differs, for the calls [`crate::compat`] renames:
+//! cel-go v0.26's behaviour where cel 0.15's differs, for the calls [`crate::cel::compat`] renames:
 //! `s.indexOf(t, n)` and `s.lastIndexOf(t, n)` (-1 for an offset past the end),
 //! `optional.ofNonZeroValue(x)` (the zero timestamp is a zero value) and `s.format(list)` as
 //! the strings library of the Kubernetes environment (cel-go's formatting, version 1, locale
@@ -14,7 +14,7 @@ use cel::objects::{Key, OptionalValue};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
 use super::args::{TypeValue, arity, string_arg, value_overload};
-use crate::compat::{
+use crate::cel::internal_names::{
     FORMAT, INDEX_OF_OFFSET, LAST_INDEX_OF_OFFSET, OF_NON_ZERO_VALUE, REVERSE, UNWRAP,
 };
 
@@ -26,7 +26,7 @@ value_overload!(last_overload, last);
 value_overload!(unwrap_overload, unwrap);
 value_overload!(reverse_overload, reverse);
 
-/// Registers our implementations under the names [`crate::compat`] gives them.
+/// Registers our implementations under the names [`crate::cel::compat`] gives them.
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
     let d = || DYN_TYPE;
     env.add_member_overload(

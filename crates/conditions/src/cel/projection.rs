@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use cel::common::types::{CelMap, CelMapKey};
 use cel::common::value::Val;
 
-use crate::convert::{self, Borrowed, Owned, Strings};
-use crate::object_reads::Reads;
+use crate::cel::convert::{self, Borrowed, Owned, Strings};
+use crate::cel::object_reads::Reads;
 
 /// The CEL value of the parts of `json` that `reads` names, borrowing its strings.
 pub(crate) fn project<'a>(json: &'a serde_json::Value, reads: &Reads) -> Box<dyn Val + 'a> {

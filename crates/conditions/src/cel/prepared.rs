@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 
-use crate::object_reads::{OBJECT_VARIABLE, Reads};
-use crate::projection;
+use crate::cel::object_reads::{OBJECT_VARIABLE, Reads};
+use crate::cel::projection;
 
 /// The parts of a live object that rules read, converted to CEL with their own strings.
 pub(crate) struct Projected {
@@ -212,7 +212,7 @@ mod tests {
     impl Projected {
         fn json(&self) -> serde_json::Value {
             let value = cel::Value::try_from(self.value.as_ref()).expect("converts");
-            crate::convert::value_to_json(&value).expect("json")
+            crate::cel::convert::value_to_json(&value).expect("json")
         }
     }
 

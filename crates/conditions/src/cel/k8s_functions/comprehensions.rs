@@ -27,10 +27,7 @@ use cel::common::value::{CowVal, Val};
 use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{DeclarationError, Env, ExecutionError, Value};
 
-/// The internal function that turns a comprehension's range into its `[k, v]` pairs.
-pub(crate) const PAIRS: &str = "@pairs";
-/// The internal function that joins the maps `transformMap` and `transformMapEntry` build.
-pub(crate) const MERGE_MAPS: &str = "@mergeMaps";
+use crate::cel::internal_names::{MERGE_MAPS, PAIRS};
 
 /// The iteration variable of an expanded comprehension: one `[k, v]` pair.
 const PAIR: &str = "@pair";
@@ -385,10 +382,10 @@ fn one<'b, 'v>(
 
 #[cfg(test)]
 mod tests {
-    use crate::object_reads::Reads;
+    use crate::cel::object_reads::Reads;
 
     fn reads(source: &str) -> Reads {
-        let env = crate::cel_env::build().expect("the environment builds");
+        let env = crate::cel::cel_env::build().expect("the environment builds");
         Reads::of(&env.parser().parse(source).expect("parses"))
     }
 

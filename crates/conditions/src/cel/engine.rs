@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use cel::{Context, Env, Value};
 
-use crate::budget::ManifestBudget;
-use crate::cache::{Cache, Compiled};
-use crate::cost::Program;
+use crate::cel::budget::ManifestBudget;
+use crate::cel::cache::{Cache, Compiled};
+use crate::cel::cost::Program;
+use crate::cel::{cel_env, compat};
+use crate::error::EvalError;
 use crate::limits::{self, Limits, PARSE_STACK_BYTES};
-use crate::{EvalError, cel_env, compat};
 
 /// Compiles (with a bounded, thread-safe cache) and runs expressions under a budget.
 pub(crate) struct Engine {
@@ -77,7 +78,7 @@ impl Engine {
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     // Type values are kept (cel's own conversion makes them strings).
                     Value::resolve_val(&program.expr, ctx)
-                        .and_then(|v| crate::k8s_functions::value_keeping_types(v.as_ref()))
+                        .and_then(|v| crate::cel::k8s_functions::value_keeping_types(v.as_ref()))
                 }))
             })
         })?;

@@ -52,7 +52,7 @@ static CACHE: Mutex<Option<HashMap<String, Arc<Regex>>>> = Mutex::new(None);
 /// is charged to the running evaluation's budget, one unit per pattern byte, hit or miss, so
 /// the cost does not depend on what else ran.
 fn compiled(function: &str, pattern: &str) -> Result<Arc<Regex>, ExecutionError> {
-    crate::budget::charge_or_stop(function, pattern.len() as u64)?;
+    crate::cel::budget::charge_or_stop(function, pattern.len() as u64)?;
     if let Some(re) = lock().as_ref().and_then(|cache| cache.get(pattern)) {
         return Ok(re.clone());
     }

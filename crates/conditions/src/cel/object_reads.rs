@@ -1,5 +1,5 @@
 //! Which parts of the `object` variable an expression reads, found at compile time, so that an
-//! evaluation converts only those parts of a live object to CEL ([`crate::projection`]).
+//! evaluation converts only those parts of a live object to CEL ([`crate::cel::projection`]).
 //!
 //! An expression reads `object` through chains of field selections (`object.status.conditions`,
 //! `has(object.spec.replicas)`, `object.metadata.labels['app']`, `object.?spec.replicas`); the

@@ -1,6 +1,6 @@
 //! Run-time metering of evaluations against a manifest's cost budget.
 //!
-//! [`crate::cost`] instruments every expression: each comprehension's range is wrapped in a call
+//! [`crate::cel::cost`] instruments every expression: each comprehension's range is wrapped in a call
 //! to [`BUDGET_FUNCTION`], which returns an iterable that charges every iteration (its body's
 //! units) and the sized operands are wrapped in [`SIZE_FUNCTION`], which charges their size. The
 //! charges are counted against the [`ManifestBudget`] the evaluation runs under. When it runs
@@ -18,8 +18,9 @@ use cel::common::types::{CelBytes, CelInt, CelString, DYN_TYPE, INT_TYPE, Type};
 use cel::common::value::{CowVal, Val};
 use cel::{DeclarationError, Env};
 
-use crate::cost::{BUDGET_FUNCTION, SIZE_FUNCTION, string_units};
-use crate::{EvalError, Limits};
+use crate::cel::cost::{BUDGET_FUNCTION, SIZE_FUNCTION, string_units};
+use crate::error::EvalError;
+use crate::limits::Limits;
 
 /// Registers the internal metering functions.
 pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
@@ -318,7 +319,7 @@ fn size_cost<'b, 'v>(mut args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Ex
     Ok(value)
 }
 
-/// What a value's size costs: one unit per element, or per [`crate::cost::BYTES_PER_UNIT`]
+/// What a value's size costs: one unit per element, or per [`crate::cel::cost::BYTES_PER_UNIT`]
 /// bytes of a string.
 fn size_units(value: &dyn Val) -> u64 {
     if let Some(s) = value.downcast_ref::<CelString>() {

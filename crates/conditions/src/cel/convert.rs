@@ -9,11 +9,11 @@ use cel::common::types::{
 use cel::common::value::Val;
 use cel::objects::{Key, OptionalValue};
 
-use crate::EvalError;
-use crate::k8s_functions::cel_go::go_shortest_g;
-use crate::k8s_functions::quantity::Quantity;
-pub(crate) use crate::k8s_functions::type_name;
-use crate::k8s_functions::url::Url;
+use crate::cel::k8s_functions::cel_go::go_shortest_g;
+use crate::cel::k8s_functions::quantity::Quantity;
+pub(crate) use crate::cel::k8s_functions::type_name;
+use crate::cel::k8s_functions::url::Url;
+use crate::error::EvalError;
 
 /// A JSON value as a CEL value that borrows its strings. Integers become `int` (or `uint`
 /// above `i64::MAX`), so `object.spec.replicas + 1` works.
@@ -149,9 +149,8 @@ impl TypedValue {
         let canonical = canonical(value);
         let text = match value {
             Value::String(s) => s.to_string(),
-            Value::Opaque(o) => {
-                crate::k8s_functions::opaque_text(o.as_ref()).unwrap_or_else(|| canonical.clone())
-            }
+            Value::Opaque(o) => crate::cel::k8s_functions::opaque_text(o.as_ref())
+                .unwrap_or_else(|| canonical.clone()),
             _ => canonical.clone(),
         };
         TypedValue {
@@ -206,7 +205,7 @@ pub(crate) fn canonical(value: &Value) -> String {
                     None => "optional.none()".to_string(),
                 }
             } else {
-                let text = crate::k8s_functions::opaque_text(o.as_ref())
+                let text = crate::cel::k8s_functions::opaque_text(o.as_ref())
                     .unwrap_or_else(|| format!("{:?}", o.as_debug()));
                 format!("{}({text})", o.runtime_type_name())
             }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use cel::{Context, DeclarationError, Env, extensions};
 
-use crate::{budget, k8s_functions};
+use crate::cel::{budget, k8s_functions};
 
 /// The standard library, optional types, the strings, lists, math and encoders extensions,
 /// the Kubernetes functions and the internal metering functions.

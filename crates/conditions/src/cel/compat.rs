@@ -23,20 +23,10 @@
 
 use cel::common::ast::{ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue, operators};
 
-use crate::EvalError;
-
-/// Our implementation of `s.indexOf(t, offset)`.
-pub(crate) const INDEX_OF_OFFSET: &str = "@indexOf";
-/// Our implementation of `s.lastIndexOf(t, offset)`.
-pub(crate) const LAST_INDEX_OF_OFFSET: &str = "@lastIndexOf";
-/// Our implementation of `optional.ofNonZeroValue(x)`.
-pub(crate) const OF_NON_ZERO_VALUE: &str = "@optional.ofNonZeroValue";
-/// Our implementation of `s.format(list)`.
-pub(crate) const FORMAT: &str = "@format";
-/// Our implementation of `optional.unwrap(list)`.
-pub(crate) const UNWRAP: &str = "@optional.unwrap";
-/// Our implementation of `list.reverse()`.
-pub(crate) const REVERSE: &str = "@reverse";
+use crate::cel::internal_names::{
+    FORMAT, INDEX_OF_OFFSET, LAST_INDEX_OF_OFFSET, OF_NON_ZERO_VALUE, PAIRS, REVERSE, UNWRAP,
+};
+use crate::error::EvalError;
 
 /// (function, receiver namespace or "" for a member call, arguments, our function).
 const RENAMES: &[(&str, &str, usize, &str)] = &[
@@ -62,7 +52,7 @@ enum Static {
     List(Box<Static>),
     Map(Box<Static>, Box<Static>),
     Optional(Box<Static>),
-    /// A two-variable comprehension's `[k, v]` pair (see [`crate::k8s_functions::comprehensions`]).
+    /// A two-variable comprehension's `[k, v]` pair (see [`crate::cel::k8s_functions`]).
     Pair(Box<Static>, Box<Static>),
 }
 
@@ -223,7 +213,7 @@ fn call_type(call: &cel::common::ast::CallExpr, scope: Option<&Scope<'_>>) -> Op
                 _ => None,
             }
         }
-        crate::k8s_functions::comprehensions::PAIRS => {
+        PAIRS => {
             let [range] = args else { return None };
             let (k, v) = match static_type(range, scope)? {
                 Static::List(e) => (Static::Named("int"), *e),

@@ -31,6 +31,6 @@ pub mod tls;
 pub mod work;
 
 pub use config::AgentConfig;
-pub use work::context::Context;
 pub use error::Error;
 pub use run::{Clients, RunError, run, run_until, run_with_hub};
+pub use work::context::Context;

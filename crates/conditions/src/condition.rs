@@ -75,6 +75,11 @@ impl ConditionUpdate {
             message: message.into(),
         }
     }
+
+    /// Its four parts (type, status, reason, message) as one value, to compare with a tuple.
+    pub fn parts(&self) -> (&str, Status, &str, &str) {
+        (&self.type_, self.status, &self.reason, &self.message)
+    }
 }
 
 /// The exact reason strings of semantics §3.

@@ -35,7 +35,7 @@
 //!   `asApproximateFloat`, `isInteger`, `sign`, and `url(s)`, `isURL(s)` with `getScheme`,
 //!   `getHost`, `getHostname`, `getPort`, `getEscapedPath`, `getQuery`. JSON integers are
 //!   CEL `int`s. Where cel 0.15 answers otherwise than cel-go v0.26 with the Kubernetes
-//!   environment, `compat` makes it answer as upstream; `tests/upstream_tables.rs` holds us to
+//!   environment, `compat` makes it answer as upstream; `tests/cel/upstream_tables.rs` holds us to
 //!   upstream's own test tables.
 //! - Bounds ([`Limits`], defaults in parentheses): sources longer than `max_expression_len`
 //!   (10 KiB) or nested (brackets plus runs of unary operators) deeper than `max_nesting_depth`

@@ -146,12 +146,7 @@ mod tests {
     fn applied_strings() {
         let ok = applied_condition(Ok(()));
         assert_eq!(
-            (
-                ok.type_.as_str(),
-                ok.status,
-                ok.reason.as_str(),
-                ok.message.as_str()
-            ),
+            ok.parts(),
             (
                 "Applied",
                 Status::True,
@@ -215,12 +210,7 @@ mod tests {
     fn feedback_strings() {
         let c = feedback_condition(Ok(()));
         assert_eq!(
-            (
-                c.type_.as_str(),
-                c.status,
-                c.reason.as_str(),
-                c.message.as_str()
-            ),
+            c.parts(),
             (
                 "StatusFeedbackSynced",
                 Status::True,
@@ -239,12 +229,7 @@ mod tests {
         );
         let c = no_feedback_condition();
         assert_eq!(
-            (
-                c.type_.as_str(),
-                c.status,
-                c.reason.as_str(),
-                c.message.as_str()
-            ),
+            c.parts(),
             (
                 "StatusFeedbackSynced",
                 Status::True,

@@ -62,8 +62,11 @@ integration: ## integration tests against running control planes (see cluster-up
 interop-maestro: ## the agent against a real Maestro server (MQTT), switched with Maestro's Go agent both ways (needs Maestro's repository: MAESTRO_REPO/MAESTRO_SRC/MAESTRO_BIN; PostgreSQL 15; not in CI); docs/interop-maestro.md
 	e2e/scripts/interop-maestro.sh
 
+# The property tests run at a few hundred cases here (PROPTEST_CASES overrides): at their own
+# counts two of them take most of `make unit`'s time; `make test` runs them so, `make prop` at 100,000.
 .PHONY: check
-check: lint unit ## the loop before a commit: rustfmt check, clippy, the import checks, the unit tests (no cluster; a few minutes warm)
+check: lint ## the loop while changing code: rustfmt check, clippy, the import checks, the unit tests with short property runs (no cluster)
+	PROPTEST_CASES=$${PROPTEST_CASES:-256} $(MAKE) --no-print-directory unit
 
 # Each phase runs as its own step, so the table at the end says which one took the time. The
 # integration tests are compiled before the control planes start, so the compiler does not

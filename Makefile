@@ -62,13 +62,30 @@ integration: ## integration tests against running control planes (see cluster-up
 interop-maestro: ## the agent against a real Maestro server (MQTT), switched with Maestro's Go agent both ways (needs Maestro's repository: MAESTRO_REPO/MAESTRO_SRC/MAESTRO_BIN; PostgreSQL 15; not in CI); docs/interop-maestro.md
 	e2e/scripts/interop-maestro.sh
 
+# The property tests run at a few hundred cases here (PROPTEST_CASES overrides): at their own
+# counts two of them take most of `make unit`'s time; `make test` runs them so, `make prop` at 100,000.
+.PHONY: check
+check: lint ## the loop while changing code: rustfmt check, clippy, the import checks, the unit tests with short property runs (no cluster)
+	PROPTEST_CASES=$${PROPTEST_CASES:-256} $(MAKE) --no-print-directory unit
+
+# Each phase runs as its own step, so the table at the end says which one took the time. The
+# integration tests are compiled before the control planes start, so the compiler does not
+# compete with three API servers for the same cores.
 .PHONY: test
-test: lint unit ## everything: lint, unit tests, then integration tests and a short chaos run on a fresh local control plane
-	e2e/scripts/with-cluster.sh e2e/scripts/run-suite.sh
+test: ## everything but the long runs: lint, unit tests, then the integration suite on fresh local control planes; prints each phase's time
+	@scripts/phases.sh \
+		lint '$(MAKE) --no-print-directory lint' \
+		unit '$(MAKE) --no-print-directory unit' \
+		'integration build' '$(CARGO) build -p work-agent --bin work-agent && $(CARGO) test -p e2e --no-run' \
+		'integration (control planes + suite)' 'e2e/scripts/with-cluster.sh e2e/scripts/run-integration.sh'
 
 .PHONY: chaos
 chaos: ## fault injection on the Kubernetes hub, then behind MQTT and gRPC, about 10 min (docs/reliability.md; CHAOS_ARGS="--hub mqtt --seed N" reproduces one)
 	CHAOS_UPDATE_DOCS=1 e2e/scripts/with-cluster.sh e2e/scripts/chaos.sh $(CHAOS_ARGS)
+
+.PHONY: chaos-short
+chaos-short: ## the short fault-injection run CI does after `make test`: 150 s on the Kubernetes hub, then 60 s behind each broker, on fresh control planes (CHAOS_CI_SECONDS, CHAOS_CI_BROKER_SECONDS); writes no docs
+	CHAOS_BROKER_SECONDS=$${CHAOS_CI_BROKER_SECONDS:-60} e2e/scripts/with-cluster.sh e2e/scripts/chaos.sh --duration $${CHAOS_CI_SECONDS:-150} $(CHAOS_ARGS)
 
 .PHONY: chaos-long
 chaos-long: ## fault injection and churn for an hour on the Kubernetes hub (RSS in docs/soak-rss-long.*), then 20 min behind MQTT and 20 behind gRPC (docs/reliability.md)

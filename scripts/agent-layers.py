@@ -4,7 +4,7 @@ imports the other. The layers, lowest first (docs/architecture.md draws them):
 
   base      shared plumbing: errors, settings, API clients and parameters, compact stores, metrics
   adapters  the hub (`hub`) and the spoke (`spoke`), each on its own: neither imports the other
-  logic     the work logic (`work`) and the context it runs with
+  logic     the work logic (`work`, with the context it runs with)
   wiring    the controller, the runtime, what operators reach (`serve`), the crate root
 
 Edges are found as `scripts/module-cycles.py` finds them (the same parser, imported).
@@ -37,7 +37,6 @@ LAYERS = {
     ("hub",): ADAPTERS,
     ("spoke",): ADAPTERS,
     ("work",): LOGIC,
-    ("context",): LOGIC,
     ("controller",): WIRING,
     ("run",): WIRING,
     ("serve",): WIRING,

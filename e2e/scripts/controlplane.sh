@@ -237,7 +237,7 @@ up() {
 
   # etcd's request limit is raised from 1.5 MiB to 8 MiB so that a ManifestWork at the documented
   # limits (500 KiB of manifests, 256 manifestConfigs with 64 rules each, and their status) can
-  # be stored: e2e/tests/agent_hostile.rs.
+  # be stored: e2e/tests/agent/hostile.rs.
   data=$(etcd_data_dir)
   rm -rf "$data"
   mkdir -p "$data"

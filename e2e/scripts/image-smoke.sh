@@ -5,7 +5,7 @@
 #      command, one binary under /work, /usr/local/bin/work-agent and /usr/local/bin/maestro,
 #      the CA bundle; then the unpacked rootfs run as uid 65532 (chroot, the image's own
 #      libraries): `--version` under each name and `maestro agent --help`;
-#   2. `podman load`, then e2e/tests/image.rs (its ignored tests): the container started with the
+#   2. `podman load`, then e2e/tests/deploy/image.rs (its ignored tests): the container started with the
 #      klusterlet's `/work agent ...` against the hub and spoke control planes, and with Maestro's
 #      chart's `/usr/local/bin/maestro agent ...` against a private mosquitto, read-only root,
 #      all capabilities dropped; each applies a work and answers /healthz on :8443.
@@ -120,5 +120,5 @@ log "podman run ... /work --version -> $out"
 
 export WORK_AGENT_IMAGE=$image WORK_AGENT_PODMAN_ARGS=$extra
 t=$SECONDS
-e2e/scripts/run-integration.sh --test image -- --ignored --test-threads=1
+e2e/scripts/run-integration.sh --test deploy -- --ignored --test-threads=1 image::
 log "image smoke tests passed in $((SECONDS - t))s"

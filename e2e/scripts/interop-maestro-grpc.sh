@@ -111,18 +111,23 @@ case "$DRIVER" in
     FAKE_PID=$!
     ge_wait 30 "the fake Pub/Sub server on $FAKE_ADDR" grep -qx "$FAKE_ADDR" "$GE_DIR/pubsub-fake.out" ||
       ge_die "the fake Pub/Sub server did not start: $GE_DIR/pubsub-fake.log"
-    pp=projects/maestro-test
-    cat >"$GE_DIR/maestro-pubsub.yaml" <<EOF
+    # A config on the fake: publish to one side's topics, read the other side's events through
+    # the subscriptions named with SUFFIX (the server's own, or the consumer's).
+    pubsub_config() { # FILE PUBLISHES READS SUFFIX
+      local pp=projects/maestro-test
+      cat >"$1" <<EOF
 projectID: maestro-test
 endpoint: $FAKE_ADDR
 disableTLS: true
 topics:
-  sourceEvents: $pp/topics/sourceevents
-  sourceBroadcast: $pp/topics/sourcebroadcast
+  ${2}Events: $pp/topics/${2}events
+  ${2}Broadcast: $pp/topics/${2}broadcast
 subscriptions:
-  agentEvents: $pp/subscriptions/agentevents-maestro
-  agentBroadcast: $pp/subscriptions/agentbroadcast-maestro
+  ${3}Events: $pp/subscriptions/${3}events-$4
+  ${3}Broadcast: $pp/subscriptions/${3}broadcast-$4
 EOF
+    }
+    pubsub_config "$GE_DIR/maestro-pubsub.yaml" source agent maestro
     BROKER_ARGS=(--message-broker-type=pubsub --message-broker-config-file="$GE_DIR/maestro-pubsub.yaml")
     ;;
   *) ge_die "INTEROP_DRIVER=$DRIVER: grpc or pubsub" ;;
@@ -157,17 +162,7 @@ EOF
 else
   # The agent's Secret as Maestro's agent chart writes it (maestro-agent-pubsub, config.yaml).
   BROKER_DESC="$FAKE_ADDR (Google's pstest, plain HTTP/2)"
-  cat >"$GE_DIR/agent-config.yaml" <<EOF
-projectID: maestro-test
-endpoint: $FAKE_ADDR
-disableTLS: true
-topics:
-  agentEvents: $pp/topics/agentevents
-  agentBroadcast: $pp/topics/agentbroadcast
-subscriptions:
-  sourceEvents: $pp/subscriptions/sourceevents-$GE_CLUSTER
-  sourceBroadcast: $pp/subscriptions/sourcebroadcast-$GE_CLUSTER
-EOF
+  pubsub_config "$GE_DIR/agent-config.yaml" agent source "$GE_CLUSTER"
 fi
 
 # Maestro's agent chart command line (charts/maestro-agent), plus a private HTTP listener.

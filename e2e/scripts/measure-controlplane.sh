@@ -55,7 +55,7 @@ echo "## RSS after start (idle 10 s)"
 rss_table
 # shellcheck disable=SC1091
 . "$RUN_ROOT/clusters.env"
-if WORK_AGENT_BIN=${WORK_AGENT_BIN:-/bin/true} cargo test -q -p e2e --test smoke -- --skip agent_process >/dev/null 2>&1; then
+if WORK_AGENT_BIN=${WORK_AGENT_BIN:-/bin/true} cargo test -q -p e2e --test api_server -- smoke:: --skip agent_process >/dev/null 2>&1; then
   echo
   echo "## RSS after the smoke tests"
   rss_table

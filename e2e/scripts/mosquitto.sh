@@ -81,11 +81,7 @@ case "${1:-}" in
     trap stop EXIT
     export MQTT_BROKER="127.0.0.1:$port" MOSQUITTO_SCRIPT="$HERE/mosquitto.sh" RUN_ROOT
     log "broker on $MQTT_BROKER"
-    set +e
-    "$@"
-    rc=$?
-    set -e
-    exit "$rc"
+    "$@" # a failure ends the script with its exit code (set -e), through the EXIT trap
     ;;
   *) sed -n '2,8p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
 esac

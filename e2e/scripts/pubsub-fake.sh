@@ -78,11 +78,7 @@ case "${1:-}" in
     trap stop EXIT
     export PUBSUB_FAKE="$addr" PUBSUB_FAKE_BIN="$bin" RUN_ROOT
     log "fake Pub/Sub server on $PUBSUB_FAKE"
-    set +e
-    "$@"
-    rc=$?
-    set -e
-    exit "$rc"
+    "$@" # a failure ends the script with its exit code (set -e), through the EXIT trap
     ;;
   *) sed -n '2,10p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
 esac

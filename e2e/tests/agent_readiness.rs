@@ -120,6 +120,24 @@ fn print_delay(test: &str, moments: &Moments, history: &StatusHistory, ordinal: 
     }
 }
 
+/// Starts the watches a test reads its verdict and its delay from: every status of work `name`
+/// on the hub, and the moment the `widgets.<group>` CRD turns Established on the spoke.
+fn watch_work_and_crd(
+    env: &Env,
+    name: &str,
+    group: &str,
+) -> (StatusHistory, Moments, tokio::task::JoinHandle<()>) {
+    let history = StatusHistory::watch(env, name);
+    let moments = Moments::default();
+    let crd_watch = moments.watch(
+        crd_api(env),
+        &format!("widgets.{group}"),
+        "crd",
+        Some("Established"),
+    );
+    (history, moments, crd_watch)
+}
+
 /// Deletes the work (orphaning what it applied) and then the test's CRD.
 async fn clean_up(env: &Env, work: &str, group: &str) {
     env.delete_work(work).await;
@@ -134,14 +152,7 @@ async fn a_custom_resource_listed_before_its_crd_waits_for_it_without_failing() 
     let env = Env::start("ready-crd").await;
     let name = env.work_name("crd");
     let group = format!("{}.example.com", test_support::unique_name("g"));
-    let history = StatusHistory::watch(&env, &name);
-    let moments = Moments::default();
-    let crd_watch = moments.watch(
-        crd_api(&env),
-        &format!("widgets.{group}"),
-        "crd",
-        Some("Established"),
-    );
+    let (history, moments, crd_watch) = watch_work_and_crd(&env, &name, &group);
     let started = Instant::now();
     env.create_work(
         &name,
@@ -184,14 +195,7 @@ async fn a_stack_listed_backwards_is_applied_without_a_failure() {
     let name = env.work_name("stack");
     let ns = test_support::unique_name("stack-ns");
     let group = format!("{}.example.com", test_support::unique_name("g"));
-    let history = StatusHistory::watch(&env, &name);
-    let moments = Moments::default();
-    let crd_watch = moments.watch(
-        crd_api(&env),
-        &format!("widgets.{group}"),
-        "crd",
-        Some("Established"),
-    );
+    let (history, moments, crd_watch) = watch_work_and_crd(&env, &name, &group);
     let deployment = json!({
         "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": {"name": "app", "namespace": ns},
@@ -256,14 +260,7 @@ async fn a_custom_resource_waits_while_its_crd_is_not_established_and_says_so() 
     )
     .await
     .expect("install the blocking CRD");
-    let history = StatusHistory::watch(&env, &name);
-    let moments = Moments::default();
-    let crd_watch = moments.watch(
-        crds.clone(),
-        &format!("widgets.{group}"),
-        "crd",
-        Some("Established"),
-    );
+    let (history, moments, crd_watch) = watch_work_and_crd(&env, &name, &group);
     env.create_work(
         &name,
         json!({"workload": {"manifests": [widget(&group, &env.ns, "w"), widget_crd(&group)]},

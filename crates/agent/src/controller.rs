@@ -11,7 +11,6 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, ResourceExt};
 
-use crate::context::Context;
 use crate::error::Error;
 use crate::hub::stored_work::StoredWork;
 use crate::metrics::ControllerLabels;
@@ -21,6 +20,7 @@ use crate::spoke::live_object::LiveObject;
 use crate::spoke::object_store::ObjectStore;
 use crate::spoke::triggers;
 use crate::work::admission::{self, Admission};
+use crate::work::context::Context;
 use crate::work::{reconcile, resync};
 
 /// How long a work's spoke changes must be quiet before they ask for a reconcile (counting the

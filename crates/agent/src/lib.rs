@@ -3,7 +3,8 @@
 //! Four layers, imports pointing down only (`scripts/agent-layers.py` checks it):
 //!
 //! - wiring: [`controller`], [`run`], [`serve`] (probes, HTTP, leader election).
-//! - logic: [`work`] (reconcile, apply, deletion, eviction, status, rules, TTL) and [`context`].
+//! - logic: [`work`] (reconcile, apply, deletion, eviction, status, rules, TTL, and the [`Context`]
+//!   every reconcile gets).
 //! - adapters, each on its own: [`hub`] (the hub behind one seam, [`hub::Hub`]: work events in;
 //!   status, finalizers, TTL deletions and Events out) and [`spoke`] (the managed cluster's
 //!   watches and caches, AppliedManifestWorks, executor checks, feedback).
@@ -14,7 +15,6 @@
 pub mod backoff;
 pub mod client;
 pub mod config;
-pub mod context;
 pub mod controller;
 pub mod error;
 pub mod finalizer_patch;
@@ -31,6 +31,6 @@ pub mod tls;
 pub mod work;
 
 pub use config::AgentConfig;
-pub use context::Context;
 pub use error::Error;
 pub use run::{Clients, RunError, run, run_until, run_with_hub};
+pub use work::context::Context;

@@ -9,7 +9,6 @@ use kube::runtime::reflector;
 
 use crate::backoff;
 use crate::config::AgentConfig;
-use crate::context::Context;
 use crate::controller::run_controller;
 use crate::hub::stored_work::StoredWork;
 use crate::hub::{Hub, KubeHub};
@@ -17,6 +16,7 @@ use crate::metrics::Metrics;
 use crate::serve::http::{HttpServer, HttpState, Readiness};
 use crate::serve::leader::{self, LeaderConfig, LeaderHandle};
 use crate::spoke::{applied_work, blockers, cleanup_memory, executor, triggers, watches};
+use crate::work::context::Context;
 use crate::work::{eviction, states, status_writer};
 
 /// The two API clients.

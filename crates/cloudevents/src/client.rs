@@ -17,26 +17,28 @@
 //! connection stays up.
 
 mod outbox;
+mod stats;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::{Notify, mpsc, watch};
 
 use crate::Error;
-use crate::ceiling::{Ceiling, CeilingOrigin};
+use crate::ceiling::Ceiling;
 use crate::codec::{Decoder, Incoming};
 use crate::event::CloudEvent;
 use crate::queue::{event_key, reconnect_backoff};
 use crate::tls::ReloadingClientCert;
 use crate::transport::{EventSender, Received, Sent, Transport};
 use outbox::Outbox;
+pub use stats::{CeilingStats, Stats};
 
 /// What a client needs besides its transport (`C`: the wire's parsed config file, which the
-/// transport is made from).
+/// transport is made from; each transport names its own, e.g. `mqtt::MqttClientOptions`, so
+/// the client knows no wire).
 #[derive(Clone, Debug)]
-pub struct ClientOptions<C = crate::config::MqttConfig> {
+pub struct ClientOptions<C> {
     /// The parsed config.
     pub config: C,
     /// This agent's cluster.
@@ -74,39 +76,6 @@ impl<C> ClientOptions<C> {
             cert_refresh: crate::tls::refresh_from_env(),
         }
     }
-}
-
-/// Counters and readiness as plain data, for metrics and probes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Subscribed now.
-    pub ready: bool,
-    /// Events received, by type (unknown types under their type string).
-    pub received: BTreeMap<String, u64>,
-    /// Events the source took, by type.
-    pub sent: BTreeMap<String, u64>,
-    /// Messages that could not be decoded (binding, codec or wrong cluster).
-    pub rejected: u64,
-    /// Connection losses followed by a new attempt.
-    pub reconnects: u64,
-    /// Events waiting to be published, including those on their way, unheard or refused for now.
-    pub queue_depth: usize,
-    /// Events the source or broker refused as malformed; dropped, as retrying cannot help.
-    pub dropped: u64,
-    /// Events the broker took while no source was subscribed (held and sent again).
-    pub unheard: u64,
-}
-
-/// The wire's ceiling and what it kept off the wire, for metrics.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CeilingStats {
-    /// The largest event the wire takes now, in its own bytes (`usize::MAX`: no ceiling).
-    pub max_event_bytes: usize,
-    /// Where that figure comes from.
-    pub origin: CeilingOrigin,
-    /// Events dropped when they were to be sent, as over the ceiling then (a reconnect brought a
-    /// lower one); those refused when published are the publisher's errors, not counted here.
-    pub too_large: u64,
 }
 
 /// Called after every successful (re)subscribe with the client, e.g. to send the spec resync request.
@@ -530,6 +499,7 @@ async fn publish_loop<S: EventSender>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ceiling::CeilingOrigin;
     use crate::types::{self, EventType};
     use crate::{CloudEvent, ExtValue};
 

@@ -9,7 +9,7 @@ use regex::Regex;
 use serde::Deserialize;
 
 use crate::Error;
-use crate::mqtt::Topics;
+use crate::mqtt::topics::Topics;
 
 /// `from_file` and `parse` of a config: YAML (or JSON) read into its raw keys `$raw`, named `$what`
 /// in a decoding error, then validated by its `from_raw`.

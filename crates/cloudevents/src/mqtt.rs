@@ -7,17 +7,13 @@ pub mod transport;
 
 pub use binding::{Message, from_message, to_binary, to_structured};
 pub use topics::Topics;
-pub use transport::{MqttSender, MqttTransport};
+pub use transport::{MqttClientOptions, MqttSender, MqttTransport};
 
 use crate::Error;
-use crate::client::{Client, ClientOptions, SubscribedHook};
-use crate::config::MqttConfig;
+use crate::client::{Client, SubscribedHook};
 
 /// Starts the agent's client on the MQTT broker of `opts`.
-pub fn start(
-    opts: &ClientOptions<MqttConfig>,
-    on_subscribed: SubscribedHook,
-) -> Result<Client, Error> {
+pub fn start(opts: &MqttClientOptions, on_subscribed: SubscribedHook) -> Result<Client, Error> {
     Ok(Client::start(
         MqttTransport::new(opts)?,
         opts,

@@ -6,7 +6,7 @@
 # and apiextensions-apiserver's validation rule tables (benches/celgo -extract), answered by
 # cel-go (benches/celgo -eval) and by us (examples/conformance). Needs Go and the modules in the
 # Go module cache (`go mod download` in benches/celgo fetches them); CI does not run it, it runs
-# tests/upstream_tables.rs on the committed answers instead. --update rewrites those answers
+# tests/cel/upstream_tables.rs on the committed answers instead. --update rewrites those answers
 # (tests/fixtures/celgo_tables.jsonl). Report: target/cel-conformance/{ours.jsonl,summary}.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

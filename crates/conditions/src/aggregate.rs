@@ -2,7 +2,7 @@
 
 use work_api::condition_types::{APPLIED, AVAILABLE, PROGRESSING};
 
-use crate::{Condition, ConditionUpdate, Status, is_rule_made, reasons};
+use crate::condition::{Condition, ConditionUpdate, Status, cap_message, is_rule_made, reasons};
 
 /// Work-level `Applied`, `Available`, and one condition per rule-made type (reason
 /// `ConditionRulesAggregated`). `manifests` are the per-manifest condition lists as they will be
@@ -60,7 +60,7 @@ fn applied(manifests: &[&[Condition]]) -> ConditionUpdate {
             APPLIED,
             Status::False,
             reasons::APPLIED_MANIFEST_WORK_FAILED,
-            crate::cap_message(format!("Failed to apply manifest work: {}", gate.message)),
+            cap_message(format!("Failed to apply manifest work: {}", gate.message)),
         )
     } else if failed > 0 {
         ConditionUpdate::new(
@@ -74,7 +74,7 @@ fn applied(manifests: &[&[Condition]]) -> ConditionUpdate {
             APPLIED,
             Status::Unknown,
             reasons::APPLIED_MANIFEST_WORK_WAITING,
-            crate::cap_message(format!(
+            cap_message(format!(
                 "{} of {} manifests wait for what they depend on: {}",
                 waiting.len(),
                 manifests.len(),
@@ -227,7 +227,7 @@ mod tests {
     #[test]
     fn applied_unknown_while_manifests_wait_and_nothing_failed() {
         let a = [applied_ok(), avail("True")];
-        let [applied, available] = crate::waiting_conditions(
+        let [applied, available] = crate::manifest::waiting_conditions(
             "Waiting for CustomResourceDefinition widgets.example.com (manifest 3) to be Established",
         );
         let as_condition =
@@ -263,7 +263,7 @@ mod tests {
 
     #[test]
     fn a_gate_that_can_never_hold_fails_the_work_saying_why() {
-        let held = crate::gate_invalid_condition("gates in a circle: manifests 0, 1");
+        let held = crate::manifest::gate_invalid_condition("gates in a circle: manifests 0, 1");
         let held = c(
             &held.type_,
             held.status.as_str(),

@@ -5,15 +5,17 @@ use std::sync::{Arc, OnceLock};
 use cel::common::types::CelNull;
 use work_api::{ConditionRule, ConditionRuleType};
 
-use crate::budget::ManifestBudget;
-use crate::cache::Compiled;
-use crate::convert::TypedValue;
-use crate::engine::Engine;
+use crate::cel::budget::ManifestBudget;
+use crate::cel::cache::Compiled;
+use crate::cel::convert::TypedValue;
+use crate::cel::engine::Engine;
+use crate::cel::object_reads::Reads;
+use crate::cel::prepared::{ObjectCache, ObjectVariable, PreparedObject};
+use crate::cel::{convert, projection};
+use crate::condition::{ConditionUpdate, Status};
+use crate::error::EvalError;
 use crate::limits::{self, Limits};
-use crate::object_reads::Reads;
-use crate::prepared::{ObjectCache, ObjectVariable, PreparedObject};
 use crate::rules::ObjectScope;
-use crate::{ConditionUpdate, EvalError, convert, projection};
 
 /// Variables bound for [`Evaluator::eval_expression`].
 #[derive(Clone, Copy, Debug)]
@@ -313,7 +315,7 @@ fn complete_rules(rules: &[ConditionRule]) -> Vec<&ConditionRule> {
 
 /// Whether each of `expected` rules yielded a True condition.
 fn all_true(updates: &[ConditionUpdate], expected: usize) -> bool {
-    updates.len() == expected && updates.iter().all(|c| c.status == crate::Status::True)
+    updates.len() == expected && updates.iter().all(|c| c.status == Status::True)
 }
 
 fn json_type(v: &serde_json::Value) -> &'static str {

@@ -12,10 +12,11 @@ use cel::Value;
 use cel::common::types::CelBool;
 use work_api::{CelExpression, ConditionRule, ConditionRuleType, condition_types};
 
-use crate::{
-    Bindings, ConditionUpdate, EvalError, Evaluator, Status, cap_message, convert, reasons, rules,
-    well_known,
-};
+use crate::cel::convert;
+use crate::condition::{ConditionUpdate, Status, cap_message, reasons};
+use crate::error::EvalError;
+use crate::evaluator::{Bindings, Evaluator};
+use crate::{rules, well_known};
 
 /// Condition type given to the one-expression rules that judge a single step; its default
 /// messages cannot be confused with a message a result map returns.
@@ -425,7 +426,7 @@ impl Evaluator {
             let mut ctx = self.engine.context()?;
             ctx.add_variable_as_val("object", convert::json_to_val(object));
             ctx.add_variable_as_val("result", Box::new(CelBool::from(result)));
-            let budget = crate::budget::ManifestBudget::new(self.limits());
+            let budget = crate::cel::budget::ManifestBudget::new(self.limits());
             match self.engine.run(&compiled, &ctx, &budget)? {
                 Value::String(s) if s.is_empty() => Ok(None),
                 Value::String(s) => Ok(Some(s.to_string())),

@@ -6,14 +6,14 @@
 //!    are slow, in the parser);
 //! 2. parsing runs on a thread with a large stack ([`PARSE_STACK_BYTES`]), and the parsed AST's
 //!    depth is checked there, so that nothing deep reaches the caller's stack;
-//! 3. evaluation is metered at run time against a cost budget: see [`crate::cost`] and
-//!    [`crate::budget`].
+//! 3. evaluation is metered at run time against a cost budget: see [`crate::cel::cost`] and
+//!    [`crate::cel::budget`].
 
 use std::time::Duration;
 
 use cel::common::ast::{EntryExpr, Expr, IdedExpr};
 
-use crate::EvalError;
+use crate::error::EvalError;
 
 /// Stack of the thread that parses an expression.
 pub(crate) const PARSE_STACK_BYTES: usize = 256 * 1024 * 1024;

@@ -2,7 +2,7 @@
 
 use work_api::condition_types::{APPLIED, AVAILABLE, STATUS_FEEDBACK_SYNCED};
 
-use crate::{ConditionUpdate, Status, cap_message, reasons};
+use crate::condition::{ConditionUpdate, Status, cap_message, reasons};
 
 /// Whether a manifest's resource exists on the spoke.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,12 +146,7 @@ mod tests {
     fn applied_strings() {
         let ok = applied_condition(Ok(()));
         assert_eq!(
-            (
-                ok.type_.as_str(),
-                ok.status,
-                ok.reason.as_str(),
-                ok.message.as_str()
-            ),
+            ok.parts(),
             (
                 "Applied",
                 Status::True,
@@ -215,12 +210,7 @@ mod tests {
     fn feedback_strings() {
         let c = feedback_condition(Ok(()));
         assert_eq!(
-            (
-                c.type_.as_str(),
-                c.status,
-                c.reason.as_str(),
-                c.message.as_str()
-            ),
+            c.parts(),
             (
                 "StatusFeedbackSynced",
                 Status::True,
@@ -239,12 +229,7 @@ mod tests {
         );
         let c = no_feedback_condition();
         assert_eq!(
-            (
-                c.type_.as_str(),
-                c.status,
-                c.reason.as_str(),
-                c.message.as_str()
-            ),
+            c.parts(),
             (
                 "StatusFeedbackSynced",
                 Status::True,
@@ -257,6 +242,6 @@ mod tests {
     #[test]
     fn long_errors_are_capped() {
         let long = "x".repeat(100_000);
-        assert!(applied_condition(Err(&long)).message.len() <= crate::MAX_MESSAGE_BYTES);
+        assert!(applied_condition(Err(&long)).message.len() <= crate::condition::MAX_MESSAGE_BYTES);
     }
 }

@@ -2,7 +2,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::{Condition, ConditionUpdate};
+use crate::condition::{Condition, ConditionUpdate};
 
 /// Merges `updates` into `existing`: an updated condition keeps its `lastTransitionTime`
 /// unless its status changed, every updated condition gets `observed_generation`, new ones are
@@ -64,7 +64,7 @@ pub fn merge_work_conditions(
     let mut out = merge_conditions(existing, updates, observed_generation, now);
     out.retain(|c| {
         let ours = agent_owned.contains(&c.type_.as_str())
-            || c.reason == crate::reasons::CONDITION_RULES_AGGREGATED;
+            || c.reason == crate::condition::reasons::CONDITION_RULES_AGGREGATED;
         !ours || updates.iter().any(|u| u.type_ == c.type_)
     });
     out
@@ -73,7 +73,7 @@ pub fn merge_work_conditions(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Status;
+    use crate::condition::Status;
 
     fn time(secs: i64) -> Time {
         Time(k8s_openapi::jiff::Timestamp::from_second(secs).unwrap_or_default())
@@ -140,7 +140,7 @@ mod tests {
     #[test]
     fn work_merge_keeps_foreign_conditions_and_drops_stale_aggregates() {
         let mut existing = existing();
-        existing[1].reason = crate::reasons::CONDITION_RULES_AGGREGATED.into();
+        existing[1].reason = crate::condition::reasons::CONDITION_RULES_AGGREGATED.into();
         existing.push(Condition {
             type_: "Placed".into(),
             status: "True".into(),

@@ -6,7 +6,9 @@
 use serde_json::json;
 use work_api::{ConditionRule, ConditionRuleType, condition_types};
 
-use crate::{ConditionUpdate, Evaluator, Status, cap_message, reasons, well_known};
+use crate::condition::{ConditionUpdate, Status, cap_message, reasons};
+use crate::evaluator::Evaluator;
+use crate::well_known;
 
 /// One condition per rule of the manifest (`api_version`, `kind`) that would yield one on a live
 /// object: Unknown / `ConditionRuleNotEvaluated` with `why` as the message. Invalid rules keep

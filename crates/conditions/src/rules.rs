@@ -10,11 +10,16 @@ use cel::{Context, Value};
 use regex::Regex;
 use work_api::{ConditionRule, ConditionRuleType, condition_types};
 
-use crate::budget::ManifestBudget;
-use crate::cache::Compiled;
-use crate::engine::Engine;
-use crate::prepared::ObjectVariable;
-use crate::{ConditionUpdate, EvalError, Status, cap_message, convert, reasons, well_known};
+use crate::cel::budget::ManifestBudget;
+use crate::cel::cache::Compiled;
+use crate::cel::convert;
+use crate::cel::engine::Engine;
+use crate::cel::prepared::ObjectVariable;
+use crate::condition::{
+    CONDITION_RULE_REASON_PREFIX, ConditionUpdate, Status, cap_message, reasons,
+};
+use crate::error::EvalError;
+use crate::well_known;
 
 /// The Kubernetes condition reason pattern.
 static REASON_PATTERN: LazyLock<Option<Regex>> =
@@ -167,8 +172,8 @@ impl<'a> ObjectScope<'a> {
             },
         };
         let reason = match outcome.reason {
-            Some(r) if r.starts_with(crate::CONDITION_RULE_REASON_PREFIX) => r,
-            Some(r) => format!("{}{r}", crate::CONDITION_RULE_REASON_PREFIX),
+            Some(r) if r.starts_with(CONDITION_RULE_REASON_PREFIX) => r,
+            Some(r) => format!("{}{r}", CONDITION_RULE_REASON_PREFIX),
             None => reasons::CONDITION_RULE_EVALUATED.to_string(),
         };
         let message = match outcome.message {
@@ -331,12 +336,11 @@ fn interpret(value: Value) -> Result<Outcome, EvalError> {
                     }
                     ("reason", Value::String(s)) => {
                         let valid = REASON_PATTERN.as_ref().is_some_and(|re| re.is_match(s))
-                            && s.len() + crate::CONDITION_RULE_REASON_PREFIX.len()
-                                <= MAX_REASON_LEN;
+                            && s.len() + CONDITION_RULE_REASON_PREFIX.len() <= MAX_REASON_LEN;
                         if !valid {
                             return Err(invalid(format!(
                                 "reason {s:?} does not match ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$ (at most {} bytes)",
-                                MAX_REASON_LEN - crate::CONDITION_RULE_REASON_PREFIX.len()
+                                MAX_REASON_LEN - CONDITION_RULE_REASON_PREFIX.len()
                             )));
                         }
                         outcome.reason = Some(s.to_string());

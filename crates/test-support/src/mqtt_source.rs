@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 pub use crate::maestro::Error;
-// Where the gRPC client's tests (`tests/grpc_client.rs`) import it from.
+// Where the gRPC client's tests (`tests/transports/grpc_client.rs`) import it from.
 pub use crate::maestro::StatusOutcome;
 use crate::maestro::{Maestro, ResyncAnswer, Wire};
 

@@ -16,8 +16,8 @@ use agent::{AgentConfig, Clients};
 use cloudevents::client::ClientOptions;
 use cloudevents::config::{GrpcConfig, MqttConfig, PubSubConfig};
 use cloudevents::grpc::{GrpcClientOptions, GrpcTransport};
-use cloudevents::mqtt::MqttTransport;
 use cloudevents::mqtt::Topics;
+use cloudevents::mqtt::{MqttClientOptions, MqttTransport};
 use cloudevents::pubsub::{PubSubClientOptions, PubSubTransport};
 use cloudevents::transport::Transport;
 
@@ -295,7 +295,7 @@ pub enum HubChoice {
     /// ManifestWorks on a Kubernetes hub, through this client.
     Kube(kube::Client),
     /// CloudEvents from a source behind an MQTT broker.
-    Mqtt(Box<ClientOptions>),
+    Mqtt(Box<MqttClientOptions>),
     /// CloudEvents from a gRPC source.
     Grpc(Box<GrpcClientOptions>),
     /// CloudEvents through Google Pub/Sub topics and subscriptions.

@@ -271,6 +271,11 @@ mod tests {
                         "scope": "Namespaced", "versions": [{"name": "v1", "served": true, "storage": true}]}})
     }
 
+    /// A dependency on manifest `index` for `need`, written short.
+    fn on(index: usize, need: Need) -> Dependency {
+        Dependency { on: index, need }
+    }
+
     fn object(api_version: &str, kind: &str, namespace: &str, name: &str) -> Value {
         let mut v = json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}});
         if !namespace.is_empty() {
@@ -289,26 +294,8 @@ mod tests {
             object("v1", "Namespace", "", "app"),
         ];
         let deps = dependencies(&manifests);
-        assert_eq!(
-            deps[0],
-            vec![
-                Dependency {
-                    on: 3,
-                    need: Need::Established
-                },
-                Dependency {
-                    on: 4,
-                    need: Need::Active
-                },
-            ]
-        );
-        assert_eq!(
-            deps[1],
-            vec![Dependency {
-                on: 4,
-                need: Need::Active
-            }]
-        );
+        assert_eq!(deps[0], vec![on(3, Need::Established), on(4, Need::Active)]);
+        assert_eq!(deps[1], vec![on(4, Need::Active)]);
         assert!(deps[3].is_empty() && deps[4].is_empty());
         let (order, broken) = order(&[4, 3, 2, 1, 0], &deps);
         assert_eq!(order, [4, 3, 2, 1, 0]);
@@ -341,13 +328,7 @@ mod tests {
             object("metrics.example.io/v1", "Usage", "", "other-version"),
         ];
         let deps = dependencies(&manifests);
-        assert_eq!(
-            deps[0],
-            vec![Dependency {
-                on: 1,
-                need: Need::Available
-            }]
-        );
+        assert_eq!(deps[0], vec![on(1, Need::Available)]);
         assert!(deps[2].is_empty(), "another version is not served by it");
     }
 
@@ -404,13 +385,7 @@ mod tests {
         };
         let manifests = vec![apiservice("a"), apiservice("b")];
         let deps = dependencies(&manifests);
-        assert_eq!(
-            deps[0],
-            vec![Dependency {
-                on: 1,
-                need: Need::Available
-            }]
-        );
+        assert_eq!(deps[0], vec![on(1, Need::Available)]);
         let (order, broken) = order(&[0, 1], &deps);
         assert_eq!(order, [0, 1]);
         assert_eq!(broken, [0]);

@@ -6,11 +6,13 @@
 //! `--workload-source-driver=grpc`) and behind Pub/Sub (a private Google `pstest` fake built by
 //! `e2e/scripts/pubsub-fake.sh`, Maestro's agent command line, `--workload-source-driver=pubsub`).
 //! Filter by transport: `mqtt::`, `grpc::`, `pubsub::`, `mqtt_only::`, `grpc_only::`,
-//! `pubsub_only::`.
+//! `pubsub_only::`. `cert_expiry::`: client certificate rotation behind a mosquitto and the gRPC
+//! source that both refuse expired certificates.
 
 #[path = "../agent_common/mod.rs"]
 mod agent_common;
 mod both;
+mod cert_expiry;
 mod env;
 mod grpc_only;
 mod mqtt_only;

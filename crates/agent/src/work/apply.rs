@@ -12,9 +12,9 @@ use work_api::{
     ManifestWorkStatus, UpdateStrategyType,
 };
 
-use crate::context::Context;
 use crate::metrics::{ApplyLabels, StrategyLabels};
 use crate::spoke::watches::{Cached, ObjectKey};
+use crate::work::context::Context;
 use crate::work::evaluate::{self, CompleteRules};
 use crate::work::outcome::{Feedback, Live, ManifestOutcome, not_evaluated_because};
 use crate::work::status::ManifestDesired;

@@ -15,11 +15,11 @@ use work_api::{
     MANIFEST_WORK_FINALIZER, ManifestWork,
 };
 
-use crate::context::Context;
 use crate::error::Error;
 use crate::finalizer_patch::set_finalizers;
 use crate::spoke::watches::{Cached, ObjectKey};
 use crate::work::completion_memory::Remembered;
+use crate::work::context::Context;
 use crate::work::status;
 use applier::readiness::{self, Need};
 use applier::{ManifestId, gates, manifests};

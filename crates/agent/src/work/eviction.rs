@@ -28,10 +28,10 @@ use serde_json::json;
 use work_api::{APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestWork};
 
 use crate::config::{AgentConfig, EVICTION_DISABLED_AT};
-use crate::context::Context;
 use crate::hub::GoneWork;
 use crate::hub::stored_work::StoredWork;
 use crate::work::completion_memory::Remembered;
+use crate::work::context::Context;
 use crate::work::deletion;
 
 /// Longest time between two scans.

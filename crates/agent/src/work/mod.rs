@@ -5,6 +5,7 @@
 pub mod admission;
 pub mod apply;
 pub mod completion_memory;
+pub mod context;
 pub mod deletion;
 pub mod evaluate;
 pub mod eviction;

@@ -15,7 +15,6 @@ use work_api::{
     ManifestWorkStatus,
 };
 
-use crate::context::Context;
 use crate::error::Error;
 use crate::finalizer_patch::with_finalizer;
 use crate::hub::stored_work::StoredWork;
@@ -24,6 +23,7 @@ use crate::metrics::ControllerLabels;
 use crate::spoke::applied_work::AppliedState;
 use crate::spoke::watches::ObjectKey;
 use crate::work::completion_memory::{self, Remembered};
+use crate::work::context::Context;
 use crate::work::status::{self, DesiredStatus, StatusPlan};
 use crate::work::{apply, deletion, ttl};
 use applier::{manifests, record};

@@ -6,9 +6,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::Event;
 use work_api::ManifestWork;
 
-use crate::context::Context;
 use crate::error::Error;
 use crate::hub::Hub;
+use crate::work::context::Context;
 
 /// TTL garbage collection of a completed work: requeue for exactly the time left, or delete.
 pub async fn ttl_step(work: &ManifestWork, ctx: &Context) -> Result<Action, Error> {

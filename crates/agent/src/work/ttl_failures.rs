@@ -4,8 +4,8 @@
 
 use kube::runtime::controller::Action;
 
-use crate::context::Context;
 use crate::metrics::ReasonLabels;
+use crate::work::context::Context;
 
 /// Handles the outcome of a TTL deletion attempt: for [`gc::GcOutcome::Forbidden`] counts it,
 /// logs it and returns the requeue after the backoff; any other outcome clears the work's

@@ -13,7 +13,7 @@ use crate::queue::{LatestQueue, Unheard, goes_after};
 use crate::transport::Sent;
 use crate::types;
 
-use super::Stats;
+use super::stats::Stats;
 
 /// First delay before an unheard event is sent again as a probe.
 const UNHEARD_RETRY_MIN: Duration = Duration::from_secs(1);

@@ -32,7 +32,8 @@ use crate::client::ClientOptions;
 use crate::config::{MQTT_MAX_PACKET, MqttConfig, mqtt_client_id};
 use crate::error::one_line;
 use crate::event::CloudEvent;
-use crate::mqtt::{self, Message, Topics};
+use crate::mqtt::binding::{self, Message};
+use crate::mqtt::topics::Topics;
 use crate::tls::ReloadingClientCert;
 use crate::transport::{EventSender, Received, Sent, Transport};
 use crate::types::{self, EventType};
@@ -80,6 +81,9 @@ impl Pending {
         self.acks.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
+
+/// Options of the MQTT client.
+pub type MqttClientOptions = ClientOptions<MqttConfig>;
 
 /// The MQTT wire to a source.
 pub struct MqttTransport {
@@ -169,11 +173,9 @@ fn packet_size(event: &CloudEvent, topic: &str, qos: QoS) -> usize {
         .datacontenttype
         .as_ref()
         .map_or(0, |ct| 1 + string(ct.len()));
-    let user_properties: usize = mqtt::binding::binary_attributes(event)
+    let user_properties: usize = binding::binary_attributes(event)
         .iter()
-        .map(|(name, value)| {
-            1 + string(mqtt::binding::PREFIX.len() + name.len()) + string(value.len())
-        })
+        .map(|(name, value)| 1 + string(binding::PREFIX.len() + name.len()) + string(value.len()))
         .sum();
     let properties = content_type + user_properties;
     let packet_id = if qos == QoS::AtMostOnce { 0 } else { 2 };
@@ -211,7 +213,7 @@ fn qos(q: u8) -> QoS {
 
 impl MqttTransport {
     /// The transport for the MQTT config of `opts`; connects on the client's first attempt.
-    pub fn new(opts: &ClientOptions<MqttConfig>) -> Result<Self, Error> {
+    pub fn new(opts: &MqttClientOptions) -> Result<Self, Error> {
         Topics::check_cluster(&opts.cluster)?;
         let cfg = &opts.config;
         let mut mo = MqttOptions::new(
@@ -286,7 +288,7 @@ impl MqttTransport {
     fn handle(&mut self, event: Event) -> Option<Received> {
         match event {
             Event::Incoming(Packet::Publish(p)) => {
-                Some(match mqtt::from_message(&to_message(&p)) {
+                Some(match binding::from_message(&to_message(&p)) {
                     Ok(ev) => Received::Event(ev),
                     Err(e) => Received::Malformed(e),
                 })
@@ -491,7 +493,7 @@ impl EventSender for MqttSender {
             return Sent::TooLarge(e.to_string());
         }
         let topic = self.shape.topic(&fitted).to_string();
-        let msg = mqtt::to_binary(&fitted);
+        let msg = binding::to_binary(&fitted);
         let props = PublishProperties {
             content_type: msg.content_type,
             user_properties: msg.user_properties,
@@ -539,7 +541,7 @@ mod tests {
     /// The PUBLISH rumqttc makes of `event` (as [`MqttSender::send`] asks for it, with the packet
     /// id its state gives it): `Publish::size`, and the bytes it writes.
     fn rumqttc_sizes(event: &CloudEvent, topic: &str, qos: QoS) -> (usize, usize) {
-        let msg = mqtt::to_binary(event);
+        let msg = binding::to_binary(event);
         let props = PublishProperties {
             content_type: msg.content_type,
             user_properties: msg.user_properties,

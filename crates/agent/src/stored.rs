@@ -25,8 +25,9 @@ use crate::packed::PackedJson;
 pub struct Stored<K> {
     /// Name, namespace, uid, resourceVersion, generation, finalizers, deletion.
     pub metadata: Arc<ObjectMeta>,
-    /// A digest of the labels, which stay in the text: a map of even one label costs a 544-byte
-    /// B-tree node, and the queue only asks whether they changed.
+    /// A digest of the labels and of the annotations that change what the agent does with the
+    /// object (gates, drift modes, holds), which stay in the text: a map of even one label costs
+    /// a 544-byte B-tree node, and the queue only asks whether they changed.
     labels: u64,
     /// The object as JSON text, packed, its metadata only what `metadata` leaves out
     /// (labels, annotations and owner references): each other field is held once, in `metadata`.
@@ -54,7 +55,10 @@ impl<K: DeserializeOwned + Resource> Stored<K> {
         }
         let mut metadata: ObjectMeta = serde_json::from_value(meta.clone()).ok()?;
         // The queue and the scans need none of these; the decoded object has them all.
-        let labels = labels_digest(metadata.labels.take().as_ref());
+        let labels = labels_digest(
+            metadata.labels.take().as_ref(),
+            metadata.annotations.as_ref(),
+        );
         metadata.annotations = None;
         metadata.owner_references = None;
         if let Some(meta) = meta.as_object_mut() {
@@ -77,8 +81,8 @@ impl<K: DeserializeOwned + Resource> Stored<K> {
         self.json.len()
     }
 
-    /// Whether `other`'s labels differ from these (by digest: two label maps that differ collide
-    /// with a chance of one in 2^64).
+    /// Whether `other`'s labels, or its annotations that change what the agent does, differ from
+    /// these (by digest: two that differ collide with a chance of one in 2^64).
     pub fn labels_differ(&self, other: &Self) -> bool {
         self.labels != other.labels
     }
@@ -98,16 +102,31 @@ impl<K: DeserializeOwned + Resource> Stored<K> {
     }
 }
 
-/// A digest of a label map (0 for none or an empty map).
-fn labels_digest(labels: Option<&BTreeMap<String, String>>) -> u64 {
-    match labels {
-        Some(labels) if !labels.is_empty() => {
-            let mut hasher = std::hash::DefaultHasher::new();
-            labels.hash(&mut hasher);
-            hasher.finish().max(1)
-        }
-        _ => 0,
+/// Annotations whose change changes what the agent does with a work: a work re-queues itself
+/// when one changes, as when its labels do.
+const ACTING_ANNOTATIONS: &[&str] = &[
+    applier::gates::ANNOTATION,
+    applier::drift::ANNOTATION,
+    applier::holds::ANNOTATION,
+];
+
+/// A digest of a label map and of the [`ACTING_ANNOTATIONS`] (0 for none of either).
+fn labels_digest(
+    labels: Option<&BTreeMap<String, String>>,
+    annotations: Option<&BTreeMap<String, String>>,
+) -> u64 {
+    let acting: Vec<(&str, &str)> = ACTING_ANNOTATIONS
+        .iter()
+        .filter_map(|k| Some((*k, annotations?.get(*k)?.as_str())))
+        .collect();
+    let labels = labels.filter(|l| !l.is_empty());
+    if labels.is_none() && acting.is_empty() {
+        return 0;
     }
+    let mut hasher = std::hash::DefaultHasher::new();
+    labels.hash(&mut hasher);
+    acting.hash(&mut hasher);
+    hasher.finish().max(1)
 }
 
 impl<'de, K: DeserializeOwned + Resource> Deserialize<'de> for Stored<K> {
@@ -223,6 +242,29 @@ mod tests {
             Arc::ptr_eq(&a.metadata, &shared.metadata),
             "a clone shares the metadata"
         );
+    }
+
+    #[test]
+    fn a_change_of_an_annotation_that_changes_what_the_agent_does_is_seen() {
+        let with = |annotations: Value| -> StoredWork {
+            serde_json::from_value(json!({
+                "apiVersion": "work.open-cluster-management.io/v1", "kind": "ManifestWork",
+                "metadata": {"name": "w", "namespace": "c1", "annotations": annotations},
+                "spec": {}
+            }))
+            .expect("a work")
+        };
+        let plain = with(json!({"note": "a"}));
+        assert!(
+            !plain.labels_differ(&with(json!({"note": "b"}))),
+            "other annotations"
+        );
+        assert!(!plain.labels_differ(&with(Value::Null)));
+        let report = with(json!({applier::drift::ANNOTATION: "ReportOnly"}));
+        assert!(plain.labels_differ(&report));
+        assert!(report.labels_differ(&with(json!({applier::drift::ANNOTATION: "Correct"}))));
+        assert!(plain.labels_differ(&with(json!({applier::holds::ANNOTATION: "[]"}))));
+        assert!(plain.labels_differ(&with(json!({applier::gates::ANNOTATION: "[]"}))));
     }
 
     /// `original` stored and decoded is `original` as a `K`, without its managedFields.

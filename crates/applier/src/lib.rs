@@ -86,4 +86,4 @@ pub use owner::{
 };
 pub use resolver::{ResolvedResource, Resolver, manifest_id_of};
 pub use work_semantics::order::apply_order;
-pub use work_semantics::{ManifestId, gates, manifests, readiness, record};
+pub use work_semantics::{ManifestId, drift, gates, holds, manifests, readiness, record};

@@ -8,21 +8,10 @@ use sha2::{Digest, Sha256};
 
 use crate::ApplyError;
 use crate::owner::merge_owner_references;
+use work_semantics::SERVER_METADATA;
 
-/// Metadata fields the API server populates; never sent and never compared.
 /// Kind of the owners the agent writes (AppliedManifestWork).
 const APPLIED_MANIFEST_WORK_KIND: &str = "AppliedManifestWork";
-
-const SERVER_METADATA: &[&str] = &[
-    "resourceVersion",
-    "uid",
-    "generation",
-    "creationTimestamp",
-    "managedFields",
-    "selfLink",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-];
 
 /// Lowercase hex SHA-256 (first 32 digits) of a JSON value with object keys sorted, so the hash
 /// does not depend on key order.

@@ -21,6 +21,8 @@ pub mod condition_types {
     pub const STATUS_FEEDBACK_SYNCED: &str = "StatusFeedbackSynced";
     /// The work is being deleted.
     pub const DELETING: &str = "Deleting";
+    /// The manifest's object differs from the work (beyond upstream; see the drift modes).
+    pub const DRIFTED: &str = "Drifted";
     /// The well-known completion condition.
     pub const COMPLETE: &str = "Complete";
     /// The well-known health condition (beyond upstream).
@@ -29,5 +31,11 @@ pub mod condition_types {
     pub const PROGRESSING: &str = "Progressing";
 
     /// Condition types written by the agent itself, never by a rule.
-    pub const AGENT_OWNED: &[&str] = &[APPLIED, AVAILABLE, STATUS_FEEDBACK_SYNCED, DELETING];
+    pub const AGENT_OWNED: &[&str] = &[
+        APPLIED,
+        AVAILABLE,
+        STATUS_FEEDBACK_SYNCED,
+        DELETING,
+        DRIFTED,
+    ];
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 use work_api::{ConditionRule, ManifestWork};
 
 use crate::ManifestId;
+use crate::annotations;
 use crate::order::apply_order;
 use crate::readiness::{self, Dependency, Need};
 
@@ -49,33 +50,14 @@ pub struct Declared {
 /// used is in [`Declared::invalid`], with the reason a user reads on the work.
 pub fn declared<M: Borrow<Value>>(annotation: &str, manifests: &[M]) -> Declared {
     let mut out = Declared::default();
-    let entries = match serde_json::from_str::<Value>(annotation) {
-        Ok(Value::Array(entries)) => entries,
-        Ok(_) => {
-            out.invalid
-                .push((None, format!("{ANNOTATION} is not a JSON list")));
-            return out;
-        }
-        Err(e) => {
-            out.invalid
-                .push((None, format!("{ANNOTATION} is not valid JSON: {e}")));
+    let entries = match annotations::entries(annotation, ANNOTATION, MAX_GATES, "gates") {
+        Ok(entries) => entries,
+        Err(why) => {
+            out.invalid.push((None, why));
             return out;
         }
     };
-    if entries.len() > MAX_GATES {
-        out.invalid.push((
-            None,
-            format!(
-                "{ANNOTATION} declares {} gates, at most {MAX_GATES}",
-                entries.len()
-            ),
-        ));
-        return out;
-    }
-    let ids: Vec<Option<ManifestId>> = manifests
-        .iter()
-        .map(|m| ManifestId::of(m.borrow()).ok())
-        .collect();
+    let ids = annotations::ids(manifests);
     for (n, entry) in entries.iter().enumerate() {
         match gate_of(entry, &ids) {
             Ok(gate) => out.gates.push(gate),
@@ -90,7 +72,7 @@ pub fn declared<M: Borrow<Value>>(annotation: &str, manifests: &[M]) -> Declared
 /// One entry as a gate; else the waiting manifest if known, and why.
 fn gate_of(entry: &Value, ids: &[Option<ManifestId>]) -> Result<Gate, (Option<usize>, String)> {
     let manifest = match entry.get("manifest") {
-        Some(r) => find(r, ids).map_err(|e| (None, e))?,
+        Some(r) => find_manifest(r, ids).map_err(|e| (None, e))?,
         None => return Err((None, "no \"manifest\"".to_string())),
     };
     let held = |why: String| (Some(manifest), why);
@@ -98,7 +80,7 @@ fn gate_of(entry: &Value, ids: &[Option<ManifestId>]) -> Result<Gate, (Option<us
         .get("waitFor")
         .ok_or_else(|| held("no \"waitFor\"".to_string()))?;
     let on = match wait_for.get("manifest") {
-        Some(r) => find(r, ids).map_err(held)?,
+        Some(r) => find_manifest(r, ids).map_err(held)?,
         None => return Err(held("no \"waitFor.manifest\"".to_string())),
     };
     let condition = match wait_for.get("condition").and_then(Value::as_str) {
@@ -130,7 +112,10 @@ fn gate_of(entry: &Value, ids: &[Option<ManifestId>]) -> Result<Gate, (Option<us
 }
 
 /// The index a reference names: an ordinal, or the one manifest of that identity.
-fn find(reference: &Value, ids: &[Option<ManifestId>]) -> Result<usize, String> {
+pub(crate) fn find_manifest(
+    reference: &Value,
+    ids: &[Option<ManifestId>],
+) -> Result<usize, String> {
     if let Some(n) = reference.as_u64() {
         return usize::try_from(n)
             .ok()
@@ -197,11 +182,7 @@ impl Plan {
 
 /// The gates `work` declares: the value of its [`ANNOTATION`], if any.
 pub fn annotation_of(work: &ManifestWork) -> Option<&str> {
-    work.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION))
-        .map(String::as_str)
+    annotations::value(work, ANNOTATION)
 }
 
 /// Whether a manifest with `rules` writes `condition`: one of its rules' types, or the agent's own

@@ -3,6 +3,19 @@
 
 use serde_json::Value;
 
+/// Metadata the API server writes, never the manifest's to set: a write leaves it out and a
+/// comparison with the live object skips it.
+pub const SERVER_METADATA: &[&str] = &[
+    "resourceVersion",
+    "uid",
+    "generation",
+    "creationTimestamp",
+    "managedFields",
+    "selfLink",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
+
 /// A manifest that does not say what it is: no kind, no name, metadata of the wrong shape.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("invalid manifest: {0}")]

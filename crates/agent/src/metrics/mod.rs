@@ -140,6 +140,8 @@ pub struct Metrics {
     pub works: Family<StateLabels, Gauge>,
     /// Works that became Complete.
     pub completions_total: Counter,
+    /// Drifted objects the agent wrote back (Correct mode).
+    pub drift_corrections_total: Counter,
     /// Time from a work's creation to its Complete condition.
     pub time_to_complete_seconds: Histogram,
     /// Completed works waiting for their TTL deadline.
@@ -197,6 +199,7 @@ impl Metrics {
         let m = Self {
             works: Family::default(),
             completions_total: Counter::default(),
+            drift_corrections_total: Counter::default(),
             time_to_complete_seconds: histogram_long_seconds(),
             ttl_pending_deletions: Gauge::default(),
             ttl_deletions_total: Counter::default(),
@@ -229,6 +232,11 @@ impl Metrics {
             "completions",
             "ManifestWorks that became Complete",
             m.completions_total.clone(),
+        );
+        registry.register(
+            "drift_corrections",
+            "Objects that differed from their ManifestWork and were written back",
+            m.drift_corrections_total.clone(),
         );
         registry.register(
             "time_to_complete_seconds",

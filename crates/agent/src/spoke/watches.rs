@@ -3,6 +3,10 @@
 //! objects to the works that apply them, so an event on an object re-queues exactly those
 //! works. Reconciles read the live objects from the stores (no GET); a store that has not
 //! finished its initial list says "unknown", and the caller reads the object instead.
+//!
+//! An object a work must see without writing it (a `ReportOnly` manifest, or one the work may take
+//! over only if identical) carries no label of the agent's: it gets a watch of its own, by name
+//! ([`Watches::watch_object`]), kept while a work asks for it.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -215,9 +219,26 @@ struct TypeWatch {
     synced: tokio::sync::watch::Receiver<bool>,
 }
 
+/// The watch and store of one object the agent does not label, with the works that ask for it.
+struct ObjectWatch {
+    handle: tokio::task::JoinHandle<()>,
+    store: ObjectStore,
+    resource: SharedResource,
+    synced: tokio::sync::watch::Receiver<bool>,
+    works: BTreeSet<Arc<str>>,
+}
+
 /// How long a reconcile waits for a new store's initial list before it reads the object
 /// itself: a list is one request for all objects of the type, a read one per object.
 const SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Which works a watch's events wake after a (re-)list: every work using its type, or only the
+/// works of its one object.
+#[derive(Clone, Debug)]
+enum Scope {
+    Type,
+    Object(ObjectKey),
+}
 
 /// Starts watches on demand, keeps their stores, and forwards events as work names to re-queue.
 pub struct Watches {
@@ -225,6 +246,9 @@ pub struct Watches {
     label_selector: String,
     index: Arc<Mutex<ResourceIndex>>,
     started: Mutex<HashMap<(String, String), TypeWatch>>,
+    objects: Mutex<HashMap<ObjectKey, ObjectWatch>>,
+    type_watches: std::sync::atomic::AtomicUsize,
+    object_watches: std::sync::atomic::AtomicUsize,
     trigger: Triggers,
     watches_gauge: Gauge,
     index_gauge: Gauge,
@@ -242,6 +266,9 @@ impl Watches {
             label_selector,
             index: Arc::default(),
             started: Mutex::default(),
+            objects: Mutex::default(),
+            type_watches: Default::default(),
+            object_watches: Default::default(),
             trigger,
             watches_gauge: Gauge::default(),
             index_gauge: Gauge::default(),
@@ -274,7 +301,7 @@ impl Watches {
             }
             used
         });
-        set_gauge(&self.watches_gauge, started.len());
+        self.count_type_watches(started.len());
     }
 
     /// Records one more object a work uses, before it is written: an event on it between the
@@ -287,10 +314,139 @@ impl Watches {
 
     /// Forgets a work; stops the watches no work needs any more.
     pub fn remove_work(&self, work: &str) {
+        self.keep_object_watches(work, &[]);
         let mut index = self.index.lock().unwrap_or_else(PoisonError::into_inner);
         index.remove_work(work);
         set_gauge(&self.index_gauge, index.object_count());
         self.stop_unused(&index);
+    }
+
+    /// Watches one object by name (with no label selector), for `work`: its events wake the
+    /// works indexed for it, as the type watches' do. Kept until no work keeps it
+    /// ([`Watches::keep_object_watches`]).
+    pub fn watch_object(
+        &self,
+        work: &str,
+        resource: &ResolvedResource,
+        namespace: &str,
+        name: &str,
+    ) {
+        let key = object_key(resource, namespace, name);
+        let namespace = key.namespace.as_str();
+        let mut objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(watch) = objects.get_mut(&key)
+            && !watch.handle.is_finished()
+        {
+            watch.works.insert(Arc::from(work));
+            return;
+        }
+        let api_resource = SharedResource::new(resource.api_resource());
+        let api: Api<LiveObject> = if namespace.is_empty() {
+            Api::all_with(self.spoke.clone(), &api_resource)
+        } else {
+            Api::namespaced_with(self.spoke.clone(), namespace, &api_resource)
+        };
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        let store = ObjectStore::default();
+        let writer = store.clone();
+        let (ready, synced) = tokio::sync::watch::channel(false);
+        let index = self.index.clone();
+        let trigger = self.trigger.clone();
+        let scope = Scope::Object(key.clone());
+        let (group, plural) = (key.group.clone(), key.resource.clone());
+        tracing::debug!(group = %group, resource = %plural, namespace = %namespace, name = %name, "starting an object watch");
+        let handle = tokio::spawn(async move {
+            let events = watcher::watcher(api, config).default_backoff();
+            forward_events(events, writer, ready, index, trigger, group, plural, scope).await;
+        });
+        objects.insert(
+            key,
+            ObjectWatch {
+                handle,
+                store,
+                resource: api_resource,
+                synced,
+                works: BTreeSet::from([Arc::from(work)]),
+            },
+        );
+        self.count_watches(objects.len());
+    }
+
+    /// Keeps, of the object watches `work` asked for, those of `keys`; stops every object watch
+    /// no work asks for any more.
+    pub fn keep_object_watches(&self, work: &str, keys: &[ObjectKey]) {
+        let mut objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);
+        if objects.is_empty() {
+            return;
+        }
+        objects.retain(|key, watch| {
+            if !keys.contains(key) {
+                watch.works.remove(work);
+            }
+            let used = !watch.works.is_empty();
+            if !used {
+                tracing::debug!(resource = %key.resource, namespace = %key.namespace, name = %key.name, "stopping an object watch: no work asks for it");
+                watch.handle.abort();
+            }
+            used
+        });
+        self.count_watches(objects.len());
+    }
+
+    /// Sets the watches gauge: the type watches and the object watches.
+    fn count_watches(&self, objects: usize) {
+        use std::sync::atomic::Ordering;
+        self.object_watches.store(objects, Ordering::Relaxed);
+        let types = self.type_watches.load(Ordering::Relaxed);
+        set_gauge(&self.watches_gauge, types + objects);
+    }
+
+    /// Sets the watches gauge after the type watches changed.
+    fn count_type_watches(&self, types: usize) {
+        use std::sync::atomic::Ordering;
+        self.type_watches.store(types, Ordering::Relaxed);
+        let objects = self.object_watches.load(Ordering::Relaxed);
+        set_gauge(&self.watches_gauge, types + objects);
+    }
+
+    /// The object as its own watch has it: `Unknown` while no watch of it is synced.
+    pub fn object_cached(
+        &self,
+        resource: &ResolvedResource,
+        namespace: &str,
+        name: &str,
+    ) -> Cached {
+        let key = object_key(resource, namespace, name);
+        let objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);
+        match objects.get(&key) {
+            Some(w) => look_up(&w.store, &w.resource, &w.synced, &w.handle, &key),
+            None => Cached::Unknown,
+        }
+    }
+
+    /// [`Watches::object_cached`], after waiting (up to 10 s) for the object watch's first list.
+    pub async fn object_cached_when_synced(
+        &self,
+        resource: &ResolvedResource,
+        namespace: &str,
+        name: &str,
+    ) -> Cached {
+        let synced = self
+            .objects
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&object_key(resource, namespace, name))
+            .map(|w| w.synced.clone());
+        wait_synced(synced).await;
+        self.object_cached(resource, namespace, name)
+    }
+
+    /// Number of object watches running.
+    pub fn object_watch_count(&self) -> usize {
+        self.objects
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
     }
 
     /// Number of watches running (one per group+resource).
@@ -304,19 +460,15 @@ impl Watches {
     /// The object as the watch cache has it.
     pub fn cached(&self, resource: &ResolvedResource, namespace: &str, name: &str) -> Cached {
         let started = self.started.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(watch) = started.get(&(resource.group.clone(), resource.plural.clone())) else {
-            return Cached::Unknown;
-        };
-        if !*watch.synced.borrow() || watch.handle.is_finished() {
-            return Cached::Unknown;
-        }
-        let namespace = if resource.namespaced { namespace } else { "" };
-        match watch.store.get(namespace, name) {
-            None => Cached::Absent,
-            Some(object) => match object_value(&object, &watch.resource) {
-                Some(value) => Cached::Present(value),
-                None => Cached::Unknown,
-            },
+        match started.get(&(resource.group.clone(), resource.plural.clone())) {
+            Some(w) => look_up(
+                &w.store,
+                &w.resource,
+                &w.synced,
+                &w.handle,
+                &object_key(resource, namespace, name),
+            ),
+            None => Cached::Unknown,
         }
     }
 
@@ -333,9 +485,7 @@ impl Watches {
             .unwrap_or_else(PoisonError::into_inner)
             .get(&(resource.group.clone(), resource.plural.clone()))
             .map(|w| w.synced.clone());
-        if let Some(mut synced) = synced {
-            let _ = tokio::time::timeout(SYNC_WAIT, synced.wait_for(|s| *s)).await;
-        }
+        wait_synced(synced).await;
         self.cached(resource, namespace, name)
     }
 
@@ -358,7 +508,17 @@ impl Watches {
         tracing::debug!(group = %group, resource = %plural, "starting watch");
         let handle = tokio::spawn(async move {
             let events = watcher::watcher(api, config).default_backoff();
-            forward_events(events, writer, ready, index, trigger, group, plural).await;
+            forward_events(
+                events,
+                writer,
+                ready,
+                index,
+                trigger,
+                group,
+                plural,
+                Scope::Type,
+            )
+            .await;
         });
         started.insert(
             key,
@@ -369,7 +529,49 @@ impl Watches {
                 synced,
             },
         );
-        set_gauge(&self.watches_gauge, started.len());
+        self.count_type_watches(started.len());
+    }
+}
+
+/// The key of an object of `resource` (without a namespace when the resource has none).
+fn object_key(resource: &ResolvedResource, namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey {
+        group: resource.group.clone(),
+        resource: resource.plural.clone(),
+        namespace: if resource.namespaced {
+            namespace.to_string()
+        } else {
+            String::new()
+        },
+        name: name.to_string(),
+    }
+}
+
+/// What a store says of the object `key`: `Unknown` until its watch has listed, or once the
+/// watch has ended.
+fn look_up(
+    store: &ObjectStore,
+    resource: &SharedResource,
+    synced: &tokio::sync::watch::Receiver<bool>,
+    handle: &tokio::task::JoinHandle<()>,
+    key: &ObjectKey,
+) -> Cached {
+    if !*synced.borrow() || handle.is_finished() {
+        return Cached::Unknown;
+    }
+    match store.get(&key.namespace, &key.name) {
+        None => Cached::Absent,
+        Some(object) => match object_value(&object, resource) {
+            Some(value) => Cached::Present(value),
+            None => Cached::Unknown,
+        },
+    }
+}
+
+/// Waits (up to [`SYNC_WAIT`]) until a store has its first list.
+async fn wait_synced(synced: Option<tokio::sync::watch::Receiver<bool>>) {
+    if let Some(mut synced) = synced {
+        let _ = tokio::time::timeout(SYNC_WAIT, synced.wait_for(|s| *s)).await;
     }
 }
 
@@ -378,7 +580,8 @@ impl Watches {
 /// store takes the listed objects only when the list is done, and an object deleted while the
 /// watch was down has no event at all. So once a list is done every work using the type is
 /// woken, and not before (a reconcile woken by a listed object would read the store's older
-/// copy).
+/// copy). An object watch's list wakes only the works of its object.
+#[allow(clippy::too_many_arguments)]
 async fn forward_events<S>(
     events: S,
     store: ObjectStore,
@@ -387,6 +590,7 @@ async fn forward_events<S>(
     trigger: Triggers,
     group: String,
     plural: String,
+    scope: Scope,
 ) where
     S: futures::Stream<Item = Result<Event<LiveObject>, watcher::Error>>,
 {
@@ -410,10 +614,11 @@ async fn forward_events<S>(
             }
             Ok(Event::InitDone) => {
                 ready.send_replace(true);
-                index
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .works_of_type(&group, &plural)
+                let index = index.lock().unwrap_or_else(PoisonError::into_inner);
+                match &scope {
+                    Scope::Type => index.works_of_type(&group, &plural),
+                    Scope::Object(key) => index.works_of(key),
+                }
             }
             Ok(Event::Init | Event::InitApply(_)) => continue,
             Err(e) => {
@@ -433,6 +638,14 @@ impl Drop for Watches {
     fn drop(&mut self) {
         for (_, watch) in self
             .started
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain()
+        {
+            watch.handle.abort();
+        }
+        for (_, watch) in self
+            .objects
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .drain()
@@ -495,6 +708,7 @@ mod tests {
             trigger,
             String::new(),
             "configmaps".into(),
+            Scope::Type,
         ));
         (events_tx, triggers, store, task)
     }

@@ -5,21 +5,27 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
+use conditions::{Condition, ConditionUpdate};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use serde_json::Value;
 use work_api::{
     AppliedManifestResourceMeta, AppliedManifestWork, ManifestResourceMeta, ManifestWork,
-    ManifestWorkStatus, UpdateStrategyType,
+    ManifestWorkStatus, UpdateStrategyType, condition_types,
 };
 
 use crate::metrics::{ApplyLabels, StrategyLabels};
 use crate::spoke::watches::{Cached, ObjectKey};
 use crate::work::context::Context;
+use crate::work::drift::{self, Seen};
 use crate::work::evaluate::{self, CompleteRules};
+use crate::work::holds as hold_rules;
 use crate::work::outcome::{Feedback, Live, ManifestOutcome, not_evaluated_because};
 use crate::work::status::ManifestDesired;
 use crate::{spoke::executor, spoke::feedback};
+use applier::drift::{FieldDrift, Mode, diff};
 use applier::gates;
+use applier::holds::Hold;
 use applier::manifests::{self, ManifestId, ManifestSettings};
 use applier::readiness::{self, Need};
 use applier::record;
@@ -41,6 +47,10 @@ pub struct WorkOutcome {
     /// Whether a custom resource waits for the API server to serve its kind, its
     /// CustomResourceDefinition being Established (discovery follows within moments).
     pub awaiting_discovery: bool,
+    /// The objects the work watches by name (they carry no label of the agent's).
+    pub object_watches: Vec<ObjectKey>,
+    /// When the earliest hold of a rule condition is over (the work is looked at again then).
+    pub recheck_at: Option<Timestamp>,
 }
 
 /// Everything about one manifest a reconcile needs besides its outcome.
@@ -55,6 +65,8 @@ struct ManifestResult {
     as_dependency: AsDependency,
     /// Whether its kind is not served (discovery does not know it).
     unknown_kind: bool,
+    /// The object watched by name for it, if any.
+    object_watch: Option<ObjectKey>,
 }
 
 /// What the manifests that depend on a manifest see of it after its turn.
@@ -114,7 +126,23 @@ struct WorkScope<'a> {
     previously: Vec<AppliedManifestResourceMeta>,
     owner: k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference,
     labels: BTreeMap<String, String>,
+    /// Each manifest's drift mode, or why it cannot be known.
+    modes: Vec<Result<Mode, String>>,
+    /// Whether the work declares drift modes (its manifests then always carry `Drifted`).
+    declared_modes: bool,
+    /// Each manifest's holds, or why they cannot be read.
+    holds: Vec<Result<Vec<Hold>, String>>,
+    /// The time the reconcile decides with (drift reports, holds).
+    now: Timestamp,
     ctx: &'a Context,
+}
+
+/// What taking over an object that exists found.
+enum TakeOver {
+    /// Write as `Correct` would, from this view of the object; the object watch kept, if any.
+    Proceed(Cached, Option<ObjectKey>),
+    /// Not taken over (it differs), or not readable: the manifest's result.
+    Refused(Box<ManifestResult>),
 }
 
 /// A manifest resolved to the object it names, with its settings.
@@ -190,8 +218,15 @@ pub async fn owned_resources(
             Some(target) => Ok(target),
             None => scope.target(idx, manifest).await,
         };
+        // A ReportOnly manifest (or one whose mode is unknown) writes nothing, so it is not
+        // recorded before: what its record held is carried over by the apply.
+        let writes = matches!(
+            scope.modes.get(idx),
+            Some(Ok(Mode::Correct | Mode::TakeOverIfIdentical))
+        );
         if let Ok(target) = target
             && target.owned()
+            && writes
         {
             out.push(target.applied_meta(""));
         }
@@ -259,6 +294,8 @@ pub async fn apply_work(
         transient_failure: false,
         failures: Vec::new(),
         awaiting_discovery: false,
+        object_watches: Vec::new(),
+        recheck_at: None,
     };
     for idx in order {
         // The order is a permutation of the indexes; anything else is skipped, not a panic.
@@ -300,6 +337,16 @@ pub async fn apply_work(
             result = scope.waiting(idx, manifest, &why);
             out.awaiting_discovery = true;
         }
+        // Holds on the rule conditions, before dependants read them: a gate sees what is reported.
+        if let ManifestDesired::Conditions { meta, updates, .. } = &mut result.desired
+            && let Some(holds) = scope.holds.get(idx)
+        {
+            let previous = scope.previous_conditions(meta);
+            if let Some(due) = hold_rules::apply(updates, holds, previous, scope.now) {
+                out.recheck_at = Some(out.recheck_at.map_or(due, |d| d.min(due)));
+            }
+        }
+        out.object_watches.extend(result.object_watch);
         out.applied.extend(result.applied);
         out.keys.extend(result.key);
         out.has_readonly |= result.readonly;
@@ -354,8 +401,117 @@ impl<'a> WorkScope<'a> {
                 applier::AGENT_LABEL.to_string(),
                 ctx.config.label_value.clone(),
             )]),
+            modes: applier::drift::modes_of(work),
+            declared_modes: applier::drift::annotation_of(work).is_some(),
+            holds: applier::holds::holds_of(work),
+            now: Timestamp::now(),
             ctx,
         }
+    }
+
+    /// The manifest's conditions as the work's status last reported them (matched by object).
+    fn previous_conditions(&self, meta: &ManifestResourceMeta) -> &[Condition] {
+        status_entry(self.work.status.as_ref(), meta, |m| m.group == meta.group)
+            .map(|m| m.conditions.as_slice())
+            .unwrap_or_default()
+    }
+
+    /// The manifest's `Drifted` condition now, from what was seen of its object.
+    fn drift_condition(&self, meta: &ManifestResourceMeta, seen: &Seen) -> Option<ConditionUpdate> {
+        let previous = self
+            .previous_conditions(meta)
+            .iter()
+            .find(|c| c.type_ == condition_types::DRIFTED);
+        drift::condition(seen, self.declared_modes, previous, self.now)
+    }
+
+    /// The manifest's drift mode (`Correct` when the work declares none).
+    fn mode(&self, idx: usize) -> Result<Mode, String> {
+        self.modes.get(idx).cloned().unwrap_or(Ok(Mode::Correct))
+    }
+
+    /// Whether the live object is the work's: it carries the work's ownerReference, or (for an
+    /// orphaned manifest, which gets none) the agent's label.
+    fn is_ours(&self, target: &Target, live: &Value) -> bool {
+        if target.orphan {
+            return live
+                .get("metadata")
+                .and_then(|m| m.get("labels"))
+                .and_then(|l| l.get(applier::AGENT_LABEL))
+                .and_then(Value::as_str)
+                == Some(self.ctx.config.label_value.as_str());
+        }
+        live.pointer("/metadata/ownerReferences")
+            .and_then(Value::as_array)
+            .is_some_and(|refs| {
+                refs.iter().any(|r| {
+                    !self.owner.uid.is_empty()
+                        && r.get("uid").and_then(Value::as_str) == Some(self.owner.uid.as_str())
+                })
+            })
+    }
+
+    /// Whether the manifest was applied as it is now: its `Applied` is True for the work's
+    /// generation. A difference then is drift, not a change of the work.
+    fn applied_at_generation(&self, meta: &ManifestResourceMeta) -> bool {
+        let generation = self.work.metadata.generation;
+        self.previous_conditions(meta).iter().any(|c| {
+            c.type_ == condition_types::APPLIED
+                && c.status == "True"
+                && generation.is_some()
+                && c.observed_generation == generation
+        })
+    }
+
+    /// How the cached object differed from the manifest before the write, when that is drift:
+    /// the manifest was applied at this generation and the object changed since (or went).
+    fn drift_before(&self, manifest: &Value, target: &Target, cached: &Cached) -> Vec<FieldDrift> {
+        if !self.applied_at_generation(&target.meta) {
+            return Vec::new();
+        }
+        match cached {
+            Cached::Present(live) => diff(manifest, live),
+            Cached::Absent => {
+                let was_there = self
+                    .previous_conditions(&target.meta)
+                    .iter()
+                    .any(|c| c.type_ == condition_types::AVAILABLE && c.status == "True");
+                if was_there {
+                    drift::deleted()
+                } else {
+                    Vec::new()
+                }
+            }
+            Cached::Unknown => Vec::new(),
+        }
+    }
+
+    /// The object as its own watch (by name) has it, the watch started for this work; read when
+    /// the watch cannot say. The key of the object watch, and the object (`Err`: unreadable).
+    async fn unlabelled(&self, target: &Target) -> (ObjectKey, Result<Option<Value>, String>) {
+        let ctx = self.ctx;
+        let (namespace, name) = (&target.id.namespace, &target.id.name);
+        ctx.watches
+            .watch_object(&self.name, &target.resolved, namespace, name);
+        // A cluster-scoped target has no namespace already (`target_of`).
+        let key = target.key();
+        let found = match ctx
+            .watches
+            .object_cached_when_synced(&target.resolved, namespace, name)
+            .await
+        {
+            Cached::Present(live) => Ok(Some(live)),
+            Cached::Absent => Ok(None),
+            Cached::Unknown => {
+                let ns = (!namespace.is_empty()).then_some(namespace.as_str());
+                match ctx.applier.get(&target.resolved, ns, name).await {
+                    Ok(found) => Ok(found),
+                    Err(e) if e.is_not_found() => Ok(None),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        };
+        (key, found)
     }
 
     /// Previously recorded resources of this object: kept while it cannot be applied, so it is
@@ -391,7 +547,33 @@ impl<'a> WorkScope<'a> {
             Ok(target) => target,
             Err(result) => return result,
         };
-        let cached = self.watch(&target, new_kind).await;
+        let mode = match self.mode(idx) {
+            Ok(mode) => mode,
+            Err(why) => return self.mode_unknown(target, new_kind, &why).await,
+        };
+        let mut cached = self.watch(&target, new_kind).await;
+        let mut object_watch = None;
+        // ReadOnly never writes: its drift is reported whatever the mode.
+        if !target.readonly {
+            match mode {
+                Mode::ReportOnly => {
+                    return self
+                        .report_only(manifest, target, cached, depended_on)
+                        .await;
+                }
+                Mode::TakeOverIfIdentical => {
+                    match self.take_over(manifest, &target, cached).await {
+                        TakeOver::Proceed(view, watch) => {
+                            cached = view;
+                            object_watch = watch;
+                        }
+                        TakeOver::Refused(result) => return *result,
+                    }
+                }
+                Mode::Correct => {}
+            }
+        }
+        let before = self.drift_before(manifest, &target, &cached);
         let started = Instant::now();
         // The executor is checked on every pass, not only before a write: a permission taken
         // away shows as Applied False even for an object that needs no write (answers are
@@ -401,10 +583,154 @@ impl<'a> WorkScope<'a> {
             Err(e) => Err(e),
         };
         self.count_apply(&target, &written, started);
-        match written {
-            Ok(done) => self.observe_written(target, done, depended_on).await,
-            Err(e) => self.observe_unwritten(target, cached, e).await,
+        let seen = seen_after(manifest, &written, before);
+        if matches!(seen, Seen::Corrected(_)) {
+            self.ctx.metrics.drift_corrections_total.inc();
         }
+        let mut result = match written {
+            Ok(done) => self.observe_written(target, done, depended_on, seen).await,
+            Err(e) => self.observe_unwritten(target, cached, e, seen).await,
+        };
+        result.object_watch = object_watch;
+        result
+    }
+
+    /// A ReportOnly manifest: never written; its object read from the watch cache (its own watch
+    /// by name when it carries no label of the agent's), its rules evaluated on it, and how it
+    /// differs reported. Its record is kept as it was: switching a manifest to ReportOnly
+    /// neither adopts nor deletes its object.
+    async fn report_only(
+        &self,
+        manifest: &Value,
+        target: Target,
+        cached: Cached,
+        depended_on: bool,
+    ) -> ManifestResult {
+        let (live, object_watch) = match cached {
+            Cached::Present(live) => (Ok(Some(live)), None),
+            Cached::Absent | Cached::Unknown => {
+                let (key, found) = self.unlabelled(&target).await;
+                (found, Some(key))
+            }
+        };
+        let live = match live {
+            Ok(live) => live,
+            Err(e) => {
+                let outcome = self
+                    .observed(&target, Ok(()), Live::Unreadable(e.clone()))
+                    .await;
+                let mut result = blocked(
+                    outcome,
+                    self.carry_over(&target.id, Some(&target.resolved.plural)),
+                    Some(target.key()),
+                    true,
+                    e,
+                );
+                result.object_watch = object_watch;
+                return result;
+            }
+        };
+        let seen = match &live {
+            Some(live) => seen_on(manifest, live),
+            None => Seen::Absent,
+        };
+        let carried = self.carry_over(&target.id, Some(&target.resolved.plural));
+        let done = applier::Applied {
+            outcome: applier::ApplyOutcome::ReadOnly,
+            resource: target.resolved.clone(),
+            object: live,
+        };
+        let mut result = self.observe_written(target, done, depended_on, seen).await;
+        result.applied = carried;
+        // An absent object is reported (`Drifted`), not retried: its watch brings the work back.
+        result.failure = None;
+        result.object_watch = object_watch;
+        result
+    }
+
+    /// TakeOverIfIdentical: the work's own object (or none) goes on as `Correct`; an object that
+    /// is not the work's is adopted only when it matches the manifest, else left alone and
+    /// reported, watched by name until it matches.
+    async fn take_over(&self, manifest: &Value, target: &Target, cached: Cached) -> TakeOver {
+        if let Cached::Present(live) = &cached
+            && self.is_ours(target, live)
+        {
+            return TakeOver::Proceed(cached, None);
+        }
+        let (key, found) = match cached {
+            // Labelled by another work of this agent: not this work's either.
+            Cached::Present(live) => (None, Ok(Some(live))),
+            Cached::Absent | Cached::Unknown => {
+                let (key, found) = self.unlabelled(target).await;
+                (Some(key), found)
+            }
+        };
+        let live = match found {
+            Ok(Some(live)) => live,
+            Ok(None) => return TakeOver::Proceed(Cached::Absent, key),
+            Err(e) => {
+                // Unread, it might be someone else's: nothing is written until it is read.
+                let why = format!("resource could not be read to decide a take-over: {e}");
+                let outcome = self
+                    .observed(target, Err(why.clone()), Live::Unreadable(e))
+                    .await;
+                let mut result = blocked(
+                    outcome,
+                    self.carry_over(&target.id, Some(&target.resolved.plural)),
+                    Some(target.key()),
+                    true,
+                    why,
+                );
+                result.object_watch = key;
+                return TakeOver::Refused(Box::new(result));
+            }
+        };
+        if self.is_ours(target, &live) {
+            return TakeOver::Proceed(Cached::Present(live), key);
+        }
+        let fields = diff(manifest, &live);
+        if fields.is_empty() {
+            tracing::info!(work = %self.name, manifest = %target.id.describe(), "taking over an object that matches the work");
+            return TakeOver::Proceed(Cached::Present(live), key);
+        }
+        let why = format!(
+            "{} exists, is not the work's and differs from it in {} field(s): left alone (TakeOverIfIdentical; see Drifted)",
+            target.id.describe(),
+            fields.len()
+        );
+        let mut outcome = self
+            .observed(target, Err(why.clone()), Live::Found(live))
+            .await;
+        outcome.drift = self.drift_condition(&outcome.meta, &Seen::NotTakenOver(fields));
+        let mut result = blocked(
+            outcome,
+            self.carry_over(&target.id, Some(&target.resolved.plural)),
+            Some(target.key()),
+            false,
+            why,
+        );
+        result.object_watch = key;
+        TakeOver::Refused(Box::new(result))
+    }
+
+    /// A manifest whose drift mode cannot be known: not written (which mode was meant is not
+    /// known, and `Correct` could overwrite what the author meant to keep), `Applied` False
+    /// saying why; what the cache has of its object still read.
+    async fn mode_unknown(&self, target: Target, new_kind: bool, why: &str) -> ManifestResult {
+        let message = format!("invalid drift mode: {why}");
+        let live = match self.watch(&target, new_kind).await {
+            Cached::Present(live) => Live::Found(live),
+            Cached::Absent => Live::Absent,
+            Cached::Unknown => Live::Unreadable("not read: the drift mode is invalid".into()),
+        };
+        let outcome = self.observed(&target, Err(message.clone()), live).await;
+        blocked(
+            outcome,
+            self.carry_over(&target.id, Some(&target.resolved.plural)),
+            Some(target.key()),
+            false,
+            message,
+        )
     }
 
     /// The result of a manifest that waits for another manifest of the work (`why` says which
@@ -436,6 +762,7 @@ impl<'a> WorkScope<'a> {
             failure: None,
             as_dependency: AsDependency::NotThere,
             unknown_kind: false,
+            object_watch: None,
         }
     }
 
@@ -516,6 +843,7 @@ impl<'a> WorkScope<'a> {
             failure: None,
             as_dependency: AsDependency::Kept(Vec::new()),
             unknown_kind: false,
+            object_watch: None,
         })
     }
 
@@ -718,6 +1046,7 @@ impl<'a> WorkScope<'a> {
         target: Target,
         done: applier::Applied,
         depended_on: bool,
+        seen: Seen,
     ) -> ManifestResult {
         let live = match done.object {
             Some(object) => Live::Found(object),
@@ -735,7 +1064,8 @@ impl<'a> WorkScope<'a> {
         }
         let key = target.key();
         let readonly = target.readonly;
-        let outcome = self.observed(&target, Ok(()), live).await;
+        let mut outcome = self.observed(&target, Ok(()), live).await;
+        outcome.drift = self.drift_condition(&outcome.meta, &seen);
         let failure = not_evaluated_because(&outcome.applied, &outcome.live);
         let as_dependency = match &outcome.live {
             Live::Found(object) if depended_on => AsDependency::Live(object.clone(), Vec::new()),
@@ -750,6 +1080,7 @@ impl<'a> WorkScope<'a> {
             failure,
             as_dependency,
             unknown_kind: false,
+            object_watch: None,
         }
     }
 
@@ -759,6 +1090,7 @@ impl<'a> WorkScope<'a> {
         target: Target,
         cached: Cached,
         e: applier::ApplyError,
+        seen: Seen,
     ) -> ManifestResult {
         let message = e.to_string();
         let ignore_fields_error = e.is_ignore_field_error();
@@ -788,6 +1120,7 @@ impl<'a> WorkScope<'a> {
         };
         let mut outcome = self.observed(&target, Err(message.clone()), live).await;
         outcome.ignore_fields_error = ignore_fields_error;
+        outcome.drift = self.drift_condition(&outcome.meta, &seen);
         let mut result = blocked(
             outcome,
             self.carry_over(&target.id, Some(&target.resolved.plural)),
@@ -829,6 +1162,7 @@ impl<'a> WorkScope<'a> {
             live,
             waiting: None,
             invalid_gate: None,
+            drift: None,
         }
     }
 
@@ -887,6 +1221,7 @@ impl<'a> WorkScope<'a> {
             feedback,
             waiting: None,
             invalid_gate: None,
+            drift: None,
         }
     }
 }
@@ -945,6 +1280,24 @@ fn describe(meta: &ManifestResourceMeta) -> String {
     }
 }
 
+/// The entry of `status` for the manifest `meta` names (same kind, namespace and name, and
+/// `also`).
+fn status_entry<'a>(
+    status: Option<&'a ManifestWorkStatus>,
+    meta: &ManifestResourceMeta,
+    also: impl Fn(&ManifestResourceMeta) -> bool,
+) -> Option<&'a work_api::ManifestCondition> {
+    status?
+        .resource_status
+        .as_ref()?
+        .manifests
+        .iter()
+        .find(|m| {
+            let m = &m.resource_meta;
+            m.kind == meta.kind && m.namespace == meta.namespace && m.name == meta.name && also(m)
+        })
+}
+
 /// Whether `status` already reports this feedback error for the manifest: its
 /// `StatusFeedbackSynced` condition is False with the message the error gives.
 fn feedback_already_reported(
@@ -953,17 +1306,7 @@ fn feedback_already_reported(
     error: &str,
 ) -> bool {
     let expected = conditions::feedback_condition(Err(error));
-    status
-        .and_then(|s| s.resource_status.as_ref())
-        .and_then(|r| {
-            r.manifests.iter().find(|m| {
-                let m = &m.resource_meta;
-                m.ordinal == meta.ordinal
-                    && m.kind == meta.kind
-                    && m.namespace == meta.namespace
-                    && m.name == meta.name
-            })
-        })
+    status_entry(status, meta, |m| m.ordinal == meta.ordinal)
         .and_then(|m| m.conditions.iter().find(|c| c.type_ == expected.type_))
         .is_some_and(|c| c.status == expected.status.as_str() && c.message == expected.message)
 }
@@ -1004,6 +1347,7 @@ fn unidentified(idx: usize, message: String) -> ManifestResult {
         feedback: Feedback::NoRules,
         waiting: None,
         invalid_gate: None,
+        drift: None,
     };
     blocked(outcome, Vec::new(), None, false, message)
 }
@@ -1029,6 +1373,42 @@ fn blocked(
         failure: Some(failure),
         as_dependency: AsDependency::NotThere,
         unknown_kind: false,
+        object_watch: None,
+    }
+}
+
+/// What the apply saw of a manifest's object for its `Drifted` condition: `before` is how the
+/// cached object differed from the manifest when that was drift (`WorkScope::drift_before`).
+/// A write that changed the object corrected it; a strategy that does not write (CreateOnly on
+/// an existing object, ReadOnly) reports how the object differs; a failed write leaves the drift.
+fn seen_after(
+    manifest: &Value,
+    written: &Result<applier::Applied, applier::ApplyError>,
+    before: Vec<FieldDrift>,
+) -> Seen {
+    use applier::ApplyOutcome as Outcome;
+    match written {
+        Ok(done) => match done.outcome {
+            Outcome::Created | Outcome::Updated if !before.is_empty() => Seen::Corrected(before),
+            Outcome::Created | Outcome::Updated | Outcome::Unchanged => Seen::Matches,
+            Outcome::CompleteBeforeUpdate => Seen::NotChecked,
+            Outcome::CreateOnlyExists | Outcome::ReadOnly => match &done.object {
+                Some(live) => seen_on(manifest, live),
+                None => Seen::NotChecked,
+            },
+        },
+        Err(_) if !before.is_empty() => Seen::Differs(before),
+        Err(_) => Seen::NotChecked,
+    }
+}
+
+/// How `live` compares with the manifest, for an object the agent does not write now.
+fn seen_on(manifest: &Value, live: &Value) -> Seen {
+    let fields = diff(manifest, live);
+    if fields.is_empty() {
+        Seen::Matches
+    } else {
+        Seen::Differs(fields)
     }
 }
 

@@ -55,6 +55,8 @@ pub struct ManifestOutcome {
     /// Why the manifest is never applied while the work is as it is: a gate of it can never hold
     /// (its `Applied` is then False `GateInvalid`, saying why).
     pub invalid_gate: Option<String>,
+    /// The manifest's `Drifted` condition (`work::drift`), if it carries one.
+    pub drift: Option<ConditionUpdate>,
 }
 
 /// Why a manifest's rules cannot be evaluated, if they cannot: its object was never applied, is
@@ -121,6 +123,7 @@ impl ManifestOutcome {
                 })
             }
         };
+        updates.extend(self.drift.iter().cloned());
         updates.extend(self.rules.iter().cloned());
         ManifestDesired::Conditions {
             meta: self.meta.clone(),
@@ -152,6 +155,7 @@ mod tests {
             feedback,
             waiting: None,
             invalid_gate: None,
+            drift: None,
         }
     }
 

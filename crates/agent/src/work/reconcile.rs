@@ -31,6 +31,9 @@ use applier::{manifests, record};
 /// Delay before retrying a manifest whose apply failed for a reason that may pass by itself.
 const TRANSIENT_RETRY: Duration = Duration::from_secs(5);
 
+/// Added to the wait for a hold to be over, so the reconcile it brings sees it over.
+const HOLD_MARGIN: Duration = Duration::from_millis(20);
+
 /// Delay before looking again for the kind of a CustomResourceDefinition that is Established but
 /// not in discovery yet (the API server adds it within moments, and no event says when).
 const DISCOVERY_RETRY: Duration = Duration::from_millis(100);
@@ -270,6 +273,8 @@ async fn apply_and_report(
         name: res.name.clone(),
     }));
     ctx.watches.set_work(&name, keys);
+    ctx.watches
+        .keep_object_watches(&name, &outcome.object_watches);
     if let Some(new) = &written
         && let Some(new_status) = &new.status
         && status::became_complete(work.status.as_ref(), new_status)
@@ -286,6 +291,7 @@ async fn apply_and_report(
         transient_failure: outcome.transient_failure,
         has_readonly: outcome.has_readonly,
         awaiting_discovery: outcome.awaiting_discovery,
+        recheck_at: outcome.recheck_at,
     };
     Ok(retry.action(&name, generation, ctx))
 }
@@ -297,6 +303,8 @@ struct Retry<'a> {
     transient_failure: bool,
     has_readonly: bool,
     awaiting_discovery: bool,
+    /// When a held rule condition is due (looked at again then; the decision is the times').
+    recheck_at: Option<Timestamp>,
 }
 
 impl Retry<'_> {
@@ -323,6 +331,13 @@ impl Retry<'_> {
         }
         if self.awaiting_discovery {
             sooner(DISCOVERY_RETRY);
+        }
+        if let Some(due) = self.recheck_at {
+            let left = due.duration_since(Timestamp::now());
+            // A few milliseconds late rather than early: a look before the hold is over finds it
+            // still held and only comes back again.
+            let wait = Duration::try_from(left).unwrap_or(Duration::ZERO) + HOLD_MARGIN;
+            sooner(wait);
         }
         next.map_or_else(Action::await_change, Action::requeue)
     }

@@ -13,6 +13,7 @@ const AGENT_WORK_CONDITIONS: &[&str] = &[
     condition_types::APPLIED,
     condition_types::AVAILABLE,
     condition_types::DELETING,
+    condition_types::DRIFTED,
 ];
 
 /// What one manifest's status should say.
@@ -74,6 +75,7 @@ pub fn build_status(
                     observed_generation,
                     now.clone(),
                 );
+                restart_progressing(previous, &mut conditions, observed_generation, &now);
                 if feedback.is_some()
                     && feedback_values(feedback.as_ref())
                         != feedback_values(old_entry.and_then(|m| m.status_feedback.as_ref()))
@@ -97,17 +99,19 @@ pub fn build_status(
         .collect();
     let lists: Vec<&[Condition]> = manifests.iter().map(|m| m.conditions.as_slice()).collect();
     let mut work_updates = conditions::aggregate_work_conditions(&lists);
+    work_updates.extend(crate::work::drift::work_condition(&lists));
     if desired.deleting {
         work_updates.push(deleting_condition());
     }
     let old_work: &[Condition] = old.map(|s| s.conditions.as_slice()).unwrap_or_default();
-    let work_conditions = conditions::merge_work_conditions(
+    let mut work_conditions = conditions::merge_work_conditions(
         old_work,
         &work_updates,
         AGENT_WORK_CONDITIONS,
         observed_generation,
-        now,
+        now.clone(),
     );
+    restart_progressing(old_work, &mut work_conditions, observed_generation, &now);
     ManifestWorkStatus {
         conditions: work_conditions,
         resource_status: Some(ManifestResourceStatus { manifests }),
@@ -152,6 +156,33 @@ impl StatusPlan {
             date_from(&mut status, since);
         }
         status
+    }
+}
+
+/// A new generation starts `Progressing` anew: its transition time moves to `now` even when its
+/// status stays, so a rollout that times its soak from it (ManifestWorkReplicaSet's
+/// `minSuccessTime` counts from `Progressing` False's transition) never counts time spent on
+/// the previous generation. Only a condition that was there for another generation moves.
+fn restart_progressing(
+    previous: &[Condition],
+    conditions: &mut [Condition],
+    observed_generation: Option<i64>,
+    now: &Time,
+) {
+    let Some(before) = previous
+        .iter()
+        .find(|c| c.type_ == condition_types::PROGRESSING)
+    else {
+        return;
+    };
+    if observed_generation.is_none() || before.observed_generation == observed_generation {
+        return;
+    }
+    if let Some(c) = conditions
+        .iter_mut()
+        .find(|c| c.type_ == condition_types::PROGRESSING)
+    {
+        c.last_transition_time = now.clone();
     }
 }
 
@@ -394,6 +425,75 @@ mod tests {
         }
         .over(None);
         assert_eq!(time_of(&undated.conditions, "Applied"), Some(t(100)));
+    }
+
+    #[test]
+    fn a_new_generation_restarts_progressing_but_nothing_else() {
+        let progressing = |status: Status| DesiredStatus {
+            manifests: vec![ManifestDesired::Conditions {
+                meta: meta(0, "a"),
+                updates: vec![
+                    conditions::applied_condition(Ok(())),
+                    update("Progressing", status, reasons::CONDITION_RULE_EVALUATED),
+                ],
+                feedback: None,
+            }],
+            deleting: false,
+        };
+        let time_of = |s: &ManifestWorkStatus, manifest: bool, ty: &str| {
+            let list = if manifest {
+                &s.resource_status.as_ref().expect("set").manifests[0].conditions
+            } else {
+                &s.conditions
+            };
+            list.iter()
+                .find(|c| c.type_ == ty)
+                .map(|c| c.last_transition_time.clone())
+        };
+        let first = build_status(None, &progressing(Status::False), Some(1), t(100));
+        // The same generation later: nothing moves.
+        let same = build_status(Some(&first), &progressing(Status::False), Some(1), t(500));
+        assert_eq!(same, first);
+        // Generation 2, still not progressing: Progressing's transition is now, at both levels;
+        // Applied keeps its time.
+        let next = build_status(Some(&first), &progressing(Status::False), Some(2), t(900));
+        assert_eq!(time_of(&next, true, "Progressing"), Some(t(900)));
+        assert_eq!(time_of(&next, false, "Progressing"), Some(t(900)));
+        assert_eq!(time_of(&next, true, "Applied"), Some(t(100)));
+        assert_eq!(time_of(&next, false, "Applied"), Some(t(100)));
+        // Without the restart a rollout would count its soak from 100, before generation 2.
+        let again = build_status(Some(&next), &progressing(Status::False), Some(2), t(950));
+        assert_eq!(time_of(&again, false, "Progressing"), Some(t(900)));
+    }
+
+    #[test]
+    fn the_work_carries_drifted_while_a_manifest_does() {
+        let with = |drift: Option<ConditionUpdate>| DesiredStatus {
+            manifests: vec![ManifestDesired::Conditions {
+                meta: meta(0, "a"),
+                updates: std::iter::once(conditions::applied_condition(Ok(())))
+                    .chain(drift)
+                    .collect(),
+                feedback: None,
+            }],
+            deleting: false,
+        };
+        let drifted = ConditionUpdate::new(
+            "Drifted",
+            Status::True,
+            "DriftDetected",
+            "Differs from the work: x",
+        );
+        let s = build_status(None, &with(Some(drifted)), Some(1), t(1));
+        let work = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Drifted")
+            .expect("work Drifted");
+        assert_eq!(work.status, "True");
+        assert_eq!(work.reason, "ManifestsDrifted");
+        let gone = build_status(Some(&s), &with(None), Some(1), t(2));
+        assert!(gone.conditions.iter().all(|c| c.type_ != "Drifted"));
     }
 
     #[test]

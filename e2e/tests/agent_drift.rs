@@ -342,7 +342,11 @@ async fn an_object_that_is_not_the_works_is_taken_over_only_once_it_matches() {
     let applied = env.applied_name(&name);
     for cm in ["same", "new"] {
         let obj = env.configmaps().get(cm).await.expect("adopted or created");
-        assert_eq!(owners(&obj), [applied.clone()], "{cm} is the work's");
+        assert_eq!(
+            owners(&obj),
+            std::slice::from_ref(&applied),
+            "{cm} is the work's"
+        );
     }
     // Whoever owns it makes it match: now it is taken over.
     let fixed = Instant::now();

@@ -117,7 +117,94 @@ pub fn lint_document(doc: &Value) -> Vec<Finding> {
             format!("spec.workload.manifests[{i}] is never applied: {why}"),
         )
     }));
+    findings.extend(check_drift_and_holds(&work, &manifests.ids));
     findings.extend(suggest_library_rules(&work, &manifests.ids));
+    findings
+}
+
+/// The drift modes and holds the work declares: a mode that cannot be known (the agent writes
+/// nothing of those manifests), holds that cannot be read (their rule conditions are Unknown),
+/// and holds of a condition no rule of the work produces (they never hold anything).
+fn check_drift_and_holds(
+    work: &ManifestWork,
+    manifests: &[(usize, ManifestId, Value)],
+) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let mut reported: Vec<String> = Vec::new();
+    let mut once = |path: String, message: String, findings: &mut Vec<Finding>| {
+        if !reported.contains(&message) {
+            reported.push(message.clone());
+            findings.push(Finding::error(path, message));
+        }
+    };
+    // Manifests whose mode cannot be known, grouped by why.
+    let mut unknown: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, mode) in work_semantics::drift::modes_of(work)
+        .into_iter()
+        .enumerate()
+    {
+        if let Err(why) = mode {
+            match unknown.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, list)) => list.push(i),
+                None => unknown.push((why, vec![i])),
+            }
+        }
+    }
+    for (why, list) in unknown {
+        let list: Vec<String> = list.iter().map(usize::to_string).collect();
+        findings.push(Finding::error(
+            format!(
+                "metadata.annotations[{}]",
+                work_semantics::drift::ANNOTATION
+            ),
+            format!(
+                "spec.workload.manifests[{}] never written: {why}",
+                list.join(", ")
+            ),
+        ));
+    }
+    let holds_path = format!(
+        "metadata.annotations[{}]",
+        work_semantics::holds::ANNOTATION
+    );
+    let produced: Vec<&str> = work
+        .spec
+        .manifest_configs
+        .iter()
+        .filter(|c| manifests.iter().any(|(_, id, _)| selects(c, id)))
+        .flat_map(|c| c.condition_rules.iter().map(|r| r.condition_type()))
+        .collect();
+    let mut warned: Vec<String> = Vec::new();
+    for holds in work_semantics::holds::holds_of(work) {
+        let holds = match holds {
+            Ok(holds) => holds,
+            Err(why) => {
+                once(
+                    holds_path.clone(),
+                    format!(
+                        "the holds cannot be read, so the rule conditions they may mean are Unknown: {why}"
+                    ),
+                    &mut findings,
+                );
+                continue;
+            }
+        };
+        for hold in holds {
+            let name = hold.condition;
+            if produced.contains(&name.as_str()) || warned.contains(&name) {
+                continue;
+            }
+            let message = if condition_types::AGENT_OWNED.contains(&name.as_str()) {
+                format!(
+                    "{name} is a condition the agent writes itself: holds apply to rule-made conditions only"
+                )
+            } else {
+                format!("no rule of the work produces {name}: the hold holds nothing")
+            };
+            findings.push(Finding::warning(holds_path.clone(), message));
+            warned.push(name);
+        }
+    }
     findings
 }
 
@@ -327,6 +414,11 @@ fn check_rule(
     }
     // An earlier expression's guard protects the later ones: the AND stops at it.
     let mut status_guarded = false;
+    let sources: Vec<&str> = rule
+        .cel_expressions
+        .iter()
+        .map(|e| e.expression.as_str())
+        .collect();
     for (k, expr) in rule.cel_expressions.iter().enumerate() {
         let expr_path = format!("{path}.celExpressions[{k}]");
         if expr.is_invalid_item() {
@@ -343,6 +435,9 @@ fn check_rule(
                 matched.first().map(|(_, _, m)| m),
                 &mut status_guarded,
             ));
+            for f in lint_cel::vacuous(&expr.expression, &sources) {
+                findings.push(Finding::warning(&expr_path, f.message));
+            }
         }
     }
     if let Some(expr) = &rule.message_expression
@@ -517,6 +612,49 @@ mod tests {
             "{}",
             findings[0].message
         );
+    }
+
+    #[test]
+    fn drift_modes_and_holds_that_cannot_be_used_are_found() {
+        let mut doc = work(json!({
+            "workload": {"manifests": [job("a"), job("b")]},
+            "manifestConfigs": [{"resourceIdentifier": {"group": "batch", "resource": "jobs", "name": "*", "namespace": "default"},
+                                 "conditionRules": [{"type": "WellKnownCompletions"}]}]
+        }));
+        doc["metadata"]["annotations"] = json!({
+            work_semantics::drift::ANNOTATION: "Reportonly",
+            work_semantics::holds::ANNOTATION:
+                r#"[{"condition": "Complete", "for": "30s"}, {"condition": "Degraded", "for": "1m"}, {"condition": "Applied", "for": "1m"}]"#,
+        });
+        let findings = lint_document(&doc);
+        let shown: Vec<String> = findings.iter().map(ToString::to_string).collect();
+        assert_eq!(findings.len(), 3, "{shown:#?}");
+        assert_eq!(
+            findings[0].severity,
+            Severity::Error,
+            "one error for the whole annotation"
+        );
+        assert!(
+            findings[0]
+                .message
+                .contains("manifests[0, 1] never written: not a mode"),
+            "{shown:#?}"
+        );
+        assert!(
+            findings[1]
+                .message
+                .contains("no rule of the work produces Degraded")
+        );
+        assert!(
+            findings[2]
+                .message
+                .contains("holds apply to rule-made conditions only")
+        );
+        doc["metadata"]["annotations"] =
+            json!({work_semantics::holds::ANNOTATION: "[{\"condition\": 1}]"});
+        let findings = lint_document(&doc);
+        assert_eq!(findings.len(), 1);
+        assert_eq!(findings[0].severity, Severity::Error);
     }
 
     #[test]

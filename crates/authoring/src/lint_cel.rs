@@ -1,9 +1,10 @@
 //! Checks of CEL condition rules that need the parsed tree: reading `object.status` without a
-//! guard for an object that has no status yet, and comparisons that can never be true.
+//! guard for an object that has no status yet, comparisons that can never be true, and shapes
+//! that are true when what they look for is absent (vacuous truth).
 
 use std::collections::HashMap;
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{ComprehensionExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
 use cel::parser::Parser;
 use serde_json::Value;
 
@@ -145,6 +146,234 @@ pub fn constant_false(source: &str) -> bool {
             .is_ok_and(|v| v == Value::Bool(false))
 }
 
+/// Shapes of `source` that are true when what they look for is absent: `all` over a `filter`
+/// (true when nothing passes the filter: `conditions.filter(c, c.type == 'Ready').all(c,
+/// c.status == 'True')` holds before the controller wrote `Ready`), `all` over a list of the
+/// object's status (true while it is empty), `!exists` and `size(filter) == 0` over one (true
+/// while it is empty). `rule` holds every expression of the rule (they are AND-ed): one that
+/// requires the list to hold something (`exists`, `exists_one`, `hasConditions`, `size(..) > 0`)
+/// makes the shape fine.
+pub fn vacuous(source: &str, rule: &[&str]) -> Vec<CelFinding> {
+    let Some(expr) = parse(source) else {
+        return Vec::new();
+    };
+    let parsed: Vec<IdedExpr> = rule.iter().filter_map(|s| parse(s)).collect();
+    let required = |path: &[String]| parsed.iter().any(|e| requires(e, path, false));
+    let mut findings = Vec::new();
+    let mut warn = |path: &[String], what: String| {
+        if !required(path) {
+            findings.push(CelFinding {
+                never_true: false,
+                message: format!(
+                    "{what}: true when object.{} is absent or empty (before its controller writes it); require it too, e.g. with .exists(...) in the rule",
+                    path.join(".")
+                ),
+            });
+        }
+    };
+    walk(&expr, false, &mut |e, negated| match &e.expr {
+        Expr::Comprehension(c) => {
+            let Some((path, through_filter)) = range_of(c) else {
+                return;
+            };
+            match (macro_of(c), negated) {
+                (Macro::All, false) if through_filter => warn(
+                    &path,
+                    "filter(...).all(...) is true when no element passes the filter".to_string(),
+                ),
+                (Macro::All, false) if is_status(&path) => {
+                    warn(&path, "all(...) is true for an empty list".to_string())
+                }
+                (Macro::Exists, true) if is_status(&path) => {
+                    warn(&path, "!exists(...) is true for an empty list".to_string())
+                }
+                _ => {}
+            }
+        }
+        Expr::Call(call) if !negated && call.func_name == "_==_" && call.args.len() == 2 => {
+            let sized = call.args.iter().find_map(size_of_filter);
+            let zero = call
+                .args
+                .iter()
+                .any(|a| matches!(&a.expr, Expr::Literal(LiteralValue::Int(i)) if *i.inner() == 0));
+            if let (Some(path), true) = (sized, zero)
+                && is_status(&path)
+            {
+                warn(
+                    &path,
+                    "size(filter(...)) == 0 is true for an empty list".to_string(),
+                );
+            }
+        }
+        _ => {}
+    });
+    findings
+}
+
+/// Whether a path is under the object's status (what a controller writes later).
+fn is_status(path: &[String]) -> bool {
+    path.first().map(String::as_str) == Some("status")
+}
+
+/// What a comprehension is, from the shape the parser expands each macro to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Macro {
+    All,
+    Exists,
+    ExistsOne,
+    Filter,
+    Other,
+}
+
+fn macro_of(c: &ComprehensionExpr) -> Macro {
+    let step = match &c.loop_step.expr {
+        Expr::Call(call) => call.func_name.as_str(),
+        _ => "",
+    };
+    match &c.accu_init.expr {
+        Expr::Literal(LiteralValue::Boolean(b)) if *b.inner() && step == "_&&_" => Macro::All,
+        Expr::Literal(LiteralValue::Boolean(b)) if !*b.inner() && step == "_||_" => Macro::Exists,
+        Expr::Literal(LiteralValue::Int(i)) if *i.inner() == 0 => Macro::ExistsOne,
+        Expr::List(l) if l.elements.is_empty() && step == "_?_:_" => Macro::Filter,
+        _ => Macro::Other,
+    }
+}
+
+/// The object list a comprehension ranges over (through any `filter`s), and whether through one.
+fn range_of(c: &ComprehensionExpr) -> Option<(Vec<String>, bool)> {
+    match &c.iter_range.expr {
+        Expr::Comprehension(inner) if macro_of(inner) == Macro::Filter => {
+            range_of(inner).map(|(path, _)| (path, true))
+        }
+        _ => read_path(&c.iter_range).map(|path| (path, false)),
+    }
+}
+
+/// `object.a.b`, `object.?a.?b` and `object.?a.orValue(x)` as `["a", "b"]`.
+fn read_path(e: &IdedExpr) -> Option<Vec<String>> {
+    match &e.expr {
+        Expr::Ident(n) if n == "object" => Some(Vec::new()),
+        Expr::Select(s) if !s.test => {
+            let mut p = read_path(&s.operand)?;
+            p.push(s.field.clone());
+            Some(p)
+        }
+        Expr::Call(c) if c.func_name == "_?._" && c.args.len() == 2 => {
+            let Expr::Literal(LiteralValue::String(field)) = &c.args[1].expr else {
+                return None;
+            };
+            let mut p = read_path(&c.args[0])?;
+            p.push(field.inner().to_string());
+            Some(p)
+        }
+        Expr::Call(c) if c.func_name == "orValue" => read_path(c.target.as_deref()?),
+        _ => None,
+    }
+}
+
+/// The list `size(list.filter(...))` counts, if `e` is that.
+fn size_of_filter(e: &IdedExpr) -> Option<Vec<String>> {
+    let Expr::Call(c) = &e.expr else {
+        return None;
+    };
+    let counted = match (c.func_name.as_str(), c.target.as_deref(), c.args.as_slice()) {
+        ("size", None, [arg]) | ("size", Some(arg), []) => arg,
+        _ => return None,
+    };
+    match &counted.expr {
+        Expr::Comprehension(inner) if macro_of(inner) == Macro::Filter => {
+            range_of(inner).map(|(path, _)| path)
+        }
+        _ => None,
+    }
+}
+
+/// Whether `e` requires the list at `path` to hold something, outside a negation: an `exists`
+/// or `exists_one` over it, `hasConditions` of its parent (for `conditions`), `size(..) > 0`.
+fn requires(e: &IdedExpr, path: &[String], negated: bool) -> bool {
+    let mut found = false;
+    walk(e, negated, &mut |e, negated| {
+        if negated {
+            return;
+        }
+        match &e.expr {
+            Expr::Comprehension(c)
+                if matches!(macro_of(c), Macro::Exists | Macro::ExistsOne)
+                    && range_of(c).is_some_and(|(p, _)| p == path) =>
+            {
+                found = true
+            }
+            Expr::Call(c) if c.func_name == "hasConditions" && c.args.len() == 1 => {
+                if let Some(mut p) = read_path(&c.args[0]) {
+                    p.push("conditions".into());
+                    found |= p == path;
+                }
+            }
+            Expr::Call(c)
+                if matches!(c.func_name.as_str(), "_>_" | "_!=_" | "_>=_") && c.args.len() == 2 =>
+            {
+                let counted = match &c.args[0].expr {
+                    Expr::Call(size) if size.func_name == "size" => size
+                        .args
+                        .first()
+                        .or(size.target.as_deref())
+                        .and_then(|a| read_path(a).or_else(|| size_of_filter_list(a))),
+                    _ => None,
+                };
+                found |= counted.is_some_and(|p| p == path);
+            }
+            _ => {}
+        }
+    });
+    found
+}
+
+/// The list a `list.filter(...)` ranges over.
+fn size_of_filter_list(e: &IdedExpr) -> Option<Vec<String>> {
+    match &e.expr {
+        Expr::Comprehension(c) if macro_of(c) == Macro::Filter => range_of(c).map(|(p, _)| p),
+        _ => None,
+    }
+}
+
+/// Visits every node with whether an odd number of `!` is above it.
+fn walk<'a>(e: &'a IdedExpr, negated: bool, f: &mut dyn FnMut(&'a IdedExpr, bool)) {
+    f(e, negated);
+    match &e.expr {
+        Expr::Call(c) => {
+            let inner = negated ^ (c.func_name == "!_");
+            if let Some(t) = &c.target {
+                walk(t, inner, f);
+            }
+            for a in &c.args {
+                walk(a, inner, f);
+            }
+        }
+        Expr::Comprehension(c) => {
+            for sub in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                walk(sub, negated, f);
+            }
+        }
+        Expr::List(l) => l.elements.iter().for_each(|x| walk(x, negated, f)),
+        Expr::Map(m) => m
+            .entries
+            .iter()
+            .for_each(|entry| walk_entry(&entry.expr, negated, f)),
+        Expr::Struct(s) => s
+            .entries
+            .iter()
+            .for_each(|entry| walk_entry(&entry.expr, negated, f)),
+        Expr::Select(s) => walk(&s.operand, negated, f),
+        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+    }
+}
+
 fn article(type_name: &str) -> &'static str {
     if type_name.starts_with(['a', 'e', 'i', 'o', 'u']) {
         "an"
@@ -205,48 +434,16 @@ fn collect_ranges(e: &IdedExpr, out: &mut HashMap<String, Vec<String>>) {
 }
 
 fn visit<'a>(e: &'a IdedExpr, f: &mut dyn FnMut(&'a IdedExpr)) {
-    f(e);
-    match &e.expr {
-        Expr::Call(c) => {
-            if let Some(t) = &c.target {
-                visit(t, f);
-            }
-            for a in &c.args {
-                visit(a, f);
-            }
-        }
-        Expr::Comprehension(c) => {
-            for sub in [
-                &c.iter_range,
-                &c.accu_init,
-                &c.loop_cond,
-                &c.loop_step,
-                &c.result,
-            ] {
-                visit(sub, f);
-            }
-        }
-        Expr::List(l) => l.elements.iter().for_each(|x| visit(x, f)),
-        Expr::Map(m) => m
-            .entries
-            .iter()
-            .for_each(|entry| visit_entry(&entry.expr, f)),
-        Expr::Struct(s) => s
-            .entries
-            .iter()
-            .for_each(|entry| visit_entry(&entry.expr, f)),
-        Expr::Select(s) => visit(&s.operand, f),
-        Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
-    }
+    walk(e, false, &mut |e, _| f(e));
 }
 
-fn visit_entry<'a>(entry: &'a EntryExpr, f: &mut dyn FnMut(&'a IdedExpr)) {
+fn walk_entry<'a>(entry: &'a EntryExpr, negated: bool, f: &mut dyn FnMut(&'a IdedExpr, bool)) {
     match entry {
         EntryExpr::MapEntry(m) => {
-            visit(&m.key, f);
-            visit(&m.value, f);
+            walk(&m.key, negated, f);
+            walk(&m.value, negated, f);
         }
-        EntryExpr::StructField(s) => visit(&s.value, f),
+        EntryExpr::StructField(s) => walk(&s.value, negated, f),
     }
 }
 
@@ -308,6 +505,56 @@ mod tests {
         assert!(never_true("object.spec.replicas == 3.0", Some(&manifest)).is_empty());
         assert!(never_true("object.spec.mode == 'fast'", Some(&manifest)).is_empty());
         assert!(never_true("object.spec.unknown == 1", Some(&manifest)).is_empty());
+    }
+
+    #[test]
+    fn shapes_true_when_what_they_look_for_is_absent_are_found() {
+        let alone = |source: &str| vacuous(source, &[source]);
+        // Flux's cheat-sheet shape, and its cousins.
+        for source in [
+            "object.status.conditions.filter(c, c.type == 'Ready').all(c, c.status == 'True')",
+            "object.?status.?conditions.orValue([]).filter(c, c.type == 'Ready').all(c, c.status == 'True')",
+            "object.status.conditions.all(c, c.type != 'Ready' || c.status == 'True')",
+            "!object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'False')",
+            "size(object.status.conditions.filter(c, c.type == 'Failed' && c.status == 'True')) == 0",
+            "object.spec.containers.filter(c, c.name == 'main').all(c, c.image != '')",
+        ] {
+            let found = alone(source);
+            assert_eq!(found.len(), 1, "{source}: {found:?}");
+            assert!(!found[0].never_true);
+        }
+        // Fine: the presence is required, here or in another expression of the rule.
+        for (source, rule) in [
+            (
+                "object.status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')",
+                vec![],
+            ),
+            (
+                "object.status.conditions.filter(c, c.type == 'Ready').all(c, c.status == 'True')",
+                vec!["object.status.conditions.exists(c, c.type == 'Ready')"],
+            ),
+            (
+                "object.status.conditions.all(c, c.status != 'False')",
+                vec!["has(object.status) && hasConditions(object.status)"],
+            ),
+            (
+                "!object.status.conditions.exists(c, c.status == 'False')",
+                vec!["size(object.status.conditions) > 0"],
+            ),
+            ("object.spec.containers.all(c, has(c.image))", vec![]),
+            (
+                "object.status.readyReplicas == object.spec.replicas",
+                vec![],
+            ),
+        ] {
+            let mut all = rule.clone();
+            all.push(source);
+            assert!(vacuous(source, &all).is_empty(), "{source} with {rule:?}");
+        }
+        // A negated requirement requires nothing.
+        let source = "object.status.conditions.all(c, c.status == 'True')";
+        let negated = "!object.status.conditions.exists(c, c.type == 'Ready')";
+        assert_eq!(vacuous(source, &[source, negated]).len(), 1);
     }
 
     #[test]

@@ -102,8 +102,9 @@ pub struct Fixture {
 /// The states every entry has a fixture for.
 pub const REQUIRED_STATES: &[&str] = &["no-status", "progressing", "healthy", "failed", "stale"];
 
-/// States an entry has a fixture for when its kinds have them (`spec.suspend`, paused).
-pub const OPTIONAL_STATES: &[&str] = &["suspended"];
+/// States an entry has a fixture for when its kinds have them (`spec.suspend`, paused; a state
+/// the controller reports that the entry does not know).
+pub const OPTIONAL_STATES: &[&str] = &["suspended", "unknown"];
 
 /// One library entry.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -381,6 +381,7 @@ library (the agent prefixes them with `ConditionRule`):
 | `Healthy` | False | `Progressing` | the controller is still working on it (creating, rolling out, running) |
 | `Healthy` | False | `Failed` | the controller reports a failure; the message is the controller's |
 | `Healthy` | Unknown | `NoStatus` | the controller has not reported a status yet |
+| `Healthy` | Unknown | `UnknownState` | the controller reports a state the entry does not know (never read as a verdict) |
 | `Healthy` | Unknown | `StaleStatus` | the status is for an older generation and would read as ready (the agent's own guard gives the same reason when `status.observedGeneration` is behind; a failure reported on a stale status is still `Failed`) |
 | `Healthy` | Unknown | `Suspended` | the resource is suspended or paused on purpose: neither failed nor known to be current |
 | `Complete` | True | `Succeeded` | a run-once resource finished successfully; `Complete` is then sticky |

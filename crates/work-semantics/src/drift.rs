@@ -89,7 +89,7 @@ pub fn modes<M: Borrow<Value>>(
         Ok(entries) => entries,
         Err(why) => {
             return all_fail(format!(
-                "{why} (nor a mode: Correct, ReportOnly, TakeOverIfIdentical)"
+                "not a mode (Correct, ReportOnly, TakeOverIfIdentical), and {why}"
             ));
         }
     };

@@ -11,8 +11,9 @@
 //! library entry (written for its kind, or a group fallback), the entry's `Healthy` verdict is
 //! compared with the `healthStatus.status` Argo CD expects: Healthy = True `Ready`; Degraded =
 //! False `Failed`; Progressing = False `Progressing` or Unknown `NoStatus`/`StaleStatus` (Argo
-//! has no "not reported yet" and calls that Progressing); Missing and Unknown = any Unknown or
-//! `Progressing`; Suspended = Unknown `Suspended`. Objects whose `status.observedGeneration` is
+//! has no "not reported yet" and calls that Progressing); Missing = any Unknown or `Progressing`;
+//! Unknown (a state the check does not know) = Unknown but `Suspended`; Suspended = Unknown
+//! `Suspended`. Objects whose `status.observedGeneration` is
 //! behind `metadata.generation` and which the rule would call healthy are Unknown `StaleStatus`
 //! by design (the agent does not trust a status written for an older spec to claim health; Argo
 //! CD does): they are counted apart and left out of the figure, which is printed with and
@@ -32,9 +33,11 @@ fn agrees(argo: &str, status: &str, reason: &str) -> bool {
             (status == "False" && reason == "Progressing")
                 || (status == "Unknown" && (reason == "NoStatus" || reason == "StaleStatus"))
         }
-        "Missing" | "Unknown" => {
-            (status == "Unknown" && reason != "Suspended") || reason == "Progressing"
-        }
+        // Argo CD's Missing is its word for "not there yet" on a remote system (Humio's
+        // NotFound, while the operator creates the entity): on the way, as Progressing is.
+        "Missing" => (status == "Unknown" && reason != "Suspended") || reason == "Progressing",
+        // Unknown is a state the check does not know: never a verdict.
+        "Unknown" => status == "Unknown" && reason != "Suspended",
         "Suspended" => status == "Unknown" && reason == "Suspended",
         _ => false,
     }

@@ -769,3 +769,34 @@ pub fn deployment(ns: &str, name: &str) -> Value {
         }
     })
 }
+
+/// When the spoke's watch (the test's own, by name) first showed the object `name` of `api`
+/// satisfying `pred`: the moment the API server dispatched the edit, which the agent's watch gets
+/// too. Timing a report from there leaves out how long the API server took to take the edit.
+/// Returns once the watch has listed (so an edit made then is seen as an event).
+pub async fn spoke_seen(
+    api: Api<DynamicObject>,
+    name: &str,
+    pred: impl Fn(&DynamicObject) -> bool + Send + 'static,
+) -> (Arc<Mutex<Option<Instant>>>, tokio::task::JoinHandle<()>) {
+    let seen: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let at = seen.clone();
+    let (listed, mut is_listed) = tokio::sync::watch::channel(false);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let task = tokio::spawn(async move {
+        let mut events = std::pin::pin!(watcher::watcher(api, config));
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) if pred(&o) => {
+                    at.lock().expect("seen").get_or_insert_with(Instant::now);
+                }
+                Ok(watcher::Event::InitDone) => {
+                    listed.send_replace(true);
+                }
+                _ => {}
+            }
+        }
+    });
+    let _ = tokio::time::timeout(TIMEOUT, is_listed.wait_for(|l| *l)).await;
+    (seen, task)
+}

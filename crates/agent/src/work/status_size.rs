@@ -27,9 +27,12 @@ pub const STATUS_TOO_LARGE: &str = "StatusTooLarge";
 /// Room kept for the `Applied` condition that says what was dropped.
 const NOTE_ROOM: usize = 512;
 
-/// Whether a manifest condition is one the agent writes itself (kept whatever the size).
+/// Whether a manifest condition is one the agent writes itself (kept whatever the size). A
+/// manifest's `Drifted` (up to a kilobyte of fields) goes with the rule-made conditions: the
+/// work's own `Drifted` still says how many manifests differ.
 fn always_kept(type_: &str) -> bool {
-    type_ == condition_types::COMPLETE || condition_types::AGENT_OWNED.contains(&type_)
+    type_ == condition_types::COMPLETE
+        || (condition_types::AGENT_OWNED.contains(&type_) && type_ != condition_types::DRIFTED)
 }
 
 fn json_len<T: serde::Serialize>(value: &T) -> usize {
@@ -261,6 +264,39 @@ mod tests {
         // Kept in spec order: a manifest keeps rule conditions only if every earlier one did.
         let counts: Vec<usize> = manifests.iter().map(|m| m.conditions.len()).collect();
         assert!(counts.windows(2).all(|w| w[0] >= w[1]), "{counts:?}");
+    }
+
+    #[test]
+    fn a_manifests_drift_report_goes_with_the_rule_conditions() {
+        let mut status = big_status(200, 0);
+        let long = "x".repeat(1024);
+        if let Some(r) = status.resource_status.as_mut() {
+            for m in &mut r.manifests {
+                let mut drifted = m.conditions[0].clone();
+                drifted.type_ = "Drifted".into();
+                drifted.message = long.clone();
+                m.conditions.push(drifted);
+            }
+        }
+        let budget = 160 << 10;
+        assert!(
+            json_len(&status) > budget + (40 << 10),
+            "{}",
+            json_len(&status)
+        );
+        let fitted = fit_status(status, None, budget, Some(1), now("2026-01-02T00:00:00Z"));
+        assert!(json_len(&fitted) <= budget, "{}", json_len(&fitted));
+        let manifests = &fitted.resource_status.as_ref().expect("set").manifests;
+        assert!(
+            manifests
+                .iter()
+                .all(|m| m.conditions.iter().any(|c| c.type_ == "Applied"))
+        );
+        assert!(
+            manifests
+                .iter()
+                .any(|m| m.conditions.iter().all(|c| c.type_ != "Drifted"))
+        );
     }
 
     #[test]

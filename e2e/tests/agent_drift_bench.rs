@@ -1,7 +1,8 @@
 //! Benchmark of drift (docs/semantics.md 2c): DRIFT_BENCH_WORKS works (10,000 unless set) of one
 //! ConfigMap each on one agent, Kubernetes hub, then 1 % of their objects edited by hand at once,
 //! twice: under the default mode (written back and reported) and under `ReportOnly` (reported
-//! and kept). Measures, from one hub watch over every work: the time from each edit to its
+//! and kept), half of them one at a time and half at once. Measures, from one hub watch over
+//! every work: the time from each edit to its
 //! report on the hub (p50, p99), the agent's hub writes per drift episode, its requests while
 //! idle before and after (0 asserted), and its RSS. `WORK_AGENT_BIN` names the agent measured
 //! (run-integration.sh sets the debug build). Writes `target/bench/drift-<works>-<label>.{md,json}`.
@@ -200,8 +201,7 @@ async fn ten_thousand_works_one_percent_drifting() {
         .map(|i| (i, names[i].clone()))
         .collect();
     let chosen_names: Vec<String> = chosen.iter().map(|(_, n)| n.clone()).collect();
-    let edit_all = |value: &'static str| {
-        let chosen = chosen.clone();
+    let edit_all = |chosen: Vec<(usize, String)>, value: &'static str| {
         let cms = env.configmaps();
         async move {
             let edited: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
@@ -226,10 +226,27 @@ async fn ten_thousand_works_one_percent_drifting() {
                 .unwrap_or_default()
         }
     };
+    let half = drifting / 2;
+    // Half the drifting works edited one at a time (each report waited for: the delay alone),
+    // the other half at once (the delay behind a queue of reports).
+    let episode = |value: &'static str, reason: &'static str| {
+        let (chosen, hub, names) = (chosen.clone(), hub.clone(), chosen_names.clone());
+        let edit_all = &edit_all;
+        async move {
+            let mut alone = Vec::new();
+            for one in chosen.iter().take(half) {
+                let edits = edit_all(vec![one.clone()], value).await;
+                alone.extend(reported(&hub, std::slice::from_ref(&one.1), &edits, reason).await);
+            }
+            let rest: Vec<(usize, String)> = chosen.iter().skip(half).cloned().collect();
+            let edits = edit_all(rest, value).await;
+            let burst = reported(&hub, &names[half..], &edits, reason).await;
+            (alone, burst)
+        }
+    };
     // Episode 1, the default mode: written back and reported.
     let before = metrics_text(env.http_port).await;
-    let edits = edit_all("hand").await;
-    let corrected = reported(&hub, &chosen_names, &edits, "False DriftCorrected").await;
+    let (corrected_alone, corrected) = episode("hand", "False DriftCorrected").await;
     let after = settled(env.http_port, Duration::from_secs(5)).await;
     let writes_correct = (hub_writes(&after) - hub_writes(&before)) / drifting as f64;
     let spoke_correct = requests(&after, "spoke") - requests(&before, "spoke");
@@ -252,8 +269,7 @@ async fn ten_thousand_works_one_percent_drifting() {
     // Each switched work is looked at again (the annotation re-queues it); its object is as the
     // work wants it, so its report of the last episode stands and nothing is written.
     let before = settled(env.http_port, Duration::from_secs(5)).await;
-    let edits = edit_all("hand-again").await;
-    let detected = reported(&hub, &chosen_names, &edits, "True DriftDetected").await;
+    let (detected_alone, detected) = episode("hand-again", "True DriftDetected").await;
     let after = settled(env.http_port, Duration::from_secs(5)).await;
     let writes_report = (hub_writes(&after) - hub_writes(&before)) / drifting as f64;
     let spoke_report = requests(&after, "spoke") - requests(&before, "spoke");
@@ -273,6 +289,8 @@ async fn ten_thousand_works_one_percent_drifting() {
     watch.abort();
     let correct = Summary::of(&corrected).expect("samples");
     let report_only = Summary::of(&detected).expect("samples");
+    let correct_alone = Summary::of(&corrected_alone).expect("samples");
+    let report_only_alone = Summary::of(&detected_alone).expect("samples");
     let agent_bin = std::env::var("WORK_AGENT_BIN").unwrap_or_default();
     let profile = if agent_bin.contains("/release/") {
         "release"
@@ -289,10 +307,11 @@ async fn ten_thousand_works_one_percent_drifting() {
          {works} works of one ConfigMap each on one agent ({profile} build, QPS 200 / burst 400 \
          to hub and spoke, `--status-sync-period 1h`), Kubernetes hub; load average at the end \
          {load:?} (2 shared cores). Created in {created:.0?}, all `Applied` after {applied:.0?}. \
-         Then the ConfigMaps of {drifting} works (1 %) edited by hand at once (20 in flight), \
-         twice; edit to report timed on one hub watch over every work.\n\n\
+         Then the ConfigMaps of {drifting} works (1 %) edited by hand, twice: half one at a \
+         time (each report waited for), half at once (20 in flight); edit to report timed on \
+         one hub watch over every work.\n\n\
          | | samples | min | p50 | p90 | p99 | max |\n|---|---|---|---|---|---|---|\n\
-         {}{}\n\
+         {}{}{}{}\n\
          | | default mode (written back) | ReportOnly (kept) |\n|---|---|---|\n\
          | agent hub writes per drift episode | {writes_correct:.2} | {writes_report:.2} |\n\
          | agent spoke requests, whole episode | {spoke_correct} | {spoke_report} |\n\n\
@@ -300,11 +319,19 @@ async fn ten_thousand_works_one_percent_drifting() {
          | before the edits | {idle_hub} | {idle_spoke} |\n| after | {idle2_hub} | {idle2_spoke} |\n\n\
          RSS idle before the edits: {rss_idle}; at the end: {rss_end}.\n",
         row(
-            "edit → `Drifted` False `DriftCorrected` (written back)",
+            "one at a time: edit → `Drifted` False `DriftCorrected` (written back)",
+            &correct_alone
+        ),
+        row(
+            "one at a time: edit → `Drifted` True `DriftDetected` (ReportOnly)",
+            &report_only_alone
+        ),
+        row(
+            "at once: edit → `Drifted` False `DriftCorrected` (written back)",
             &correct
         ),
         row(
-            "edit → `Drifted` True `DriftDetected` (ReportOnly)",
+            "at once: edit → `Drifted` True `DriftDetected` (ReportOnly)",
             &report_only
         ),
         load = e2e::bench::system::loadavg(),
@@ -319,8 +346,10 @@ async fn ten_thousand_works_one_percent_drifting() {
         "agent_profile": profile,
         "created_s": created.as_secs_f64(),
         "applied_s": applied.as_secs_f64(),
-        "correct_edit_to_report": correct,
-        "report_only_edit_to_report": report_only,
+        "correct_edit_to_report_one_at_a_time": correct_alone,
+        "report_only_edit_to_report_one_at_a_time": report_only_alone,
+        "correct_edit_to_report_at_once": correct,
+        "report_only_edit_to_report_at_once": report_only,
         "hub_writes_per_episode_correct": writes_correct,
         "hub_writes_per_episode_report_only": writes_report,
         "spoke_requests_episode_correct": spoke_correct,

@@ -7,12 +7,13 @@
 //! `e2e/scripts/pubsub-fake.sh`, Maestro's agent command line, `--workload-source-driver=pubsub`).
 //! Filter by transport: `mqtt::`, `grpc::`, `pubsub::`, `mqtt_only::`, `grpc_only::`,
 //! `pubsub_only::`. `cert_expiry::`: client certificate rotation behind a mosquitto and the gRPC
-//! source that both refuse expired certificates.
+//! source that both refuse expired certificates. `drift::`: hand edits behind MQTT and gRPC.
 
 #[path = "../agent_common/mod.rs"]
 mod agent_common;
 mod both;
 mod cert_expiry;
+mod drift;
 mod env;
 mod grpc_only;
 mod mqtt_only;

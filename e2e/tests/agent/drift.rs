@@ -6,12 +6,10 @@
 //! feature: today's agent writes every edit back silently, takes over any object, and reports
 //! every flip at once.
 
-mod agent_common;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_common::*;
+use crate::agent_common::*;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

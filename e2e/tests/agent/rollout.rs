@@ -8,14 +8,12 @@
 //! agent of `main` it moves on at once: `Progressing` False kept its transition time from the
 //! previous generation, so the soak had long passed (ocm#1237).
 
-mod agent_common;
-
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_common::*;
+use crate::agent_common::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;

@@ -3,13 +3,6 @@
 //! manifest is reported to the source within a second and kept, and one to a manifest of the
 //! default mode is written back and reported. Decided on the spoke as behind a Kubernetes hub.
 
-#[path = "agent_common/mod.rs"]
-mod agent_common;
-// The broker tests' world, shared: this file uses a part of it.
-#[allow(dead_code)]
-#[path = "agent_broker/env.rs"]
-mod env;
-
 use std::time::{Duration, Instant};
 
 use kube::api::{Patch, PatchParams, PostParams};
@@ -17,8 +10,8 @@ use serde_json::{Value, json};
 use test_support::broker_source::Transport;
 use test_support::maestro::{CreateOptions, Maestro};
 
-use agent_common::configmap;
-use env::BrokerEnv;
+use crate::agent_common::configmap;
+use crate::env::BrokerEnv;
 
 const DRIFT: &str = "work.open-cluster-management.io/drift";
 
@@ -83,8 +76,8 @@ async fn report_only_kept_and_default_written_back(t: Transport) {
     let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
     let dynamic = || kube::Api::namespaced_with(env.spoke.client.clone(), &env.ns, &ar);
     let watches = [
-        agent_common::spoke_seen(dynamic(), "kept", blue).await,
-        agent_common::spoke_seen(dynamic(), "fixed", blue).await,
+        crate::agent_common::spoke_seen(dynamic(), "kept", blue).await,
+        crate::agent_common::spoke_seen(dynamic(), "fixed", blue).await,
     ];
     let edited = Instant::now();
     for name in ["kept", "fixed"] {

@@ -8,15 +8,13 @@
 //! (run-integration.sh sets the debug build). Writes `target/bench/drift-<works>-<label>.{md,json}`.
 //! A benchmark, not a test of the suite (it leaves its works behind: run it on control planes
 //! that are stopped afterwards):
-//! `RUN_ROOT=... e2e/scripts/run-integration.sh --test agent_drift_bench -- --ignored --nocapture`.
-
-mod agent_common;
+//! `RUN_ROOT=... e2e/scripts/run-integration.sh --test agent -- drift_bench:: --ignored --nocapture`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_common::*;
+use crate::agent_common::*;
 use e2e::bench::stats::Summary;
 use futures::StreamExt;
 use kube::api::{Patch, PatchParams};

@@ -359,7 +359,7 @@ async fn ten_thousand_works_one_percent_drifting() {
     });
     let label = std::env::var("DRIFT_BENCH_LABEL").unwrap_or_else(|_| format!("drift-{works}"));
     let out = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench");
-    let _ = e2e::bench::cli::write_report("agent_drift_bench", &out, &label, &md, &report);
+    let _ = e2e::bench::cli::write_report("drift_bench", &out, &label, &md, &report);
     assert_eq!(kept, "hand-again", "a ReportOnly object was written back");
     assert_eq!(
         (idle_hub, idle_spoke, idle2_hub, idle2_spoke),

@@ -88,6 +88,8 @@ struct Shared {
     wake: Notify,
     /// Told whenever a source took an event (see [`Publisher::taken`]).
     taken: Notify,
+    /// Told whenever the queue may have shrunk or the connection went (see [`Publisher::room`]).
+    room: Notify,
     /// A send found the connection of a session failed (the session, why): the connection loop
     /// ends it when it is the current one.
     lost: Notify,
@@ -172,6 +174,27 @@ impl Publisher {
         self.shared.taken.notified()
     }
 
+    /// Resolves once fewer than `below` events wait to be sent, or no connection is up (then
+    /// events wait anyway, the latest per work). A producer that would publish many events awaits
+    /// this first, so that it runs no further ahead of the wire than `below` events: a burst of
+    /// statuses for every work (a restart, a status resync) then costs `below` events of memory,
+    /// not one per work.
+    pub async fn room(&self, below: usize) {
+        loop {
+            let freed = self.shared.room.notified();
+            tokio::pin!(freed);
+            // Registered before looking, so a pop between the look and the wait is not missed.
+            freed.as_mut().enable();
+            {
+                let outbox = self.shared.lock();
+                if !outbox.stats.ready || outbox.waiting() < below {
+                    return;
+                }
+            }
+            freed.await;
+        }
+    }
+
     /// The source attribute of the agent's events (`--cloudevents-client-id`).
     pub fn source(&self) -> &str {
         &self.shared.source
@@ -207,6 +230,7 @@ impl Client {
             outbox: Mutex::new(Outbox::new(options.queue_capacity)),
             wake: Notify::new(),
             taken: Notify::new(),
+            room: Notify::new(),
             lost: Notify::new(),
             lost_session: Mutex::new(None),
             check: T::check,
@@ -308,6 +332,7 @@ impl<S: EventSender> Connection<S> {
             };
             // A failed attempt counts as a reconnect too: the next one follows.
             self.shared().lock().disconnected();
+            self.shared().room.notify_waiters();
             match end {
                 End::Stopped => return,
                 End::Rotated => {
@@ -448,6 +473,9 @@ async fn publish_loop<S: EventSender>(
             }
             _ => (None, None),
         };
+        if next.is_some() {
+            shared.room.notify_waiters();
+        }
         let Some((session, sender, (key, event), slot)) = next else {
             // Woken by a new event, a settled send or a new connection; or a retry is due.
             let wake = shared.wake.notified();
@@ -491,6 +519,7 @@ async fn publish_loop<S: EventSender>(
                 shared.lost.notify_one();
             }
             drop(slot);
+            shared.room.notify_waiters();
             shared.wake.notify_one();
         });
     }
@@ -513,10 +542,17 @@ mod tests {
         connections: tokio::sync::Semaphore,
         sent: Mutex<Vec<CloudEvent>>,
         arrived: Notify,
+        /// When set, each send takes a permit first: the test says when the wire takes one.
+        sends: Option<tokio::sync::Semaphore>,
     }
 
     impl EventSender for Gated {
         async fn send(&self, event: CloudEvent) -> Sent {
+            if let Some(sends) = &self.0.sends
+                && let Ok(permit) = sends.acquire().await
+            {
+                permit.forget();
+            }
             self.0
                 .sent
                 .lock()
@@ -583,6 +619,7 @@ mod tests {
             connections: tokio::sync::Semaphore::new(0),
             sent: Mutex::new(Vec::new()),
             arrived: Notify::new(),
+            sends: None,
         });
         let options = ClientOptions::new((), "cluster1", "cluster1-work-agent");
         let client = Client::start(Gated(wire.clone()), &options, Arc::new(|_: &Publisher| {}));
@@ -636,5 +673,54 @@ mod tests {
         );
         let stats = publisher.stats();
         assert_eq!((stats.reconnects, stats.dropped), (0, 0), "{stats:?}");
+    }
+
+    /// A producer awaiting room runs no further ahead of the wire than asked: with 4 sends on
+    /// their way and 6 events waiting, room for fewer than 6 comes only once the wire takes one;
+    /// with no connection up, there is room at once (events wait anyway).
+    #[tokio::test]
+    async fn room_waits_for_the_wire_while_a_connection_is_up() {
+        use futures::FutureExt;
+        let wire = Arc::new(GatedWire {
+            ceiling: Arc::new(Ceiling::unlimited()),
+            connections: tokio::sync::Semaphore::new(0),
+            sent: Mutex::new(Vec::new()),
+            arrived: Notify::new(),
+            sends: Some(tokio::sync::Semaphore::new(0)),
+        });
+        let options = ClientOptions::new((), "cluster1", "cluster1-work-agent");
+        let client = Client::start(Gated(wire.clone()), &options, Arc::new(|_: &Publisher| {}));
+        let publisher = &client.publisher;
+        for i in 0..10 {
+            publisher
+                .publish(status(&format!("w{i}"), 10))
+                .expect("queued");
+        }
+        assert!(
+            publisher.room(6).now_or_never().is_some(),
+            "no connection: room at once"
+        );
+
+        wire.connections.add_permits(1);
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while publisher.stats().queue_depth != 10 || publisher.shared.lock().waiting() != 6 {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("4 sends on their way, 6 waiting");
+        assert!(publisher.stats().ready);
+        assert!(publisher.room(7).now_or_never().is_some(), "6 < 7 wait");
+        let mut room = Box::pin(publisher.room(6));
+        assert!(
+            (&mut room).now_or_never().is_none(),
+            "6 wait: no room for fewer than 6"
+        );
+        // The test checked the state it waited for, so the pending poll above is no race.
+        wire.sends.as_ref().expect("held sends").add_permits(1);
+        tokio::time::timeout(Duration::from_secs(5), room)
+            .await
+            .expect("room once the wire took one");
+        assert_eq!(publisher.shared.lock().waiting(), 5);
     }
 }

@@ -72,6 +72,11 @@ impl Outbox {
         }
     }
 
+    /// Events waiting to be sent (not on their way, held unheard or refused for now).
+    pub(super) fn waiting(&self) -> usize {
+        self.queue.len()
+    }
+
     fn depth(&self) -> usize {
         self.queue.len() + self.inflight.len() + self.unheard.len() + self.delayed.len()
     }

@@ -59,6 +59,11 @@ use spec::SpecChange;
 /// kept on the spoke in one write ([`kept`]).
 const RECEIVE_BATCH: usize = 256;
 
+/// A status is queued for the source only once fewer than this many events wait to be sent: a
+/// status for every work at once (after a restart, for a status resync) then waits for the wire
+/// instead of holding every event in memory (about 3 KiB each at 100,000 works).
+const STATUS_ROOM: usize = 1_000;
+
 struct Inner {
     cluster: String,
     client_id: String,
@@ -86,6 +91,9 @@ struct Inner {
     store: OnceLock<Arc<dyn DeletionStore>>,
     /// The deletions kept there, as last read or written.
     kept: tokio::sync::Mutex<kept::Kept>,
+    /// The answer to the latest status resync request, sent as the wire takes it; a newer
+    /// request replaces it.
+    status_answer: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// Why a spec resync request is sent.
@@ -164,6 +172,7 @@ impl BrokerHub {
                 desync: Mutex::default(),
                 store: OnceLock::new(),
                 kept: tokio::sync::Mutex::default(),
+                status_answer: Mutex::new(None),
             }),
         }
     }
@@ -460,7 +469,7 @@ impl BrokerHub {
             for item in batch.drain(..) {
                 match item {
                     Ok(Incoming::Spec(update)) => self.apply_spec(&update),
-                    Ok(Incoming::StatusResync(request)) => self.answer_status_resync(&request),
+                    Ok(Incoming::StatusResync(request)) => self.start_status_answer(request),
                     Err(cloudevents::Error::WrongCluster { got, .. }) => {
                         tracing::debug!(cluster = %got, "event for another cluster ignored");
                     }
@@ -623,8 +632,32 @@ impl BrokerHub {
         }
     }
 
+    /// Answers `request` on its own task, in place of the answer to an earlier request: the
+    /// receive loop goes on taking events while the answer waits for the wire.
+    fn start_status_answer(&self, request: ResourceStatusHashList) {
+        let hub = self.clone();
+        let task = tokio::spawn(async move { hub.answer_status_resync(&request).await });
+        let earlier = self
+            .inner
+            .status_answer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .replace(task);
+        if let Some(earlier) = earlier {
+            // The newer request lists what the source holds now: its answer covers the rest.
+            earlier.abort();
+        }
+    }
+
+    /// Waits until the client has room for another status ([`STATUS_ROOM`]).
+    async fn status_room(&self) {
+        if let Some(outbox) = self.inner.outbox.get() {
+            outbox.room(STATUS_ROOM).await;
+        }
+    }
+
     /// Answers a status resync request with the statuses the source lacks.
-    pub fn answer_status_resync(&self, request: &ResourceStatusHashList) {
+    pub async fn answer_status_resync(&self, request: &ResourceStatusHashList) {
         let started = Instant::now();
         let listed = status::ListedHashes::of(request);
         // Picked by UID from the kept metadata, then decoded one at a time: decoding every work
@@ -647,6 +680,7 @@ impl BrokerHub {
                 continue;
             }
             count += 1;
+            self.status_room().await;
             if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
                 tracing::warn!(error = %e, "status resync answer not sent");
             }
@@ -666,6 +700,7 @@ impl BrokerHub {
                 work = work.metadata.name.as_deref().unwrap_or_default(),
                 "the source lists a work deleted here; Deleted sent again"
             );
+            self.status_room().await;
             if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
                 tracing::warn!(error = %e, "status resync answer not sent");
             }
@@ -740,14 +775,17 @@ impl Hub for BrokerHub {
         resource_version: Option<&'a str>,
         status: &'a ManifestWorkStatus,
     ) -> HubResult<'a, ManifestWork> {
-        let result = self
-            .inner
-            .works
-            .write_status(name, resource_version, status, |work| {
-                self.publish_status(work, EventType::StatusUpdate).map(drop)
-            });
-        self.processed("patch", &result);
-        Box::pin(async move { result })
+        Box::pin(async move {
+            self.status_room().await;
+            let result = self
+                .inner
+                .works
+                .write_status(name, resource_version, status, |work| {
+                    self.publish_status(work, EventType::StatusUpdate).map(drop)
+                });
+            self.processed("patch", &result);
+            result
+        })
     }
 
     fn set_finalizers<'a>(
@@ -1246,6 +1284,60 @@ mod tests {
         assert!(outbox.taken().await.is_empty());
     }
 
+    /// A status for every work at once (a status resync asking for all, as after the source
+    /// restarted) waits for the wire: while the source holds what is on its way, the client
+    /// holds the sends in flight and [`STATUS_ROOM`] more, not one event per work; once the
+    /// source hears again, every status goes.
+    #[tokio::test]
+    async fn a_status_for_every_work_waits_for_the_wire() {
+        let works = STATUS_ROOM + 200;
+        let (hub, outbox, _tx) = hub_with(works + 100);
+        for i in 0..works {
+            hub.apply_spec(&create(&format!("u{i}"), 1));
+        }
+        outbox.hold();
+        hub.start_status_answer(ResourceStatusHashList {
+            status_hashes: Vec::new(),
+        });
+        // The 8 sends in flight reached the source and wait there; then the answer stops at the
+        // room it has.
+        outbox.arrived(8).await;
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while outbox.publisher.stats().queue_depth < 8 + STATUS_ROOM {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        })
+        .await
+        .expect("the answer fills the room it has");
+        // Given the chance to run on: the answer task is woken by nothing while the wire holds.
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(outbox.publisher.stats().queue_depth, 8 + STATUS_ROOM);
+
+        outbox.hear().await;
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while outbox
+                .recorder
+                .events
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .len()
+                < works
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        })
+        .await
+        .expect("every status goes once the source hears");
+        let sent = outbox.taken().await;
+        assert_eq!(sent.len(), works);
+        assert!(
+            sent.iter()
+                .all(|e| e.type_ == EventType::StatusResyncResponse.as_type())
+        );
+    }
+
     #[tokio::test]
     async fn a_status_the_client_cannot_queue_leaves_the_copy_as_it_was() {
         // Room for one work's events; the source holds the first one.
@@ -1469,7 +1561,7 @@ mod tests {
                 })
                 .collect(),
         };
-        hub.answer_status_resync(&listed(&["u8"]));
+        hub.answer_status_resync(&listed(&["u8"])).await;
         let again = outbox.taken().await;
         assert_eq!(again.len(), 1, "{again:?}");
         assert_eq!(
@@ -1479,7 +1571,7 @@ mod tests {
         let deleted = ("Deleted".to_string(), "True".to_string());
         assert!(conditions(&again[0]).contains(&deleted), "{again:?}");
         // Created again: its own status, never Deleted.
-        hub.answer_status_resync(&listed(&["u6"]));
+        hub.answer_status_resync(&listed(&["u6"])).await;
         let held = outbox.taken().await;
         assert_eq!(held.len(), 1);
         assert!(!conditions(&held[0]).iter().any(|(t, _)| t == "Deleted"));
@@ -1635,7 +1727,8 @@ mod tests {
                 resource_id: "a".into(),
                 status_hash: current,
             }],
-        });
+        })
+        .await;
         assert!(
             outbox.taken().await.is_empty(),
             "the source has a's status; b was not asked for"

@@ -154,7 +154,8 @@ fn agent_options(host: &str, port: u16, cluster: &str) -> ClientOptions<MqttConf
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spec_in_status_out_broker_restart_and_a_large_bundle() {
     let (host, port) = broker();
-    let cluster = format!("c{}", std::process::id());
+    // Unique in the process: other transport tests share this binary and the broker.
+    let cluster = test_support::unique_name("broker-restart");
     let mut src = source(&host, port, &cluster);
     tokio::time::sleep(Duration::from_millis(300)).await;
 
@@ -304,7 +305,7 @@ async fn spec_in_status_out_broker_restart_and_a_large_bundle() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_nobody_heard_go_again_once_the_source_is_back() {
     let (host, port) = broker();
-    let cluster = format!("u{}", std::process::id());
+    let cluster = test_support::unique_name("unheard");
     // No source yet: the resync request and three statuses (two of u1) reach nobody.
     let agent =
         cloudevents::mqtt::start(&agent_options(&host, port, &cluster), resync_hook(&cluster))

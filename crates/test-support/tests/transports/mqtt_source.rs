@@ -128,7 +128,8 @@ fn status_event(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maestro_source_speaks_the_source_side() {
     let broker = broker();
-    let consumer = format!("c{}", std::process::id());
+    // Unique in the process: other transport tests share this binary and the broker.
+    let consumer = test_support::unique_name("source-side");
     let source = MqttSource::connect(&broker, "maestro")
         .await
         .expect("source connects and subscribes");

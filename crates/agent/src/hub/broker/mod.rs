@@ -64,6 +64,10 @@ const RECEIVE_BATCH: usize = 256;
 /// instead of holding every event in memory (about 3 KiB each at 100,000 works).
 const STATUS_ROOM: usize = 1_000;
 
+/// The longest a status waits for room: a healthy wire sends [`STATUS_ROOM`] events in well under
+/// a second, so a longer wait means the wire stalled.
+const STATUS_ROOM_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 struct Inner {
     cluster: String,
     client_id: String,
@@ -649,10 +653,12 @@ impl BrokerHub {
         }
     }
 
-    /// Waits until the client has room for another status ([`STATUS_ROOM`]).
+    /// Waits until the client has room for another status ([`STATUS_ROOM`]), or
+    /// [`STATUS_ROOM_WAIT`] has passed: a wire that takes nothing while its connection stays up
+    /// costs memory then, as an outage does, rather than holding the workers that apply.
     async fn status_room(&self) {
         if let Some(outbox) = self.inner.outbox.get() {
-            outbox.room(STATUS_ROOM).await;
+            let _ = tokio::time::timeout(STATUS_ROOM_WAIT, outbox.room(STATUS_ROOM)).await;
         }
     }
 
@@ -1286,8 +1292,8 @@ mod tests {
 
     /// A status for every work at once (a status resync asking for all, as after the source
     /// restarted) waits for the wire: while the source holds what is on its way, the client
-    /// holds the sends in flight and [`STATUS_ROOM`] more, not one event per work; once the
-    /// source hears again, every status goes.
+    /// holds the sends in flight and [`STATUS_ROOM`] more, not one event per work, one more per
+    /// [`STATUS_ROOM_WAIT`] of a stalled wire; once the source hears again, every status goes.
     #[tokio::test]
     async fn a_status_for_every_work_waits_for_the_wire() {
         let works = STATUS_ROOM + 200;
@@ -1314,6 +1320,15 @@ mod tests {
             tokio::task::yield_now().await;
         }
         assert_eq!(outbox.publisher.stats().queue_depth, 8 + STATUS_ROOM);
+
+        // A wire that takes nothing for STATUS_ROOM_WAIT holds the answer no longer: one more
+        // status is queued, and the next waits again.
+        tokio::time::pause();
+        tokio::time::advance(STATUS_ROOM_WAIT).await;
+        // A sleep lets the paused clock's timers fire; far shorter than another wait.
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        assert_eq!(outbox.publisher.stats().queue_depth, 8 + STATUS_ROOM + 1);
+        tokio::time::resume();
 
         outbox.hear().await;
         tokio::time::timeout(std::time::Duration::from_secs(10), async {

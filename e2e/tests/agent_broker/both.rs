@@ -7,14 +7,14 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 use serde_json::{Value, json};
 use test_support::broker_source::{BrokerSource, Transport};
-use test_support::maestro::spec_event;
+use test_support::maestro::{CreateOptions, spec_event};
 use test_support::wait_for;
 use work_api::AppliedManifestWork;
 
 use crate::agent_common::{
     TIMEOUT, configmap, http_get, job, job_complete_config, metrics_text, tail,
 };
-use crate::env::{BrokerEnv, bundle, configmap_config, metric};
+use crate::env::{BrokerEnv, bundle, configmap_config, manifest_condition, metric};
 
 pub async fn create_update_delete_round_trip_and_a_stale_generation(t: Transport) {
     let mut env = BrokerEnv::start(t, "crud").await;
@@ -956,4 +956,70 @@ fn applied_reason(source: &test_support::maestro::Maestro, id: &str) -> Option<S
         .find(|c| c["type"] == "Applied")?["reason"]
         .as_str()
         .map(str::to_string)
+}
+
+/// A declared gate (`work.open-cluster-management.io/gates`) travels in the work's metadata and
+/// holds behind the broker as behind a Kubernetes hub: the dependant ConfigMap waits, and says so
+/// at the source, until a CEL condition of the other manifest holds (an annotation the test sets
+/// on the spoke); then it is applied and the work is `Applied`.
+pub async fn a_gated_manifest_waits_for_its_gate(t: Transport) {
+    let env = BrokerEnv::start(t, "gate").await;
+    let ready = "has(object.metadata.annotations) && object.metadata.annotations[?'ready'].orValue('') == 'true'";
+    let spec = json!({
+        "manifests": [
+            configmap(&env.ns, "dependant", json!({"v": "1"})),
+            configmap(&env.ns, "gate", json!({"v": "1"})),
+        ],
+        "manifestConfigs": [configmap_config(&env.ns, "gate", json!({
+            "conditionRules": [{"condition": "Ready", "type": "CEL", "celExpressions": [ready]}]
+        }))]
+    });
+    let gates = json!([{"manifest": 0, "waitFor": {"manifest": 1, "condition": "Ready"}}]);
+    let id = env
+        .source()
+        .create_with(
+            &env.consumer,
+            spec,
+            CreateOptions {
+                metadata: Some(
+                    json!({"annotations": {"work.open-cluster-management.io/gates": gates.to_string()}}),
+                ),
+                ..Default::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("create at the source: {e}"));
+    // The agent had its chance: the gate's object is applied and the wait is reported.
+    env.wait_source("the dependant waits for the gate, at the source", |s| {
+        manifest_condition(s, &id, 0, "Applied").is_some_and(|c| {
+            c["status"] == "Unknown"
+                && c["reason"] == "WaitingForDependency"
+                && c["message"].as_str().is_some_and(|m| m.contains("Ready"))
+        }) && manifest_condition(s, &id, 1, "Ready").is_some_and(|c| c["status"] == "False")
+    })
+    .await;
+    assert_ne!(
+        env.source().condition_status(&id, "Applied").as_deref(),
+        Some("True"),
+        "a work with a waiting manifest is not Applied"
+    );
+    let cms = env.configmaps();
+    assert!(cms.get_opt("gate").await.expect("get").is_some());
+    assert!(
+        cms.get_opt("dependant").await.expect("get").is_none(),
+        "the dependant exists before its gate holds"
+    );
+
+    cms.patch(
+        "gate",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"metadata": {"annotations": {"ready": "true"}}})),
+    )
+    .await
+    .expect("the gate turns true");
+    env.wait_data("dependant", "v", "1").await;
+    env.wait_applied(&id).await;
+    env.wait_source("the dependant applied, at the source", |s| {
+        manifest_condition(s, &id, 0, "Applied").is_some_and(|c| c["status"] == "True")
+    })
+    .await;
 }

@@ -6,25 +6,14 @@
 use std::time::{Duration, Instant};
 
 use kube::api::{Patch, PatchParams, PostParams};
-use serde_json::{Value, json};
+use serde_json::json;
 use test_support::broker_source::Transport;
 use test_support::maestro::{CreateOptions, Maestro};
 
 use crate::agent_common::configmap;
-use crate::env::BrokerEnv;
+use crate::env::{BrokerEnv, manifest_condition};
 
 const DRIFT: &str = "work.open-cluster-management.io/drift";
-
-/// The manifest `ordinal`'s condition `ty` in the status the source holds for `id`.
-fn manifest_condition(source: &Maestro, id: &str, ordinal: usize, ty: &str) -> Option<Value> {
-    source.status(id)?["resourceStatus"]
-        .as_array()?
-        .get(ordinal)?["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == ty)
-        .cloned()
-}
 
 fn drifted_is(
     source: &Maestro,

@@ -315,6 +315,17 @@ pub fn configmap_config(ns: &str, name: &str, config: Value) -> Value {
     entry
 }
 
+/// The manifest `ordinal`'s condition `ty` in the status the source holds for `id`.
+pub fn manifest_condition(source: &Maestro, id: &str, ordinal: usize, ty: &str) -> Option<Value> {
+    source.status(id)?["resourceStatus"]
+        .as_array()?
+        .get(ordinal)?["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)
+        .cloned()
+}
+
 /// A bundle of one ConfigMap.
 pub fn bundle(ns: &str, name: &str, data: Value) -> Value {
     json!({"manifests": [configmap(ns, name, data)]})

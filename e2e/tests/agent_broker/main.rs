@@ -63,4 +63,5 @@ on_every_transport!(
     a_resync_behind_a_small_ceiling_fits_and_heals_a_work_the_source_lost,
     a_status_over_the_ceiling_is_trimmed_and_says_so,
     a_late_copy_of_a_work_deleted_before_a_restart_stays_deleted,
+    a_gated_manifest_waits_for_its_gate,
 );

@@ -6,7 +6,7 @@ use cloudevents::codec::SpecUpdate;
 use work_api::ManifestWork;
 
 use super::status;
-use crate::hub::seam::GoneWork;
+use crate::hub::hearing::GoneWork;
 
 /// How many works deleted here are remembered (see [`Deleted`]).
 pub const DELETED_REMEMBERED: usize = 10_000;

@@ -49,8 +49,9 @@ use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
 use work_api::{ManifestWork, ManifestWorkStatus};
 
+use super::hearing::{DeletionsHeard, GoneWork, SourceHearing};
 use super::local_works::{LocalWorks, api_error};
-use super::seam::{DeletionsHeard, GoneWork, Hub, HubResult, WorkEvents};
+use super::seam::{Hub, HubResult, WorkEvents};
 use deleted::{Deleted, Tombstone};
 use kept_store::DeletionStore;
 use spec::SpecChange;
@@ -650,7 +651,7 @@ impl BrokerHub {
     }
 
     /// Waits until the client has room for another status ([`STATUS_ROOM`]).
-    async fn status_room(&self) {
+    async fn wait_for_status_room(&self) {
         if let Some(outbox) = self.inner.outbox.get() {
             outbox.room(STATUS_ROOM).await;
         }
@@ -680,7 +681,7 @@ impl BrokerHub {
                 continue;
             }
             count += 1;
-            self.status_room().await;
+            self.wait_for_status_room().await;
             if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
                 tracing::warn!(error = %e, "status resync answer not sent");
             }
@@ -700,7 +701,7 @@ impl BrokerHub {
                 work = work.metadata.name.as_deref().unwrap_or_default(),
                 "the source lists a work deleted here; Deleted sent again"
             );
-            self.status_room().await;
+            self.wait_for_status_room().await;
             if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
                 tracing::warn!(error = %e, "status resync answer not sent");
             }
@@ -727,35 +728,9 @@ impl Hub for BrokerHub {
         std::time::Duration::ZERO
     }
 
-    /// No: a source's spec events carry no status, and a restarted agent starts with none.
-    fn keeps_status(&self) -> bool {
-        false
-    }
-
-    /// The broker's ceiling less the envelope of the work's status event (its attributes, the
-    /// work's metadata among them).
-    fn status_room(&self, work: &ManifestWork) -> Option<usize> {
-        let outbox = self.inner.outbox.get()?;
-        let ceiling = outbox.ceiling();
-        if ceiling == usize::MAX {
-            return None;
-        }
-        // The event's attributes come from the metadata alone (the manifests stay out of it),
-        // and the widest sequence id stands for the one the write will take.
-        let bare = ManifestWork {
-            metadata: work.metadata.clone(),
-            spec: Default::default(),
-            status: None,
-        };
-        let envelope = status::status_event(
-            &bare,
-            EventType::StatusUpdate,
-            &self.inner.client_id,
-            u64::MAX,
-        )
-        .map(|event| outbox.wire_size(&event))
-        .ok()?;
-        Some(ceiling.saturating_sub(envelope + LENGTH_FIELDS_ROOM))
+    /// Some: a source hears the agent's writes only when it takes their events.
+    fn source_hearing(&self) -> Option<&dyn SourceHearing> {
+        Some(self)
     }
 
     fn get_work<'a>(&'a self, name: &'a str) -> HubResult<'a, Option<ManifestWork>> {
@@ -776,7 +751,7 @@ impl Hub for BrokerHub {
         status: &'a ManifestWorkStatus,
     ) -> HubResult<'a, ManifestWork> {
         Box::pin(async move {
-            self.status_room().await;
+            self.wait_for_status_room().await;
             let result = self
                 .inner
                 .works
@@ -846,6 +821,45 @@ impl Hub for BrokerHub {
         self.inner.outbox.get().is_some_and(|o| o.stats().ready)
     }
 
+    fn register_metrics(&self, registry: &mut Registry) {
+        let hub = self.clone();
+        let stats: metrics::StatsSource = Arc::new(move || match hub.inner.outbox.get() {
+            Some(o) => (o.stats(), o.ceiling_stats()),
+            None => (
+                Stats::default(),
+                CeilingStats {
+                    max_event_bytes: usize::MAX,
+                    origin: cloudevents::ceiling::CeilingOrigin::Unlimited,
+                    too_large: 0,
+                },
+            ),
+        });
+        metrics::register(
+            registry,
+            stats,
+            &self.inner.client_id,
+            self.inner.status_resync.clone(),
+            self.inner.processed.clone(),
+            {
+                let hub = self.clone();
+                Arc::new(move || {
+                    let desync = hub.desync();
+                    (desync.counts(), desync.unconfirmed_now())
+                })
+            },
+        );
+    }
+}
+
+impl SourceHearing for BrokerHub {
+    fn works_listed(&self) -> bool {
+        self.inner
+            .resync_answer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_in(Instant::now())
+    }
+
     fn ask_again_for_missing_works(&self, missing: usize) -> bool {
         let Some(outbox) = self.inner.outbox.get() else {
             return false;
@@ -865,56 +879,6 @@ impl Hub for BrokerHub {
         );
         self.request_spec_resync(outbox, Request::Again);
         true
-    }
-
-    fn works_listed(&self) -> bool {
-        self.inner
-            .resync_answer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_in(Instant::now())
-    }
-
-    fn events_taken(&self) -> BoxFuture<'_, ()> {
-        match self.inner.outbox.get() {
-            Some(outbox) => Box::pin(outbox.taken()),
-            None => Box::pin(std::future::pending()),
-        }
-    }
-
-    /// The source has taken a work's status once the transport no longer holds it (statuses
-    /// queue under the work's UID).
-    fn status_heard(&self, name: &str) -> bool {
-        let uid = self
-            .inner
-            .works
-            .lock()
-            .works()
-            .get(name)
-            .and_then(|w| w.metadata.uid.clone());
-        let (Some(outbox), Some(uid)) = (self.inner.outbox.get(), uid) else {
-            return true;
-        };
-        !outbox.is_pending(&uid)
-    }
-
-    /// Sends `Deleted` again, unless this process is telling it already. The source must show
-    /// it heard it: the work may be one whose TTL ran out.
-    fn retell_deletion(&self, work: GoneWork<'_>) -> Result<(), kube::Error> {
-        let telling = self
-            .inner
-            .told
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_telling(work.name);
-        if telling {
-            return Ok(());
-        }
-        tracing::info!(
-            work = work.name,
-            "a deletion maybe not heard by the source: told again"
-        );
-        self.publish_deleted(&status::gone_work(work, &self.inner.cluster), true)
     }
 
     /// The source has heard a deletion once the transport no longer holds its `Deleted`, and,
@@ -952,33 +916,72 @@ impl Hub for BrokerHub {
         DeletionsHeard { heard, unheard }
     }
 
-    fn register_metrics(&self, registry: &mut Registry) {
-        let hub = self.clone();
-        let stats: metrics::StatsSource = Arc::new(move || match hub.inner.outbox.get() {
-            Some(o) => (o.stats(), o.ceiling_stats()),
-            None => (
-                Stats::default(),
-                CeilingStats {
-                    max_event_bytes: usize::MAX,
-                    origin: cloudevents::ceiling::CeilingOrigin::Unlimited,
-                    too_large: 0,
-                },
-            ),
-        });
-        metrics::register(
-            registry,
-            stats,
-            &self.inner.client_id,
-            self.inner.status_resync.clone(),
-            self.inner.processed.clone(),
-            {
-                let hub = self.clone();
-                Arc::new(move || {
-                    let desync = hub.desync();
-                    (desync.counts(), desync.unconfirmed_now())
-                })
-            },
+    /// Sends `Deleted` again, unless this process is telling it already. The source must show
+    /// it heard it: the work may be one whose TTL ran out.
+    fn retell_deletion(&self, work: GoneWork<'_>) -> Result<(), kube::Error> {
+        let telling = self
+            .inner
+            .told
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_telling(work.name);
+        if telling {
+            return Ok(());
+        }
+        tracing::info!(
+            work = work.name,
+            "a deletion maybe not heard by the source: told again"
         );
+        self.publish_deleted(&status::gone_work(work, &self.inner.cluster), true)
+    }
+
+    fn events_taken(&self) -> BoxFuture<'_, ()> {
+        match self.inner.outbox.get() {
+            Some(outbox) => Box::pin(outbox.taken()),
+            None => Box::pin(std::future::pending()),
+        }
+    }
+
+    /// The source has taken a work's status once the transport no longer holds it (statuses
+    /// queue under the work's UID).
+    fn status_heard(&self, name: &str) -> bool {
+        let uid = self
+            .inner
+            .works
+            .lock()
+            .works()
+            .get(name)
+            .and_then(|w| w.metadata.uid.clone());
+        let (Some(outbox), Some(uid)) = (self.inner.outbox.get(), uid) else {
+            return true;
+        };
+        !outbox.is_pending(&uid)
+    }
+
+    /// The broker's ceiling less the envelope of the work's status event (its attributes, the
+    /// work's metadata among them).
+    fn status_room(&self, work: &ManifestWork) -> Option<usize> {
+        let outbox = self.inner.outbox.get()?;
+        let ceiling = outbox.ceiling();
+        if ceiling == usize::MAX {
+            return None;
+        }
+        // The event's attributes come from the metadata alone (the manifests stay out of it),
+        // and the widest sequence id stands for the one the write will take.
+        let bare = ManifestWork {
+            metadata: work.metadata.clone(),
+            spec: Default::default(),
+            status: None,
+        };
+        let envelope = status::status_event(
+            &bare,
+            EventType::StatusUpdate,
+            &self.inner.client_id,
+            u64::MAX,
+        )
+        .map(|event| outbox.wire_size(&event))
+        .ok()?;
+        Some(ceiling.saturating_sub(envelope + LENGTH_FIELDS_ROOM))
     }
 }
 

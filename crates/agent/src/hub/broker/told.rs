@@ -14,7 +14,7 @@
 //! listed (at version 0) in the next spec resync request, and heard only when that answer
 //! deletes it. If the answer comes in without it, the deletion is dropped unheard when the next
 //! round may start: the kept AppliedManifestWork makes the eviction scan tell it again
-//! (`Hub::retell_deletion`). Rounds are paced (a backoff that a confirmation resets); the pacing
+//! (`SourceHearing::retell_deletion`). Rounds are paced (a backoff that a confirmation resets); the pacing
 //! saves events and decides nothing.
 //!
 //! A source that holds no work at all for the cluster (sdk-go's source client, as Maestro's

@@ -22,7 +22,7 @@
 //! - Hub Events have no equivalent in the protocol: they are logged.
 
 pub mod answer;
-pub mod deleted;
+pub mod deletions;
 pub mod desync;
 pub mod kept;
 pub mod kept_store;
@@ -31,9 +31,10 @@ pub mod metrics;
 pub mod spec;
 pub mod status;
 pub mod told;
+pub mod tombstone;
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use cloudevents::EventType;
@@ -52,9 +53,10 @@ use work_api::{ManifestWork, ManifestWorkStatus};
 use super::hearing::{DeletionsHeard, GoneWork, SourceHearing};
 use super::local_works::{LocalWorks, api_error};
 use super::seam::{Hub, HubResult, WorkEvents};
-use deleted::{Deleted, Tombstone};
+use deletions::Deletions;
 use kept_store::DeletionStore;
 use spec::SpecChange;
+use tombstone::Tombstone;
 
 /// At most this many events are taken from the client at once: the deletions among them are
 /// kept on the spoke in one write ([`kept`]).
@@ -69,12 +71,9 @@ struct Inner {
     cluster: String,
     client_id: String,
     works: LocalWorks,
-    deleted: Mutex<Deleted>,
-    /// The `Deleted` events told and not heard yet.
-    told: Mutex<told::ToldDeletions>,
-    /// The UIDs of works this agent deleted itself (their TTL ran out) whose `Deleted` is not
-    /// told yet: the source must show it heard those ([`told`]).
-    deleted_here: Mutex<HashSet<String>>,
+    /// Each deleted work's state, one record per UID: its tombstone, whether this agent deleted
+    /// it itself, its `Deleted` told and not heard yet ([`deletions`]).
+    deletions: Mutex<Deletions>,
     sequence: Snowflake,
     /// The client's publishing half, once it is started.
     outbox: OnceLock<Publisher>,
@@ -161,9 +160,7 @@ impl BrokerHub {
                 cluster: cluster.to_string(),
                 client_id: client_id.to_string(),
                 works: LocalWorks::default(),
-                deleted: Mutex::default(),
-                told: Mutex::default(),
-                deleted_here: Mutex::default(),
+                deletions: Mutex::default(),
                 sequence: Snowflake::new(),
                 outbox: OnceLock::new(),
                 status_resync: metrics::status_resync_histogram(),
@@ -263,25 +260,17 @@ impl BrokerHub {
     fn publish_deleted(&self, work: &ManifestWork, confirm: bool) -> Result<(), kube::Error> {
         if let Some(uid) = work.metadata.uid.as_deref() {
             self.desync().forget(uid);
-            self.inner
-                .deleted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remember(uid, Tombstone::of(work));
+            self.deletions().remember(uid, Tombstone::of(work));
         }
         let deleted = status::with_deleted_condition(work.clone());
         let key = self.publish_status(&deleted, EventType::StatusUpdate)?;
         if let Some(name) = work.metadata.name.as_deref() {
-            self.inner
-                .told
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .told(
-                    name,
-                    work.metadata.uid.as_deref().unwrap_or_default(),
-                    key,
-                    confirm,
-                );
+            self.deletions().told(
+                name,
+                work.metadata.uid.as_deref().unwrap_or_default(),
+                key,
+                confirm,
+            );
         }
         tracing::info!(
             work = %work.metadata.name.clone().unwrap_or_default(),
@@ -293,14 +282,18 @@ impl BrokerHub {
     /// Whether `gone`, whose cleanup is done, is a work this agent deleted itself.
     fn deleted_here(&self, gone: &ManifestWork) -> bool {
         let uid = gone.metadata.uid.as_deref().unwrap_or_default();
-        self.inner
-            .deleted_here
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(uid)
+        self.deletions().take_deleted_here(uid)
     }
 
-    fn desync(&self) -> std::sync::MutexGuard<'_, desync::Desync> {
+    /// The deleted works' records ([`deletions`]).
+    fn deletions(&self) -> MutexGuard<'_, Deletions> {
+        self.inner
+            .deletions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn desync(&self) -> MutexGuard<'_, desync::Desync> {
         self.inner
             .desync
             .lock()
@@ -311,11 +304,7 @@ impl BrokerHub {
     /// confirm ([`told`]), the works the source did not confirm ([`desync`]), and the versions
     /// it holds, as many as the broker's ceiling has room for ([`listing`]).
     fn request_spec_resync(&self, outbox: &Publisher, request: Request) {
-        self.inner
-            .deleted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear_unversioned();
+        self.deletions().clear_unversioned();
         let unconfirmed: HashSet<String> = self.desync().unconfirmed().map(String::from).collect();
         let (asked_again, rest) = {
             let locked = self.inner.works.lock();
@@ -331,12 +320,7 @@ impl BrokerHub {
                 .partition::<Vec<_>, _>(|c| unconfirmed.contains(&c.version.resource_id))
         };
         let count = asked_again.len() + rest.len();
-        let confirming = self
-            .inner
-            .told
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .ask();
+        let confirming = self.deletions().ask();
         let asked = confirming.len();
         let mut room = listing_room(outbox, &self.inner.cluster, &self.inner.client_id);
         // The room is computed from an empty request; the wire's length fields and the time
@@ -494,13 +478,9 @@ impl BrokerHub {
         };
         let (kept, remember) = kept::Kept::read(&data, now_seconds());
         {
-            let mut deleted = self
-                .inner
-                .deleted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut deletions = self.deletions();
             for (uid, tombstone) in remember {
-                deleted.remember(&uid, tombstone);
+                deletions.remember(&uid, tombstone);
             }
         }
         tracing::info!(
@@ -589,35 +569,26 @@ impl BrokerHub {
         // name, any other through the copy's index.
         let existing_name = locked.name_of_uid(&update.uid);
         let existing = existing_name.and_then(|name| locked.get(&name));
-        if existing.is_none()
-            && update.deletion_timestamp.is_some()
-            && update.spec.is_none()
-            && self
-                .inner
-                .told
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .confirm(&update.uid)
-        {
-            // The answer to a request that listed a work this agent deleted and cleaned up: the
-            // source does not hold it, so its deletion is heard (nothing here to clean up).
-            tracing::debug!(uid = %update.uid, "the source confirmed it heard a deletion");
-            return;
-        }
         if existing.is_none() {
-            let mut deleted = self
-                .inner
-                .deleted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if deleted.is_late(update) {
-                drop(deleted);
+            let mut deletions = self.deletions();
+            if update.deletion_timestamp.is_some()
+                && update.spec.is_none()
+                && deletions.confirm(&update.uid)
+            {
+                // The answer to a request that listed a work this agent deleted and cleaned up:
+                // the source does not hold it, so its deletion is heard (nothing here to clean
+                // up).
+                tracing::debug!(uid = %update.uid, "the source confirmed it heard a deletion");
+                return;
+            }
+            if deletions.is_late(update) {
+                drop(deletions);
                 self.desync().resent_after_deletion();
                 tracing::info!(work = %update.name, uid = %update.uid, generation = update.generation, "desync: the source sent again a work deleted here; ignored");
                 return;
             }
             // The work is back (created again, or news from the source): not deleted any more.
-            deleted.forget(&update.uid);
+            deletions.forget(&update.uid);
         }
         match spec::apply_spec(existing.as_ref(), update) {
             SpecChange::Put(work) => {
@@ -690,10 +661,7 @@ impl BrokerHub {
         // (the source restarted after the broker took it), and without it the source keeps the
         // work for ever. Said again.
         let gone = self
-            .inner
-            .deleted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .deletions()
             .deleted_works(listed.named(), &self.inner.cluster);
         for work in gone {
             count += 1;
@@ -781,11 +749,7 @@ impl Hub for BrokerHub {
 
     fn delete_work<'a>(&'a self, name: &'a str, uid: &'a str) -> HubResult<'a, ()> {
         let result = self.inner.works.check_uid(name, uid).and_then(|()| {
-            self.inner
-                .deleted_here
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(uid.to_string());
+            self.deletions().deleting_here(uid);
             self.inner
                 .works
                 .delete(name, |gone| {
@@ -896,17 +860,13 @@ impl SourceHearing for BrokerHub {
             .unwrap_or_else(PoisonError::into_inner)
             .is_in(now);
         let (heard, unheard, ask) = {
-            let mut told = self
-                .inner
-                .told
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            told.refresh(|key| outbox.is_pending(key), now);
+            let mut deletions = self.deletions();
+            deletions.refresh(|key| outbox.is_pending(key), now);
             if answer_in {
-                told.answer_in(now);
+                deletions.answer_in(now);
             }
-            let ask = answer_in && told.should_ask(now);
-            (told.take_heard(), told.unheard(), ask)
+            let ask = answer_in && deletions.should_ask(now);
+            (deletions.take_heard(), deletions.unheard(), ask)
         };
         if ask {
             self.request_spec_resync(outbox, Request::Confirm);
@@ -919,12 +879,7 @@ impl SourceHearing for BrokerHub {
     /// Sends `Deleted` again, unless this process is telling it already. The source must show
     /// it heard it: the work may be one whose TTL ran out.
     fn retell_deletion(&self, work: GoneWork<'_>) -> Result<(), kube::Error> {
-        let telling = self
-            .inner
-            .told
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_telling(work.name);
+        let telling = self.deletions().is_telling(work.name);
         if telling {
             return Ok(());
         }

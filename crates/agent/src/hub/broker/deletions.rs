@@ -299,6 +299,7 @@ mod tests {
     use cloudevents::EventType;
 
     use super::*;
+    use crate::hub::broker::tests::create;
     use crate::hub::broker::told::{
         CONFIRM_AFTER_TAKEN, CONFIRM_PERIOD_FIRST, CONFIRM_PERIOD_LAST,
     };
@@ -323,20 +324,11 @@ mod tests {
 
     /// An update of `uid` at `generation`, as part of a resync answer.
     fn update(uid: &str, generation: i64, created: Option<i64>) -> SpecUpdate {
-        SpecUpdate {
-            event_type: EventType::SpecResyncResponse,
-            uid: uid.into(),
-            name: uid.into(),
-            namespace: "cluster1".into(),
-            generation,
-            source: "maestro".into(),
-            labels: Default::default(),
-            annotations: Default::default(),
-            deletion_timestamp: None,
-            creation_timestamp: created
-                .map(|s| chrono::DateTime::from_timestamp(s, 0).expect("a time")),
-            spec: Some(Default::default()),
-        }
+        let mut update = create(uid, generation);
+        update.event_type = EventType::SpecResyncResponse;
+        update.creation_timestamp =
+            created.map(|s| chrono::DateTime::from_timestamp(s, 0).expect("a time"));
+        update
     }
 
     #[test]

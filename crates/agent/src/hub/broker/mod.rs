@@ -1089,7 +1089,9 @@ mod tests {
         }
     }
 
-    fn create(uid: &str, generation: i64) -> SpecUpdate {
+    /// The source's `create_request` of work `uid` (named by it, as Maestro names works) at
+    /// `generation`; the broker's other tests build their events from it too.
+    pub(super) fn create(uid: &str, generation: i64) -> SpecUpdate {
         SpecUpdate {
             event_type: EventType::SpecCreate,
             uid: uid.into(),

@@ -17,6 +17,7 @@ use work_api::{
 
 use crate::error::Error;
 use crate::finalizer_patch::set_finalizers;
+use crate::hub::SourceHearing;
 use crate::spoke::watches::{Cached, ObjectKey};
 use crate::work::completion_memory::Remembered;
 use crate::work::context::Context;
@@ -48,8 +49,13 @@ pub fn shows_deleting(work: &ManifestWork, now: Timestamp) -> bool {
         .is_ok_and(|waited: Duration| waited >= TTL_DELETING_SHOWN_AFTER)
 }
 
-/// Handles a ManifestWork with a deletionTimestamp.
-pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action, Error> {
+/// Handles a ManifestWork with a deletionTimestamp; `source` is what the hub's source must hear,
+/// when it must (`Hub::source_hearing`).
+pub async fn finalize_work(
+    work: &ManifestWork,
+    source: Option<&dyn SourceHearing>,
+    ctx: &Context,
+) -> Result<Action, Error> {
     let name = work.name_any();
     if !work
         .finalizers()
@@ -80,7 +86,7 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
         if amw.metadata.deletion_timestamp.is_none() {
             // As upstream's agent: the hub has taken the work's last status (`Deleting`) before
             // the cleanup starts; behind a broker, that is the source's answer to its event.
-            if !status_taken(&name, ctx).await {
+            if !status_taken(&name, source).await {
                 return Ok(Action::requeue(STATUS_TAKEN_RETRY));
             }
             // As upstream's agent: the AppliedManifestWork goes first, and its resources are
@@ -92,7 +98,7 @@ pub async fn finalize_work(work: &ManifestWork, ctx: &Context) -> Result<Action,
         if !cleanup_resources(&amw, Some(work), ctx).await? {
             return Ok(Action::requeue(WAIT_FOR_GONE));
         }
-        if keeps_record_until_heard(ctx.hub.keeps_status(), &amw) {
+        if keeps_record_until_heard(source.is_some(), &amw) {
             // The record holds the work's completion, and a source that has not heard the
             // deletion would send the work back after a restart: it stays until the hub heard
             // it (the eviction controller then releases it).
@@ -136,28 +142,33 @@ const STATUS_TAKEN_WAIT: Duration = Duration::from_secs(1);
 const STATUS_TAKEN_RETRY: Duration = Duration::from_secs(2);
 
 /// Whether the hub has taken work `name`'s last status, waiting up to [`STATUS_TAKEN_WAIT`] for
-/// it (a source answers in milliseconds).
-async fn status_taken(name: &str, ctx: &Context) -> bool {
+/// its source to hear it (a source answers in milliseconds). A hub without a source to hear
+/// (`source` is `None`) took it with the write.
+async fn status_taken(name: &str, source: Option<&dyn SourceHearing>) -> bool {
+    let Some(source) = source else {
+        return true;
+    };
     let deadline = tokio::time::Instant::now() + STATUS_TAKEN_WAIT;
     loop {
         // Made before looking: an event taken while this looks still wakes the wait.
-        let taken = ctx.hub.events_taken();
-        if ctx.hub.status_heard(name) {
+        let taken = source.events_taken();
+        if source.status_heard(name) {
             return true;
         }
         if tokio::time::timeout_at(deadline, taken).await.is_err() {
-            return ctx.hub.status_heard(name);
+            return source.status_heard(name);
         }
     }
 }
 
 /// Whether the AppliedManifestWork of a deleted work keeps its finalizer until the hub heard the
-/// deletion: when it holds the work's `Complete` for a hub that does not keep statuses (a
-/// broker's source). Were it gone first, an agent restarted before the source heard `Deleted`
-/// of a work its TTL deleted would get the work back from the source and apply it again. (A
-/// work its source deleted comes back as deleting: nothing is applied.)
-pub fn keeps_record_until_heard(hub_keeps_status: bool, amw: &AppliedManifestWork) -> bool {
-    !hub_keeps_status
+/// deletion: when it holds the work's `Complete` and the hub's source must hear the deletion
+/// (`source_must_hear`: a broker's source, which keeps no status). Were it gone first, an agent
+/// restarted before the source heard `Deleted` of a work its TTL deleted would get the work back
+/// from the source and apply it again. (A work its source deleted comes back as deleting:
+/// nothing is applied.)
+pub fn keeps_record_until_heard(source_must_hear: bool, amw: &AppliedManifestWork) -> bool {
+    source_must_hear
         && Remembered::from_annotations(amw.metadata.annotations.as_ref())
             .is_some_and(|r| r.complete.is_some())
 }

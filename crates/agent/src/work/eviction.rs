@@ -8,7 +8,7 @@
 //! The controller scans periodically, reading both sides from the agent's watch stores (no
 //! request). An empty store that has not finished its initial list would look like "the hub
 //! has no works", so a scan is skipped until both stores are synced, and behind a broker until
-//! the source's answer to the spec resync request is in (`Hub::works_listed`). It is also
+//! the source's answer to the spec resync request is in (`SourceHearing::works_listed`). It is also
 //! skipped while the ManifestWork watch is failing, so an unreachable hub never starts an
 //! eviction: a store keeps its last full list while its watch fails (and swaps in a new list
 //! only whole, after a re-list), so it never shows fewer works than the hub had at its last
@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
@@ -28,8 +29,8 @@ use serde_json::json;
 use work_api::{APPLIED_MANIFEST_WORK_FINALIZER, AppliedManifestWork};
 
 use crate::config::{AgentConfig, EVICTION_DISABLED_AT};
-use crate::hub::GoneWork;
 use crate::hub::stored_work::StoredWork;
+use crate::hub::{GoneWork, SourceHearing};
 use crate::work::completion_memory::Remembered;
 use crate::work::context::Context;
 use crate::work::deletion;
@@ -65,8 +66,8 @@ pub enum EvictionStep {
 pub struct HubView {
     /// The hub has the ManifestWork.
     pub has_work: bool,
-    /// The hub keeps works' statuses (see `Hub::keeps_status`).
-    pub keeps_status: bool,
+    /// The hub's source must hear a deletion, and keeps no status (see `Hub::source_hearing`).
+    pub source_must_hear: bool,
 }
 
 /// Decides the step for `amw` given what the hub says of its ManifestWork.
@@ -89,7 +90,7 @@ pub fn decide(
         if !(unmanaged && ours) {
             return EvictionStep::Nothing;
         }
-        if deletion::keeps_record_until_heard(hub.keeps_status, amw) {
+        if deletion::keeps_record_until_heard(hub.source_must_hear, amw) {
             // It keeps a completed work's completion until its source heard the deletion; a
             // deletion heard by this process releases it at once (`finish_heard`). One told
             // before a restart may not have been heard: the source would then send the work
@@ -169,18 +170,27 @@ const HEARD_PERIOD: Duration = Duration::from_secs(1);
 
 /// Runs the eviction controller.
 async fn run(ctx: Arc<Context>) {
+    // Asked once: the hub's source stays what it is for the life of the loop.
+    let source = ctx.hub.source_hearing();
     let period = scan_period(ctx.config.eviction_grace_period);
     let mut next_scan = tokio::time::Instant::now();
     let mut released = BTreeSet::new();
     loop {
         // Made before looking: a deletion heard while this turn looks still wakes the next one.
-        let heard_wake = ctx.hub.events_taken();
-        let waiting = finish_heard(&ctx, &mut released).await;
+        let heard_wake: BoxFuture<'_, ()> = match source {
+            Some(source) => source.events_taken(),
+            // A hub without a source to hear has no news of hearing to wake for.
+            None => Box::pin(std::future::pending()),
+        };
+        let waiting = match source {
+            Some(source) => finish_heard(&ctx, source, &mut released).await,
+            None => false,
+        };
         let now = tokio::time::Instant::now();
         if now >= next_scan {
             // Until the stores are synced (and after a hub outage), look again soon.
             next_scan = now
-                + if scan(&ctx).await {
+                + if scan(&ctx, source).await {
                     period
                 } else {
                     MIN_SCAN_PERIOD
@@ -201,11 +211,15 @@ async fn run(ctx: Arc<Context>) {
     }
 }
 
-/// Releases the AppliedManifestWorks kept for deletions the hub has now heard
+/// Releases the AppliedManifestWorks kept for deletions the hub's source has now heard
 /// (`deletion::keeps_record_until_heard`); `released` holds the works whose release failed, for
 /// the next turn. Returns whether some deletion is still unheard or some release still to do.
-async fn finish_heard(ctx: &Context, released: &mut BTreeSet<String>) -> bool {
-    let heard = ctx.hub.deletions_heard();
+async fn finish_heard(
+    ctx: &Context,
+    source: &dyn SourceHearing,
+    released: &mut BTreeSet<String>,
+) -> bool {
+    let heard = source.deletions_heard();
     released.extend(heard.heard);
     let namespace = ctx.config.cluster_name.as_str();
     for work in std::mem::take(released) {
@@ -266,12 +280,13 @@ pub fn scan_blocker(
 
 /// One pass over the AppliedManifestWorks, from the watch stores; false if it was skipped or
 /// holds marks for a new answer (the next pass comes soon).
-async fn scan(ctx: &Context) -> bool {
+async fn scan(ctx: &Context, source: Option<&dyn SourceHearing>) -> bool {
     if let Some(why) = scan_blocker(
         ctx.works_are_synced(),
         ctx.applied.is_synced(),
         ctx.hub.watch_is_healthy(),
-        ctx.hub.works_listed(),
+        // A hub without a source to hear lists its works whole.
+        source.is_none_or(|s| s.works_listed()),
     ) {
         tracing::debug!(reason = why, "eviction scan skipped");
         return false;
@@ -282,7 +297,7 @@ async fn scan(ctx: &Context) -> bool {
         let key = ObjectRef::<StoredWork>::new(&amw.spec.manifest_work_name).within(namespace);
         let hub = HubView {
             has_work: ctx.work_store.get(&key).is_some(),
-            keeps_status: ctx.hub.keeps_status(),
+            source_must_hear: source.is_some(),
         };
         let step = decide(&amw, hub, &ctx.config, Timestamp::now());
         if matches!(step, EvictionStep::Nothing | EvictionStep::Wait) {
@@ -293,12 +308,12 @@ async fn scan(ctx: &Context) -> bool {
     });
     let missing = steps.iter().filter(|(_, _, missing)| *missing).count();
     // The new answer may bring them; the next scan waits for it.
-    let hold_marks = missing > 0 && ctx.hub.ask_again_for_missing_works(missing);
+    let hold_marks = missing > 0 && source.is_some_and(|s| s.ask_again_for_missing_works(missing));
     for (amw, step, missing) in steps {
         if hold_marks && missing {
             continue;
         }
-        if let Err(e) = act(ctx, &amw, step).await {
+        if let Err(e) = act(ctx, source, &amw, step).await {
             tracing::warn!(applied = %amw.name_any(), error = %e, "AppliedManifestWork eviction step failed");
         }
     }
@@ -309,6 +324,7 @@ async fn scan(ctx: &Context) -> bool {
 
 async fn act(
     ctx: &Context,
+    source: Option<&dyn SourceHearing>,
     amw: &AppliedManifestWork,
     step: EvictionStep,
 ) -> Result<(), crate::error::Error> {
@@ -350,10 +366,11 @@ async fn act(
         }
         EvictionStep::Retell => {
             let remembered = Remembered::from_annotations(amw.metadata.annotations.as_ref());
-            let Some(work) = remembered.and_then(|r| r.work) else {
+            // Only decided where the source must hear it; a hub without one heard it already.
+            let (Some(source), Some(work)) = (source, remembered.and_then(|r| r.work)) else {
                 return Ok(());
             };
-            ctx.hub
+            source
                 .retell_deletion(GoneWork {
                     name: &amw.spec.manifest_work_name,
                     uid: &work.uid,
@@ -404,12 +421,12 @@ mod tests {
     /// A Kubernetes hub that has the work.
     const MANAGED: HubView = HubView {
         has_work: true,
-        keeps_status: true,
+        source_must_hear: false,
     };
     /// A Kubernetes hub without the work.
     const GONE: HubView = HubView {
         has_work: false,
-        keeps_status: true,
+        source_must_hear: false,
     };
 
     #[test]
@@ -527,7 +544,7 @@ mod tests {
         );
         let broker_gone = HubView {
             has_work: false,
-            keeps_status: false,
+            source_must_hear: true,
         };
         assert_eq!(
             decide(&deleting, broker_gone, &c, ts(NOW)),
@@ -579,7 +596,7 @@ mod tests {
             memory(json!({"uid": "u1", "source": "maestro", "generation": 2}));
         let broker_gone = HubView {
             has_work: false,
-            keeps_status: false,
+            source_must_hear: true,
         };
         assert_eq!(
             decide(&deleting, broker_gone, &c, ts(NOW)),

@@ -17,6 +17,7 @@ use work_api::{
 
 use crate::error::Error;
 use crate::finalizer_patch::with_finalizer;
+use crate::hub::SourceHearing;
 use crate::hub::stored_work::StoredWork;
 use crate::latest::is_newer;
 use crate::metrics::ControllerLabels;
@@ -89,17 +90,19 @@ pub async fn reconcile(work: Arc<ManifestWork>, ctx: Arc<Context>) -> Result<Act
 /// the work's AppliedManifestWork, lay a remembered completion over it, and then either watch a
 /// completed work's TTL or apply the work and report.
 async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action, Error> {
+    // Asked once: whether the hub's source must hear the agent's writes decides in every phase.
+    let source = ctx.hub.source_hearing();
     let work = ctx.status.fresher(work);
     if work.metadata.deletion_timestamp.is_some() {
-        return finalize(&work, ctx).await;
+        return finalize(&work, source, ctx).await;
     }
     let work = hold_finalizer(work, ctx).await?;
-    let Some(applied) = applied_record(&work, ctx).await? else {
+    let Some(applied) = applied_record(&work, source, ctx).await? else {
         // Its AppliedManifestWork is being deleted: re-created once it is gone (its deletion
         // event re-queues the work).
         return Ok(Action::requeue(Duration::from_secs(1)));
     };
-    let remembered = remembered_completion(&applied, ctx);
+    let remembered = remembered_completion(&applied, source);
     let restored = remembered
         .as_ref()
         .and_then(|r| completion_memory::restore(&work, r));
@@ -115,18 +118,22 @@ async fn reconcile_work(work: Arc<ManifestWork>, ctx: &Context) -> Result<Action
         ctx.backoff.clear(&name);
         return ttl::ttl_step(&work, ctx).await;
     }
-    apply_and_report(&work, applied, remembered, ctx).await
+    apply_and_report(&work, applied, remembered, source, ctx).await
 }
 
 /// A work being deleted: its cleanup, unless the agent released it already.
-async fn finalize(work: &ManifestWork, ctx: &Context) -> Result<Action, Error> {
+async fn finalize(
+    work: &ManifestWork,
+    source: Option<&dyn SourceHearing>,
+    ctx: &Context,
+) -> Result<Action, Error> {
     let name = work.name_any();
     ctx.backoff.clear(&name);
     if ctx.status.is_released(&name) {
         // Finalized already; the store has not seen the deletion yet.
         return Ok(Action::await_change());
     }
-    deletion::finalize_work(work, ctx).await
+    deletion::finalize_work(work, source, ctx).await
 }
 
 /// `work` with the agent's finalizer, written when it lacks it. The patched object (new
@@ -151,6 +158,7 @@ async fn hold_finalizer(
 /// spoke (its resources are cleaned up first).
 async fn applied_record(
     work: &ManifestWork,
+    source: Option<&dyn SourceHearing>,
     ctx: &Context,
 ) -> Result<Option<AppliedManifestWork>, Error> {
     let labels = work.metadata.labels.clone().unwrap_or_default();
@@ -171,7 +179,7 @@ async fn applied_record(
     match state {
         AppliedState::Ready(applied) => Ok(Some(applied)),
         AppliedState::Deleting(amw)
-            if deletion::keeps_record_until_heard(ctx.hub.keeps_status(), &amw) =>
+            if deletion::keeps_record_until_heard(source.is_some(), &amw) =>
         {
             // Deleted on the spoke, but it holds the work's completion, which nothing else
             // keeps: its resources go, the record stays (until the work is deleted and its source
@@ -189,10 +197,11 @@ async fn applied_record(
 
 /// Behind a hub that does not give the status back after a restart, the completion kept on the
 /// spoke: it is laid over the work first, so nothing completed is applied again.
-fn remembered_completion(applied: &AppliedManifestWork, ctx: &Context) -> Option<Remembered> {
-    (!ctx.hub.keeps_status())
-        .then(|| Remembered::from_annotations(applied.metadata.annotations.as_ref()))
-        .flatten()
+fn remembered_completion(
+    applied: &AppliedManifestWork,
+    source: Option<&dyn SourceHearing>,
+) -> Option<Remembered> {
+    source.and_then(|_| Remembered::from_annotations(applied.metadata.annotations.as_ref()))
 }
 
 /// Applies the work, prunes what left it, writes its status (a completion kept on the spoke
@@ -201,6 +210,7 @@ async fn apply_and_report(
     work: &ManifestWork,
     applied: AppliedManifestWork,
     remembered: Option<Remembered>,
+    source: Option<&dyn SourceHearing>,
     ctx: &Context,
 ) -> Result<Action, Error> {
     let name = work.name_any();
@@ -223,14 +233,12 @@ async fn apply_and_report(
         observed_generation: generation,
         at: Time(Timestamp::now()),
         // Only where the hub keeps no status: over a kept one nothing is dated anew.
-        applied_since: (!ctx.hub.keeps_status())
-            .then(|| applied.metadata.creation_timestamp.clone())
-            .flatten(),
+        applied_since: source.and_then(|_| applied.metadata.creation_timestamp.clone()),
     };
     // Behind a broker the completion is kept on the spoke before the source hears of it: an agent
     // stopped between the two would otherwise apply the completed work again after a restart.
     let mut remembered = remembered.unwrap_or_default();
-    if !ctx.hub.keeps_status() {
+    if source.is_some() {
         let planned = plan.over(work.status.as_ref());
         remembered = remember(work, &applied, remembered, Some(&planned), ctx).await?;
     }
@@ -255,7 +263,7 @@ async fn apply_and_report(
         .as_ref()
         .and_then(|w| w.status.as_ref())
         .or(work.status.as_ref());
-    if !ctx.hub.keeps_status() {
+    if source.is_some() {
         // The written status may hold more than planned (it was built on the hub's latest copy).
         remember(work, &applied, remembered, current_status, ctx).await?;
     }

@@ -133,7 +133,8 @@ impl StatusWriter {
         let stored = budget_for(work);
         let budget = self
             .hub
-            .status_room(work)
+            .source_hearing()
+            .and_then(|source| source.status_room(work))
             .map_or(stored, |room| room.min(stored));
         refused.map_or(budget, |r| r.min(budget))
     }

@@ -8,16 +8,16 @@
 //! once; nothing while no work is deleted.
 //!
 //! Only deletions of works with a creation time are kept (Maestro sends one for every work):
-//! a deletion without one is forgotten with each spec resync request anyway ([`Deleted`]).
+//! a deletion without one is forgotten with each spec resync request anyway
+//! ([`super::tombstone`]).
 //! A kept deletion is dropped an hour after it began (a late part comes within the time the
 //! source takes to answer, seconds), and beyond [`KEPT_MOST`] deletions or [`KEPT_BYTES`] the
 //! oldest go first.
-//!
-//! [`Deleted`]: super::deleted::Deleted
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::deleted::{DELETED_REMEMBERED, Tombstone};
+use super::deletions::DELETED_REMEMBERED;
+use super::tombstone::Tombstone;
 
 /// How long after its deletion began a work's deletion is kept, in seconds.
 pub const KEPT_FOR_SECONDS: i64 = 3600;

@@ -22,7 +22,7 @@
 //! - Hub Events have no equivalent in the protocol: they are logged.
 
 pub mod answer;
-pub mod deleted;
+pub mod deletions;
 pub mod desync;
 pub mod kept;
 pub mod kept_store;
@@ -31,9 +31,10 @@ pub mod metrics;
 pub mod spec;
 pub mod status;
 pub mod told;
+pub mod tombstone;
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use cloudevents::EventType;
@@ -49,11 +50,13 @@ use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
 use work_api::{ManifestWork, ManifestWorkStatus};
 
+use super::hearing::{DeletionsHeard, GoneWork, SourceHearing};
 use super::local_works::{LocalWorks, api_error};
-use super::seam::{DeletionsHeard, GoneWork, Hub, HubResult, WorkEvents};
-use deleted::{Deleted, Tombstone};
+use super::seam::{Hub, HubResult, WorkEvents};
+use deletions::Deletions;
 use kept_store::DeletionStore;
 use spec::SpecChange;
+use tombstone::Tombstone;
 
 /// At most this many events are taken from the client at once: the deletions among them are
 /// kept on the spoke in one write ([`kept`]).
@@ -72,12 +75,9 @@ struct Inner {
     cluster: String,
     client_id: String,
     works: LocalWorks,
-    deleted: Mutex<Deleted>,
-    /// The `Deleted` events told and not heard yet.
-    told: Mutex<told::ToldDeletions>,
-    /// The UIDs of works this agent deleted itself (their TTL ran out) whose `Deleted` is not
-    /// told yet: the source must show it heard those ([`told`]).
-    deleted_here: Mutex<HashSet<String>>,
+    /// Each deleted work's state, one record per UID: its tombstone, whether this agent deleted
+    /// it itself, its `Deleted` told and not heard yet ([`deletions`]).
+    deletions: Mutex<Deletions>,
     sequence: Snowflake,
     /// The client's publishing half, once it is started.
     outbox: OnceLock<Publisher>,
@@ -164,9 +164,7 @@ impl BrokerHub {
                 cluster: cluster.to_string(),
                 client_id: client_id.to_string(),
                 works: LocalWorks::default(),
-                deleted: Mutex::default(),
-                told: Mutex::default(),
-                deleted_here: Mutex::default(),
+                deletions: Mutex::default(),
                 sequence: Snowflake::new(),
                 outbox: OnceLock::new(),
                 status_resync: metrics::status_resync_histogram(),
@@ -266,25 +264,17 @@ impl BrokerHub {
     fn publish_deleted(&self, work: &ManifestWork, confirm: bool) -> Result<(), kube::Error> {
         if let Some(uid) = work.metadata.uid.as_deref() {
             self.desync().forget(uid);
-            self.inner
-                .deleted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remember(uid, Tombstone::of(work));
+            self.deletions().remember(uid, Tombstone::of(work));
         }
         let deleted = status::with_deleted_condition(work.clone());
         let key = self.publish_status(&deleted, EventType::StatusUpdate)?;
         if let Some(name) = work.metadata.name.as_deref() {
-            self.inner
-                .told
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .told(
-                    name,
-                    work.metadata.uid.as_deref().unwrap_or_default(),
-                    key,
-                    confirm,
-                );
+            self.deletions().told(
+                name,
+                work.metadata.uid.as_deref().unwrap_or_default(),
+                key,
+                confirm,
+            );
         }
         tracing::info!(
             work = %work.metadata.name.clone().unwrap_or_default(),
@@ -296,14 +286,18 @@ impl BrokerHub {
     /// Whether `gone`, whose cleanup is done, is a work this agent deleted itself.
     fn deleted_here(&self, gone: &ManifestWork) -> bool {
         let uid = gone.metadata.uid.as_deref().unwrap_or_default();
-        self.inner
-            .deleted_here
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(uid)
+        self.deletions().take_deleted_here(uid)
     }
 
-    fn desync(&self) -> std::sync::MutexGuard<'_, desync::Desync> {
+    /// The deleted works' records ([`deletions`]).
+    fn deletions(&self) -> MutexGuard<'_, Deletions> {
+        self.inner
+            .deletions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn desync(&self) -> MutexGuard<'_, desync::Desync> {
         self.inner
             .desync
             .lock()
@@ -314,11 +308,7 @@ impl BrokerHub {
     /// confirm ([`told`]), the works the source did not confirm ([`desync`]), and the versions
     /// it holds, as many as the broker's ceiling has room for ([`listing`]).
     fn request_spec_resync(&self, outbox: &Publisher, request: Request) {
-        self.inner
-            .deleted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear_unversioned();
+        self.deletions().clear_unversioned();
         let unconfirmed: HashSet<String> = self.desync().unconfirmed().map(String::from).collect();
         let (asked_again, rest) = {
             let locked = self.inner.works.lock();
@@ -334,12 +324,7 @@ impl BrokerHub {
                 .partition::<Vec<_>, _>(|c| unconfirmed.contains(&c.version.resource_id))
         };
         let count = asked_again.len() + rest.len();
-        let confirming = self
-            .inner
-            .told
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .ask();
+        let confirming = self.deletions().ask();
         let asked = confirming.len();
         let mut room = listing_room(outbox, &self.inner.cluster, &self.inner.client_id);
         // The room is computed from an empty request; the wire's length fields and the time
@@ -497,13 +482,9 @@ impl BrokerHub {
         };
         let (kept, remember) = kept::Kept::read(&data, now_seconds());
         {
-            let mut deleted = self
-                .inner
-                .deleted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
+            let mut deletions = self.deletions();
             for (uid, tombstone) in remember {
-                deleted.remember(&uid, tombstone);
+                deletions.remember(&uid, tombstone);
             }
         }
         tracing::info!(
@@ -592,35 +573,26 @@ impl BrokerHub {
         // name, any other through the copy's index.
         let existing_name = locked.name_of_uid(&update.uid);
         let existing = existing_name.and_then(|name| locked.get(&name));
-        if existing.is_none()
-            && update.deletion_timestamp.is_some()
-            && update.spec.is_none()
-            && self
-                .inner
-                .told
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .confirm(&update.uid)
-        {
-            // The answer to a request that listed a work this agent deleted and cleaned up: the
-            // source does not hold it, so its deletion is heard (nothing here to clean up).
-            tracing::debug!(uid = %update.uid, "the source confirmed it heard a deletion");
-            return;
-        }
         if existing.is_none() {
-            let mut deleted = self
-                .inner
-                .deleted
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            if deleted.is_late(update) {
-                drop(deleted);
+            let mut deletions = self.deletions();
+            if update.deletion_timestamp.is_some()
+                && update.spec.is_none()
+                && deletions.confirm(&update.uid)
+            {
+                // The answer to a request that listed a work this agent deleted and cleaned up:
+                // the source does not hold it, so its deletion is heard (nothing here to clean
+                // up).
+                tracing::debug!(uid = %update.uid, "the source confirmed it heard a deletion");
+                return;
+            }
+            if deletions.is_late(update) {
+                drop(deletions);
                 self.desync().resent_after_deletion();
                 tracing::info!(work = %update.name, uid = %update.uid, generation = update.generation, "desync: the source sent again a work deleted here; ignored");
                 return;
             }
             // The work is back (created again, or news from the source): not deleted any more.
-            deleted.forget(&update.uid);
+            deletions.forget(&update.uid);
         }
         match spec::apply_spec(existing.as_ref(), update) {
             SpecChange::Put(work) => {
@@ -656,7 +628,7 @@ impl BrokerHub {
     /// Waits until the client has room for another status ([`STATUS_ROOM`]), or
     /// [`STATUS_ROOM_WAIT`] has passed: a wire that takes nothing while its connection stays up
     /// costs memory then, as an outage does, rather than holding the workers that apply.
-    async fn status_room(&self) {
+    async fn wait_for_status_room(&self) {
         if let Some(outbox) = self.inner.outbox.get() {
             let _ = tokio::time::timeout(STATUS_ROOM_WAIT, outbox.room(STATUS_ROOM)).await;
         }
@@ -686,7 +658,7 @@ impl BrokerHub {
                 continue;
             }
             count += 1;
-            self.status_room().await;
+            self.wait_for_status_room().await;
             if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
                 tracing::warn!(error = %e, "status resync answer not sent");
             }
@@ -695,10 +667,7 @@ impl BrokerHub {
         // (the source restarted after the broker took it), and without it the source keeps the
         // work for ever. Said again.
         let gone = self
-            .inner
-            .deleted
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .deletions()
             .deleted_works(listed.named(), &self.inner.cluster);
         for work in gone {
             count += 1;
@@ -706,7 +675,7 @@ impl BrokerHub {
                 work = work.metadata.name.as_deref().unwrap_or_default(),
                 "the source lists a work deleted here; Deleted sent again"
             );
-            self.status_room().await;
+            self.wait_for_status_room().await;
             if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
                 tracing::warn!(error = %e, "status resync answer not sent");
             }
@@ -733,35 +702,9 @@ impl Hub for BrokerHub {
         std::time::Duration::ZERO
     }
 
-    /// No: a source's spec events carry no status, and a restarted agent starts with none.
-    fn keeps_status(&self) -> bool {
-        false
-    }
-
-    /// The broker's ceiling less the envelope of the work's status event (its attributes, the
-    /// work's metadata among them).
-    fn status_room(&self, work: &ManifestWork) -> Option<usize> {
-        let outbox = self.inner.outbox.get()?;
-        let ceiling = outbox.ceiling();
-        if ceiling == usize::MAX {
-            return None;
-        }
-        // The event's attributes come from the metadata alone (the manifests stay out of it),
-        // and the widest sequence id stands for the one the write will take.
-        let bare = ManifestWork {
-            metadata: work.metadata.clone(),
-            spec: Default::default(),
-            status: None,
-        };
-        let envelope = status::status_event(
-            &bare,
-            EventType::StatusUpdate,
-            &self.inner.client_id,
-            u64::MAX,
-        )
-        .map(|event| outbox.wire_size(&event))
-        .ok()?;
-        Some(ceiling.saturating_sub(envelope + LENGTH_FIELDS_ROOM))
+    /// Some: a source hears the agent's writes only when it takes their events.
+    fn source_hearing(&self) -> Option<&dyn SourceHearing> {
+        Some(self)
     }
 
     fn get_work<'a>(&'a self, name: &'a str) -> HubResult<'a, Option<ManifestWork>> {
@@ -782,7 +725,7 @@ impl Hub for BrokerHub {
         status: &'a ManifestWorkStatus,
     ) -> HubResult<'a, ManifestWork> {
         Box::pin(async move {
-            self.status_room().await;
+            self.wait_for_status_room().await;
             let result = self
                 .inner
                 .works
@@ -812,11 +755,7 @@ impl Hub for BrokerHub {
 
     fn delete_work<'a>(&'a self, name: &'a str, uid: &'a str) -> HubResult<'a, ()> {
         let result = self.inner.works.check_uid(name, uid).and_then(|()| {
-            self.inner
-                .deleted_here
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(uid.to_string());
+            self.deletions().deleting_here(uid);
             self.inner
                 .works
                 .delete(name, |gone| {
@@ -852,112 +791,6 @@ impl Hub for BrokerHub {
         self.inner.outbox.get().is_some_and(|o| o.stats().ready)
     }
 
-    fn ask_again_for_missing_works(&self, missing: usize) -> bool {
-        let Some(outbox) = self.inner.outbox.get() else {
-            return false;
-        };
-        let ask = self
-            .inner
-            .resync_answer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .ask_again(missing);
-        if !ask {
-            return false;
-        }
-        tracing::info!(
-            missing,
-            "AppliedManifestWorks name works the source's answer did not bring (lost on the way?); asking again before eviction marks them"
-        );
-        self.request_spec_resync(outbox, Request::Again);
-        true
-    }
-
-    fn works_listed(&self) -> bool {
-        self.inner
-            .resync_answer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_in(Instant::now())
-    }
-
-    fn events_taken(&self) -> BoxFuture<'_, ()> {
-        match self.inner.outbox.get() {
-            Some(outbox) => Box::pin(outbox.taken()),
-            None => Box::pin(std::future::pending()),
-        }
-    }
-
-    /// The source has taken a work's status once the transport no longer holds it (statuses
-    /// queue under the work's UID).
-    fn status_heard(&self, name: &str) -> bool {
-        let uid = self
-            .inner
-            .works
-            .lock()
-            .works()
-            .get(name)
-            .and_then(|w| w.metadata.uid.clone());
-        let (Some(outbox), Some(uid)) = (self.inner.outbox.get(), uid) else {
-            return true;
-        };
-        !outbox.is_pending(&uid)
-    }
-
-    /// Sends `Deleted` again, unless this process is telling it already. The source must show
-    /// it heard it: the work may be one whose TTL ran out.
-    fn retell_deletion(&self, work: GoneWork<'_>) -> Result<(), kube::Error> {
-        let telling = self
-            .inner
-            .told
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_telling(work.name);
-        if telling {
-            return Ok(());
-        }
-        tracing::info!(
-            work = work.name,
-            "a deletion maybe not heard by the source: told again"
-        );
-        self.publish_deleted(&status::gone_work(work, &self.inner.cluster), true)
-    }
-
-    /// The source has heard a deletion once the transport no longer holds its `Deleted`, and,
-    /// for a work the agent deleted itself, once it answered a request listing the work with a
-    /// deletion ([`told`]). Asks for that answer when one is due.
-    fn deletions_heard(&self) -> DeletionsHeard {
-        let Some(outbox) = self.inner.outbox.get() else {
-            return DeletionsHeard::default();
-        };
-        let now = Instant::now();
-        let answer_in = self
-            .inner
-            .resync_answer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .is_in(now);
-        let (heard, unheard, ask) = {
-            let mut told = self
-                .inner
-                .told
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            told.refresh(|key| outbox.is_pending(key), now);
-            if answer_in {
-                told.answer_in(now);
-            }
-            let ask = answer_in && told.should_ask(now);
-            (told.take_heard(), told.unheard(), ask)
-        };
-        if ask {
-            self.request_spec_resync(outbox, Request::Confirm);
-        } else if answer_in {
-            self.ask_about_unconfirmed();
-        }
-        DeletionsHeard { heard, unheard }
-    }
-
     fn register_metrics(&self, registry: &mut Registry) {
         let hub = self.clone();
         let stats: metrics::StatsSource = Arc::new(move || match hub.inner.outbox.get() {
@@ -985,6 +818,131 @@ impl Hub for BrokerHub {
                 })
             },
         );
+    }
+}
+
+impl SourceHearing for BrokerHub {
+    fn works_listed(&self) -> bool {
+        self.inner
+            .resync_answer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_in(Instant::now())
+    }
+
+    fn ask_again_for_missing_works(&self, missing: usize) -> bool {
+        let Some(outbox) = self.inner.outbox.get() else {
+            return false;
+        };
+        let ask = self
+            .inner
+            .resync_answer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .ask_again(missing);
+        if !ask {
+            return false;
+        }
+        tracing::info!(
+            missing,
+            "AppliedManifestWorks name works the source's answer did not bring (lost on the way?); asking again before eviction marks them"
+        );
+        self.request_spec_resync(outbox, Request::Again);
+        true
+    }
+
+    /// The source has heard a deletion once the transport no longer holds its `Deleted`, and,
+    /// for a work the agent deleted itself, once it answered a request listing the work with a
+    /// deletion ([`told`]). Asks for that answer when one is due.
+    fn deletions_heard(&self) -> DeletionsHeard {
+        let Some(outbox) = self.inner.outbox.get() else {
+            return DeletionsHeard::default();
+        };
+        let now = Instant::now();
+        let answer_in = self
+            .inner
+            .resync_answer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_in(now);
+        let (heard, unheard, ask) = {
+            let mut deletions = self.deletions();
+            deletions.refresh(|key| outbox.is_pending(key), now);
+            if answer_in {
+                deletions.answer_in(now);
+            }
+            let ask = answer_in && deletions.should_ask(now);
+            (deletions.take_heard(), deletions.unheard(), ask)
+        };
+        if ask {
+            self.request_spec_resync(outbox, Request::Confirm);
+        } else if answer_in {
+            self.ask_about_unconfirmed();
+        }
+        DeletionsHeard { heard, unheard }
+    }
+
+    /// Sends `Deleted` again, unless this process is telling it already. The source must show
+    /// it heard it: the work may be one whose TTL ran out.
+    fn retell_deletion(&self, work: GoneWork<'_>) -> Result<(), kube::Error> {
+        let telling = self.deletions().is_telling(work.name);
+        if telling {
+            return Ok(());
+        }
+        tracing::info!(
+            work = work.name,
+            "a deletion maybe not heard by the source: told again"
+        );
+        self.publish_deleted(&status::gone_work(work, &self.inner.cluster), true)
+    }
+
+    fn events_taken(&self) -> BoxFuture<'_, ()> {
+        match self.inner.outbox.get() {
+            Some(outbox) => Box::pin(outbox.taken()),
+            None => Box::pin(std::future::pending()),
+        }
+    }
+
+    /// The source has taken a work's status once the transport no longer holds it (statuses
+    /// queue under the work's UID).
+    fn status_heard(&self, name: &str) -> bool {
+        let uid = self
+            .inner
+            .works
+            .lock()
+            .works()
+            .get(name)
+            .and_then(|w| w.metadata.uid.clone());
+        let (Some(outbox), Some(uid)) = (self.inner.outbox.get(), uid) else {
+            return true;
+        };
+        !outbox.is_pending(&uid)
+    }
+
+    /// The broker's ceiling less the envelope of the work's status event (its attributes, the
+    /// work's metadata among them).
+    fn status_room(&self, work: &ManifestWork) -> Option<usize> {
+        let outbox = self.inner.outbox.get()?;
+        let ceiling = outbox.ceiling();
+        if ceiling == usize::MAX {
+            return None;
+        }
+        // The event's attributes come from the metadata alone (the manifests stay out of it),
+        // and the widest sequence id stands for the one the write will take.
+        let bare = ManifestWork {
+            metadata: work.metadata.clone(),
+            spec: Default::default(),
+            status: None,
+        };
+        let envelope = status::status_event(
+            &bare,
+            EventType::StatusUpdate,
+            &self.inner.client_id,
+            u64::MAX,
+        )
+        .map(|event| outbox.wire_size(&event))
+        .ok()?;
+        Some(ceiling.saturating_sub(envelope + LENGTH_FIELDS_ROOM))
     }
 }
 
@@ -1137,7 +1095,9 @@ mod tests {
         }
     }
 
-    fn create(uid: &str, generation: i64) -> SpecUpdate {
+    /// The source's `create_request` of work `uid` (named by it, as Maestro names works) at
+    /// `generation`; the broker's other tests build their events from it too.
+    pub(super) fn create(uid: &str, generation: i64) -> SpecUpdate {
         SpecUpdate {
             event_type: EventType::SpecCreate,
             uid: uid.into(),

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time
 use k8s_openapi::jiff::Timestamp;
 use work_api::{ManifestWork, ManifestWorkStatus};
 
-use crate::hub::seam::GoneWork;
+use crate::hub::hearing::GoneWork;
 
 /// Condition type of the status that tells the source a work's cleanup is done.
 pub const DELETED: &str = "Deleted";

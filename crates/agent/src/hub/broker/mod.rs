@@ -63,7 +63,7 @@ use tombstone::Tombstone;
 const RECEIVE_BATCH: usize = 256;
 
 /// A status is queued for the source only once fewer than this many events wait to be sent: a
-/// status for every work at once (after a restart, for a status resync) then waits for the wire
+/// status for every work at once (after a restart, every work reconciled) then waits for the wire
 /// instead of holding every event in memory (about 3 KiB each at 100,000 works).
 const STATUS_ROOM: usize = 1_000;
 
@@ -95,9 +95,6 @@ struct Inner {
     store: OnceLock<Arc<dyn DeletionStore>>,
     /// The deletions kept there, as last read or written.
     kept: tokio::sync::Mutex<kept::Kept>,
-    /// The answer to the latest status resync request, sent as the wire takes it; a newer
-    /// request replaces it.
-    status_answer: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// Why a spec resync request is sent.
@@ -174,7 +171,6 @@ impl BrokerHub {
                 desync: Mutex::default(),
                 store: OnceLock::new(),
                 kept: tokio::sync::Mutex::default(),
-                status_answer: Mutex::new(None),
             }),
         }
     }
@@ -458,7 +454,7 @@ impl BrokerHub {
             for item in batch.drain(..) {
                 match item {
                     Ok(Incoming::Spec(update)) => self.apply_spec(&update),
-                    Ok(Incoming::StatusResync(request)) => self.start_status_answer(request),
+                    Ok(Incoming::StatusResync(request)) => self.answer_status_resync(&request),
                     Err(cloudevents::Error::WrongCluster { got, .. }) => {
                         tracing::debug!(cluster = %got, "event for another cluster ignored");
                     }
@@ -608,23 +604,6 @@ impl BrokerHub {
         }
     }
 
-    /// Answers `request` on its own task, in place of the answer to an earlier request: the
-    /// receive loop goes on taking events while the answer waits for the wire.
-    fn start_status_answer(&self, request: ResourceStatusHashList) {
-        let hub = self.clone();
-        let task = tokio::spawn(async move { hub.answer_status_resync(&request).await });
-        let earlier = self
-            .inner
-            .status_answer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .replace(task);
-        if let Some(earlier) = earlier {
-            // The newer request lists what the source holds now: its answer covers the rest.
-            earlier.abort();
-        }
-    }
-
     /// Waits until the client has room for another status ([`STATUS_ROOM`]), or
     /// [`STATUS_ROOM_WAIT`] has passed: a wire that takes nothing while its connection stays up
     /// costs memory then, as an outage does, rather than holding the workers that apply.
@@ -635,7 +614,7 @@ impl BrokerHub {
     }
 
     /// Answers a status resync request with the statuses the source lacks.
-    pub async fn answer_status_resync(&self, request: &ResourceStatusHashList) {
+    pub fn answer_status_resync(&self, request: &ResourceStatusHashList) {
         let started = Instant::now();
         let listed = status::ListedHashes::of(request);
         // Picked by UID from the kept metadata, then decoded one at a time: decoding every work
@@ -658,7 +637,6 @@ impl BrokerHub {
                 continue;
             }
             count += 1;
-            self.wait_for_status_room().await;
             if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
                 tracing::warn!(error = %e, "status resync answer not sent");
             }
@@ -675,7 +653,6 @@ impl BrokerHub {
                 work = work.metadata.name.as_deref().unwrap_or_default(),
                 "the source lists a work deleted here; Deleted sent again"
             );
-            self.wait_for_status_room().await;
             if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
                 tracing::warn!(error = %e, "status resync answer not sent");
             }
@@ -1250,9 +1227,9 @@ mod tests {
         assert!(outbox.taken().await.is_empty());
     }
 
-    /// A status for every work at once (a status resync asking for all, as after the source
-    /// restarted) waits for the wire: while the source holds what is on its way, the client
-    /// holds the sends in flight and [`STATUS_ROOM`] more, not one event per work, one more per
+    /// A status for every work at once (as after a restart, when every work is reconciled)
+    /// waits for the wire: while the source holds what is on its way, the client holds the sends
+    /// in flight and [`STATUS_ROOM`] more, not one event per work, one more per
     /// [`STATUS_ROOM_WAIT`] of a stalled wire; once the source hears again, every status goes.
     #[tokio::test]
     async fn a_status_for_every_work_waits_for_the_wire() {
@@ -1262,10 +1239,19 @@ mod tests {
             hub.apply_spec(&create(&format!("u{i}"), 1));
         }
         outbox.hold();
-        hub.start_status_answer(ResourceStatusHashList {
-            status_hashes: Vec::new(),
+        let writer = hub.clone();
+        tokio::spawn(async move {
+            for i in 0..works {
+                let name = format!("u{i}");
+                let work = writer.get_work(&name).await.expect("read").expect("stored");
+                let rv = work.metadata.resource_version.clone();
+                writer
+                    .write_status(&name, rv.as_deref(), &applied_status())
+                    .await
+                    .expect("written");
+            }
         });
-        // The 8 sends in flight reached the source and wait there; then the answer stops at the
+        // The 8 sends in flight reached the source and wait there; then the writer stops at the
         // room it has.
         outbox.arrived(8).await;
         tokio::time::timeout(std::time::Duration::from_secs(5), async {
@@ -1274,14 +1260,14 @@ mod tests {
             }
         })
         .await
-        .expect("the answer fills the room it has");
-        // Given the chance to run on: the answer task is woken by nothing while the wire holds.
+        .expect("the writer fills the room it has");
+        // Given the chance to run on: the writer is woken by nothing while the wire holds.
         for _ in 0..100 {
             tokio::task::yield_now().await;
         }
         assert_eq!(outbox.publisher.stats().queue_depth, 8 + STATUS_ROOM);
 
-        // A wire that takes nothing for STATUS_ROOM_WAIT holds the answer no longer: one more
+        // A wire that takes nothing for STATUS_ROOM_WAIT holds the writer no longer: one more
         // status is queued, and the next waits again.
         tokio::time::pause();
         tokio::time::advance(STATUS_ROOM_WAIT).await;
@@ -1309,7 +1295,7 @@ mod tests {
         assert_eq!(sent.len(), works);
         assert!(
             sent.iter()
-                .all(|e| e.type_ == EventType::StatusResyncResponse.as_type())
+                .all(|e| e.type_ == EventType::StatusUpdate.as_type())
         );
     }
 
@@ -1536,7 +1522,7 @@ mod tests {
                 })
                 .collect(),
         };
-        hub.answer_status_resync(&listed(&["u8"])).await;
+        hub.answer_status_resync(&listed(&["u8"]));
         let again = outbox.taken().await;
         assert_eq!(again.len(), 1, "{again:?}");
         assert_eq!(
@@ -1546,7 +1532,7 @@ mod tests {
         let deleted = ("Deleted".to_string(), "True".to_string());
         assert!(conditions(&again[0]).contains(&deleted), "{again:?}");
         // Created again: its own status, never Deleted.
-        hub.answer_status_resync(&listed(&["u6"])).await;
+        hub.answer_status_resync(&listed(&["u6"]));
         let held = outbox.taken().await;
         assert_eq!(held.len(), 1);
         assert!(!conditions(&held[0]).iter().any(|(t, _)| t == "Deleted"));
@@ -1702,8 +1688,7 @@ mod tests {
                 resource_id: "a".into(),
                 status_hash: current,
             }],
-        })
-        .await;
+        });
         assert!(
             outbox.taken().await.is_empty(),
             "the source has a's status; b was not asked for"

@@ -30,6 +30,7 @@ pub mod listing;
 pub mod metrics;
 pub mod spec;
 pub mod status;
+pub mod status_answers;
 pub mod told;
 pub mod tombstone;
 
@@ -95,6 +96,10 @@ struct Inner {
     store: OnceLock<Arc<dyn DeletionStore>>,
     /// The deletions kept there, as last read or written.
     kept: tokio::sync::Mutex<kept::Kept>,
+    /// The works a status resync request asked for, sent as the wire takes them.
+    status_answers: Mutex<status_answers::StatusAnswers>,
+    /// Wakes the task that sends them.
+    answers_asked: tokio::sync::Notify,
 }
 
 /// Why a spec resync request is sent.
@@ -171,6 +176,8 @@ impl BrokerHub {
                 desync: Mutex::default(),
                 store: OnceLock::new(),
                 kept: tokio::sync::Mutex::default(),
+                status_answers: Mutex::default(),
+                answers_asked: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -206,6 +213,7 @@ impl BrokerHub {
     ) {
         let _ = self.inner.outbox.set(publisher);
         tokio::spawn(self.clone().receive(incoming));
+        tokio::spawn(self.clone().send_status_answers());
     }
 
     /// Counts one answer of the works' copy in `manifestworks_processed_total`.
@@ -613,7 +621,38 @@ impl BrokerHub {
         }
     }
 
-    /// Answers a status resync request with the statuses the source lacks.
+    fn answers(&self) -> MutexGuard<'_, status_answers::StatusAnswers> {
+        self.inner
+            .status_answers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sends the statuses status resync requests asked for, one at a time as the wire has room,
+    /// each read from the works when it goes (the latest, and nothing held per work meanwhile).
+    async fn send_status_answers(self) {
+        loop {
+            let asked = self.inner.answers_asked.notified();
+            tokio::pin!(asked);
+            // Registered before looking, so a request queued in between is not missed.
+            asked.as_mut().enable();
+            let Some(name) = self.answers().take_next() else {
+                asked.await;
+                continue;
+            };
+            self.wait_for_status_room().await;
+            let work = self.inner.works.lock().get(&name);
+            if let Some(work) = work
+                && let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse)
+            {
+                tracing::warn!(work = %name, error = %e, "status resync answer not sent");
+            }
+            self.answers().done();
+        }
+    }
+
+    /// Answers a status resync request with the statuses the source lacks: the works it lacks
+    /// are queued for [`BrokerHub::send_status_answers`], a `Deleted` said again at once.
     pub fn answer_status_resync(&self, request: &ResourceStatusHashList) {
         let started = Instant::now();
         let listed = status::ListedHashes::of(request);
@@ -637,9 +676,10 @@ impl BrokerHub {
                 continue;
             }
             count += 1;
-            if let Err(e) = self.publish_status(&work, EventType::StatusResyncResponse) {
-                tracing::warn!(error = %e, "status resync answer not sent");
-            }
+            self.answers().ask(name);
+        }
+        if count > 0 {
+            self.inner.answers_asked.notify_one();
         }
         // A work the source still lists but the agent deleted: its `Deleted` was lost on the way
         // (the source restarted after the broker took it), and without it the source keeps the
@@ -880,9 +920,13 @@ impl SourceHearing for BrokerHub {
         }
     }
 
-    /// The source has taken a work's status once the transport no longer holds it (statuses
-    /// queue under the work's UID).
+    /// The source has taken a work's status once neither the status resync answers nor the
+    /// transport hold it (statuses queue under the work's UID).
     fn status_heard(&self, name: &str) -> bool {
+        // A status resync answer not handed to the client yet: the source lacks the status.
+        if self.answers().waits(name) {
+            return false;
+        }
         let uid = self
             .inner
             .works
@@ -1299,6 +1343,62 @@ mod tests {
         );
     }
 
+    /// A status resync in parts (as a source sends one, 1,000 hashes a request) asking for every
+    /// work is answered whole, each work once, as the wire takes it: while the source holds what
+    /// is on its way, the client holds the sends in flight and [`STATUS_ROOM`] more, the rest
+    /// waits as names, and a work whose answer waits is not heard.
+    #[tokio::test]
+    async fn a_status_resync_in_parts_is_answered_whole_as_the_wire_takes_it() {
+        let works = STATUS_ROOM + 200;
+        let (hub, outbox, _tx) = hub_with(works + 100);
+        for i in 0..works {
+            hub.apply_spec(&create(&format!("u{i}"), 1));
+        }
+        outbox.hold();
+        let part = |range: std::ops::Range<usize>| ResourceStatusHashList {
+            status_hashes: range
+                .map(|i| ResourceStatusHash {
+                    resource_id: format!("u{i}"),
+                    status_hash: "old".into(),
+                })
+                .collect(),
+        };
+        hub.answer_status_resync(&part(0..works / 2));
+        hub.answer_status_resync(&part(works / 2..works));
+        outbox.arrived(8).await;
+        tokio::time::timeout(std::time::Duration::from_secs(5), async {
+            while outbox.publisher.stats().queue_depth < 8 + STATUS_ROOM {
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        })
+        .await
+        .expect("the answers fill the room they have");
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(outbox.publisher.stats().queue_depth, 8 + STATUS_ROOM);
+        let last = format!("u{}", works - 1);
+        assert!(!hub.status_heard(&last), "its answer waits");
+
+        outbox.hear().await;
+        let mut answered = std::collections::BTreeSet::new();
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while answered.len() < works {
+                for event in outbox.taken().await {
+                    assert_eq!(event.type_, EventType::StatusResyncResponse.as_type());
+                    let uid = event
+                        .ext_string(types::EXT_RESOURCE_ID)
+                        .expect("resourceid");
+                    assert!(answered.insert(uid.clone()), "{uid} answered twice");
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+            }
+        })
+        .await
+        .expect("every work of both parts is answered");
+        assert!(hub.status_heard(&last));
+    }
+
     #[tokio::test]
     async fn a_status_the_client_cannot_queue_leaves_the_copy_as_it_was() {
         // Room for one work's events; the source holds the first one.
@@ -1533,6 +1633,7 @@ mod tests {
         assert!(conditions(&again[0]).contains(&deleted), "{again:?}");
         // Created again: its own status, never Deleted.
         hub.answer_status_resync(&listed(&["u6"]));
+        hub.answers_sent().await;
         let held = outbox.taken().await;
         assert_eq!(held.len(), 1);
         assert!(!conditions(&held[0]).iter().any(|(t, _)| t == "Deleted"));
@@ -1665,13 +1766,12 @@ mod tests {
         .await
         .expect("send");
         let all = tokio::time::timeout(std::time::Duration::from_secs(5), async {
-            loop {
-                let got = outbox.taken().await;
-                if !got.is_empty() {
-                    return got;
-                }
+            let mut all = Vec::new();
+            while all.len() < 2 {
+                all.extend(outbox.taken().await);
                 tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             }
+            all
         })
         .await
         .expect("answered");
@@ -1689,10 +1789,24 @@ mod tests {
                 status_hash: current,
             }],
         });
+        hub.answers_sent().await;
         assert!(
             outbox.taken().await.is_empty(),
             "the source has a's status; b was not asked for"
         );
+    }
+
+    impl BrokerHub {
+        /// Waits until every status a status resync request asked for is handed to the client.
+        async fn answers_sent(&self) {
+            tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                while !self.answers().is_empty() {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            })
+            .await
+            .expect("the answers are sent");
+        }
     }
 
     /// The ids a spec resync request lists, in order.

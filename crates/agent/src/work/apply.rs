@@ -674,15 +674,7 @@ impl<'a> WorkScope<'a> {
                 let outcome = self
                     .observed(target, Err(why.clone()), Live::Unreadable(e))
                     .await;
-                let mut result = blocked(
-                    outcome,
-                    self.carry_over(&target.id, Some(&target.resolved.plural)),
-                    Some(target.key()),
-                    true,
-                    why,
-                );
-                result.object_watch = key;
-                return TakeOver::Refused(Box::new(result));
+                return self.refused(target, outcome, true, why, key);
             }
         };
         if self.is_ours(target, &live) {
@@ -702,14 +694,26 @@ impl<'a> WorkScope<'a> {
             .observed(target, Err(why.clone()), Live::Found(live))
             .await;
         outcome.drift = self.drift_condition(&outcome.meta, &Seen::NotTakenOver(fields));
+        self.refused(target, outcome, false, why, key)
+    }
+
+    /// A take-over refused (`transient`: retried), the object watched by `object_watch`.
+    fn refused(
+        &self,
+        target: &Target,
+        outcome: ManifestOutcome,
+        transient: bool,
+        why: String,
+        object_watch: Option<ObjectKey>,
+    ) -> TakeOver {
         let mut result = blocked(
             outcome,
             self.carry_over(&target.id, Some(&target.resolved.plural)),
             Some(target.key()),
-            false,
+            transient,
             why,
         );
-        result.object_watch = key;
+        result.object_watch = object_watch;
         TakeOver::Refused(Box::new(result))
     }
 

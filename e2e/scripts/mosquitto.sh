@@ -12,6 +12,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 RUN_ROOT=${RUN_ROOT:-$ROOT/.run}
 DIR="$RUN_ROOT/mosquitto"
 log() { printf '[mosquitto] %s\n' "$*" >&2; }
+usage() { sed -n '2,8p' "${BASH_SOURCE[0]}" >&2; exit 2; }
 
 find_bin() { command -v mosquitto || { [ -x /usr/sbin/mosquitto ] && echo /usr/sbin/mosquitto; } || true; }
 
@@ -76,12 +77,12 @@ case "${1:-}" in
   install) install ;;
   run)
     shift
-    [ $# -ge 1 ] || { sed -n '2,8p' "${BASH_SOURCE[0]}" >&2; exit 2; }
-    port=$(start)
+    [ $# -ge 1 ] || usage
     trap stop EXIT
+    port=$(start)
     export MQTT_BROKER="127.0.0.1:$port" MOSQUITTO_SCRIPT="$HERE/mosquitto.sh" RUN_ROOT
     log "broker on $MQTT_BROKER"
     "$@" # a failure ends the script with its exit code (set -e), through the EXIT trap
     ;;
-  *) sed -n '2,8p' "${BASH_SOURCE[0]}" >&2; exit 2 ;;
+  *) usage ;;
 esac

@@ -44,12 +44,7 @@ fn work(name: &str, ns: &str, phase: &str, ttl: Option<i64>) -> ManifestWork {
 }
 
 fn condition<'a>(work: &'a ManifestWork, type_: &str) -> Option<&'a str> {
-    work.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| c.status.as_str())
+    crate::agent_common::work_condition(work, type_).map(|c| c.status.as_str())
 }
 
 async fn configmap_phase(api: &Api<ConfigMap>, name: &str) -> Option<String> {

@@ -39,14 +39,6 @@ enum Rollout {
     Failed,
 }
 
-fn find<'a>(work: &'a ManifestWork, ty: &str) -> Option<&'a Condition> {
-    work.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .find(|c| c.type_ == ty)
-}
-
 /// `isConditionReady`: there, for the work's generation, and True when asked.
 fn ready(c: Option<&Condition>, generation: Option<i64>, require_true: bool) -> bool {
     c.is_some_and(|c| c.observed_generation == generation && (!require_true || c.status == "True"))
@@ -57,10 +49,10 @@ fn ready(c: Option<&Condition>, generation: Option<i64>, require_true: bool) -> 
 fn cluster_status(work: &ManifestWork) -> (Rollout, Option<Time>) {
     let generation = work.metadata.generation;
     let (applied, progressing, degraded, available) = (
-        find(work, "Applied"),
-        find(work, "Progressing"),
-        find(work, "Degraded"),
-        find(work, "Available"),
+        work_condition(work, "Applied"),
+        work_condition(work, "Progressing"),
+        work_condition(work, "Degraded"),
+        work_condition(work, "Available"),
     );
     let to_apply = !ready(applied, generation, true)
         || (!ready(progressing, generation, false) && !ready(available, generation, false))

@@ -431,12 +431,9 @@ impl Watches {
         namespace: &str,
         name: &str,
     ) -> Cached {
-        let synced = self
-            .objects
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&object_key(resource, namespace, name))
-            .map(|w| w.synced.clone());
+        let synced = synced_flag(&self.objects, &object_key(resource, namespace, name), |w| {
+            &w.synced
+        });
         wait_synced(synced).await;
         self.object_cached(resource, namespace, name)
     }
@@ -479,13 +476,8 @@ impl Watches {
         namespace: &str,
         name: &str,
     ) -> Cached {
-        let synced = self
-            .started
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&(resource.group.clone(), resource.plural.clone()))
-            .map(|w| w.synced.clone());
-        wait_synced(synced).await;
+        let key = (resource.group.clone(), resource.plural.clone());
+        wait_synced(synced_flag(&self.started, &key, |w| &w.synced)).await;
         self.cached(resource, namespace, name)
     }
 
@@ -568,6 +560,16 @@ fn look_up(
     }
 }
 
+/// The "initial list done" flag of the watch under `key` in `watches`, when one runs.
+fn synced_flag<K: std::hash::Hash + Eq, W>(
+    watches: &Mutex<HashMap<K, W>>,
+    key: &K,
+    synced: impl Fn(&W) -> &tokio::sync::watch::Receiver<bool>,
+) -> Option<tokio::sync::watch::Receiver<bool>> {
+    let watches = watches.lock().unwrap_or_else(PoisonError::into_inner);
+    watches.get(key).map(|w| synced(w).clone())
+}
+
 /// Waits (up to [`SYNC_WAIT`]) until a store has its first list.
 async fn wait_synced(synced: Option<tokio::sync::watch::Receiver<bool>>) {
     if let Some(mut synced) = synced {
@@ -636,22 +638,19 @@ async fn forward_events<S>(
 
 impl Drop for Watches {
     fn drop(&mut self) {
-        for (_, watch) in self
-            .started
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain()
-        {
-            watch.handle.abort();
-        }
-        for (_, watch) in self
-            .objects
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain()
-        {
-            watch.handle.abort();
-        }
+        abort_all(&self.started, |w| &w.handle);
+        abort_all(&self.objects, |w| &w.handle);
+    }
+}
+
+/// Stops every watch of `watches`.
+fn abort_all<K, W>(
+    watches: &Mutex<HashMap<K, W>>,
+    handle: impl Fn(&W) -> &tokio::task::JoinHandle<()>,
+) {
+    let mut watches = watches.lock().unwrap_or_else(PoisonError::into_inner);
+    for (_, watch) in watches.drain() {
+        handle(&watch).abort();
     }
 }
 

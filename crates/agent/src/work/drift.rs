@@ -172,11 +172,7 @@ pub fn work_condition(manifests: &[&[Condition]]) -> Option<ConditionUpdate> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_800_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
-    }
+    use crate::work::test_conditions::{at, written};
 
     fn field(path: &str, live: &str, wanted: &str) -> FieldDrift {
         FieldDrift {
@@ -184,17 +180,6 @@ mod tests {
             live: Some(live.into()),
             wanted: Some(wanted.into()),
             hidden: false,
-        }
-    }
-
-    fn written(u: &ConditionUpdate) -> Condition {
-        Condition {
-            type_: u.type_.clone(),
-            status: u.status.as_str().to_string(),
-            reason: u.reason.clone(),
-            message: u.message.clone(),
-            last_transition_time: Time(at(0)),
-            observed_generation: Some(1),
         }
     }
 

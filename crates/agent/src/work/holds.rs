@@ -66,23 +66,8 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use crate::work::test_conditions::{at, written};
     use std::time::Duration;
-
-    fn at(secs: i64) -> Timestamp {
-        Timestamp::from_second(1_800_000_000 + secs).unwrap_or(Timestamp::UNIX_EPOCH)
-    }
-
-    fn written(u: &ConditionUpdate) -> Condition {
-        Condition {
-            type_: u.type_.clone(),
-            status: u.status.as_str().to_string(),
-            reason: u.reason.clone(),
-            message: u.message.clone(),
-            last_transition_time: Time(at(0)),
-            observed_generation: Some(1),
-        }
-    }
 
     fn verdict(status: Status) -> Vec<ConditionUpdate> {
         vec![

@@ -18,5 +18,7 @@ pub mod states;
 pub mod status;
 pub mod status_size;
 pub mod status_writer;
+#[cfg(test)]
+mod test_conditions;
 pub mod ttl;
 pub mod ttl_failures;

@@ -1092,6 +1092,24 @@ mod tests {
             .expect("the client sends what it holds");
         }
 
+        /// Waits until the 8 sends in flight reached the held source and [`STATUS_ROOM`] more
+        /// events wait, then checks the producer, given the chance to run on, queued no more.
+        async fn holds_in_flight_and_the_room(&self) {
+            self.arrived(8).await;
+            tokio::time::timeout(std::time::Duration::from_secs(5), async {
+                while self.publisher.stats().queue_depth < 8 + STATUS_ROOM {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+            })
+            .await
+            .expect("the producer fills the room it has");
+            // Nothing wakes a producer that waits for room while the wire holds.
+            for _ in 0..100 {
+                tokio::task::yield_now().await;
+            }
+            assert_eq!(self.publisher.stats().queue_depth, 8 + STATUS_ROOM);
+        }
+
         /// Waits until the client holds nothing more.
         async fn drained(&self) {
             tokio::time::timeout(std::time::Duration::from_secs(5), async {
@@ -1297,19 +1315,7 @@ mod tests {
         });
         // The 8 sends in flight reached the source and wait there; then the writer stops at the
         // room it has.
-        outbox.arrived(8).await;
-        tokio::time::timeout(std::time::Duration::from_secs(5), async {
-            while outbox.publisher.stats().queue_depth < 8 + STATUS_ROOM {
-                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            }
-        })
-        .await
-        .expect("the writer fills the room it has");
-        // Given the chance to run on: the writer is woken by nothing while the wire holds.
-        for _ in 0..100 {
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(outbox.publisher.stats().queue_depth, 8 + STATUS_ROOM);
+        outbox.holds_in_flight_and_the_room().await;
 
         // A wire that takes nothing for STATUS_ROOM_WAIT holds the writer no longer: one more
         // status is queued, and the next waits again.
@@ -1365,18 +1371,7 @@ mod tests {
         };
         hub.answer_status_resync(&part(0..works / 2));
         hub.answer_status_resync(&part(works / 2..works));
-        outbox.arrived(8).await;
-        tokio::time::timeout(std::time::Duration::from_secs(5), async {
-            while outbox.publisher.stats().queue_depth < 8 + STATUS_ROOM {
-                tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-            }
-        })
-        .await
-        .expect("the answers fill the room they have");
-        for _ in 0..100 {
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(outbox.publisher.stats().queue_depth, 8 + STATUS_ROOM);
+        outbox.holds_in_flight_and_the_room().await;
         let last = format!("u{}", works - 1);
         assert!(!hub.status_heard(&last), "its answer waits");
 
